@@ -1,0 +1,118 @@
+#pragma once
+/// The public conv3djit API: describe a 3D convolution with PyTorch nn.Conv3d semantics, then run
+/// it with conv3d(). The first call for a new shape compiles a specialised kernel with NVRTC; later
+/// calls (and later processes, through the disk cache) reuse it.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "conv3djit/error.hpp"
+
+namespace conv3djit {
+
+/// Three extents in (D, H, W) order. Built from one int for all axes or from three.
+struct Dims3 {
+  int64_t d = 1, h = 1, w = 1;
+  constexpr Dims3() = default;
+  constexpr Dims3(int64_t all) : d(all), h(all), w(all) {}  // NOLINT: one int means all axes
+  constexpr Dims3(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
+  constexpr int64_t operator[](int axis) const { return axis == 0 ? d : axis == 1 ? h : w; }
+  constexpr bool operator==(const Dims3& o) const { return d == o.d && h == o.h && w == o.w; }
+};
+
+/// Padding as nn.Conv3d takes it: explicit per-axis amounts, or the strings "same" / "valid".
+struct Padding {
+  enum class Mode { Explicit, Same, Valid };
+  Mode mode = Mode::Explicit;
+  Dims3 amount{0};  ///< used when mode == Explicit; the same amount on both sides of an axis
+
+  constexpr Padding() = default;
+  constexpr Padding(int64_t all) : amount(all) {}    // NOLINT: like padding=1
+  constexpr Padding(Dims3 per_axis) : amount(per_axis) {}  // NOLINT: like padding=(1,2,3)
+  static constexpr Padding same() { Padding p; p.mode = Mode::Same; return p; }
+  static constexpr Padding valid() { Padding p; p.mode = Mode::Valid; return p; }
+};
+
+enum class DataType { Float32 };
+enum class Layout { NCDHW };
+
+/// Accuracy class: what error against a float64 reference a result may have.
+enum class Precision {
+  Fp32,  ///< default: rel-L2 <= 1e-6 and allclose(atol = rtol = 1e-4) against float64
+  Tf32,  ///< opt-in, what PyTorch does by default for convolutions: rel-L2 <= 5e-4
+};
+
+/// One convolution, field for field what nn.Conv3d(C, K, kernel, stride, padding, dilation,
+/// groups, bias) applied to an N x C x D x H x W input means.
+struct Conv3dDesc {
+  int64_t n = 1;        ///< batch size
+  int64_t c = 1;        ///< input channels (in_channels)
+  int64_t d = 1;        ///< input depth
+  int64_t h = 1;        ///< input height
+  int64_t w = 1;        ///< input width
+  int64_t k = 1;        ///< output channels (out_channels)
+  Dims3 kernel{1};      ///< kernel_size (KD, KH, KW)
+  Dims3 stride{1};      ///< stride per axis, >= 1
+  Padding padding{};    ///< zero padding per axis, or same / valid
+  Dims3 dilation{1};    ///< dilation per axis, >= 1
+  int64_t groups = 1;   ///< C and K must both be divisible by groups; groups == C is depthwise
+  bool bias = false;    ///< add bias[k] to every output of channel k
+  DataType dtype = DataType::Float32;
+  Layout layout = Layout::NCDHW;
+  Precision precision = Precision::Fp32;
+};
+
+/// Device pointers (CUdeviceptr values or cudaMalloc results) to contiguous NCDHW tensors:
+/// input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (only if desc.bias),
+/// output N x K x OD x OH x OW.
+struct Conv3dTensors {
+  const void* input = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  void* output = nullptr;
+};
+
+/// Output extents N x K x OD x OH x OW of a valid description.
+struct OutputExtents {
+  int64_t n = 0, k = 0, d = 0, h = 0, w = 0;
+  int64_t elements() const { return n * k * d * h * w; }
+};
+
+/// Per-side padding actually applied. `same` with an odd total puts the extra element at the end
+/// (right side), exactly as PyTorch does, so before and after can differ.
+struct ResolvedPadding {
+  Dims3 before{0};
+  Dims3 after{0};
+};
+
+/// The outcome of validate(): ok, or the error conv3d() would throw.
+struct Validation {
+  bool ok = true;
+  ErrorCategory category = ErrorCategory::InvalidArgument;
+  std::string message;
+  explicit operator bool() const { return ok; }
+};
+
+/// A CUstream; a cudaStream_t is the same handle. nullptr is the legacy default stream of the
+/// current context.
+using Stream = void*;
+
+/// Checks a description (and, if given, its tensors) without throwing. conv3d() calls this first.
+Validation validate(const Conv3dDesc& desc, const Conv3dTensors* tensors = nullptr) noexcept;
+
+/// Output extents of a description; throws Error(InvalidArgument) if the description is invalid.
+OutputExtents output_extents(const Conv3dDesc& desc);
+
+/// Padding per side after resolving same / valid; throws like output_extents().
+ResolvedPadding resolved_padding(const Conv3dDesc& desc);
+
+/// Runs the convolution on `stream`, asynchronously: no synchronisation, no allocation, so a call
+/// can be captured into a CUDA graph. Uses the process-wide default Engine (see engine.hpp).
+/// Throws Error; on an invalid call nothing is launched or written.
+void conv3d(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
+
+/// "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32": a readable one-line name.
+std::string describe(const Conv3dDesc& desc);
+
+}  // namespace conv3djit

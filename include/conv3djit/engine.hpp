@@ -1,0 +1,116 @@
+#pragma once
+/// Engine: the kernel caches and settings behind conv3d(). Most programs use the process-wide
+/// Engine::global(); a separate Engine gives a separate cache folder or limit (tests, tools).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conv3djit/conv3d.hpp"
+
+namespace conv3djit {
+
+struct EngineOptions {
+  /// Disk cache folder; empty means $CONV3DJIT_CACHE_DIR, else $XDG_CACHE_HOME/conv3djit, else
+  /// ~/.cache/conv3djit.
+  std::string cache_dir;
+  /// Disk cache size limit in bytes; least recently used entries are evicted beyond it.
+  uint64_t cache_limit_bytes = 2ull << 30;
+  /// false: keep compiled kernels in memory only.
+  bool disk_cache = true;
+};
+
+/// Counters since the Engine was made.
+struct EngineStats {
+  uint64_t memory_hits = 0;  ///< conv3d calls served by an already loaded kernel
+  uint64_t disk_hits = 0;    ///< cubins read from the disk cache instead of compiled
+  uint64_t compiles = 0;     ///< NVRTC compiles
+  double compile_ms = 0;     ///< wall time spent in NVRTC
+  uint64_t module_loads = 0; ///< cuModuleLoadData calls (one per kernel and context)
+};
+
+/// What precompile() did for one description.
+struct PrecompileResult {
+  std::string key;          ///< canonical cache key text
+  std::string kernel;       ///< NVRTC name expression of the kernel
+  bool compiled = false;    ///< false: it was already in the cache
+  double compile_ms = 0;
+};
+
+/// One disk cache entry, for listings.
+struct CacheEntry {
+  std::string key;
+  std::string path;
+  uint64_t bytes = 0;
+  int64_t last_use_unix = 0;  ///< seconds since the epoch of the last read or write
+};
+
+struct CacheInfo {
+  std::string dir;
+  bool writable = false;
+  uint64_t bytes = 0;
+  uint64_t entries = 0;
+  uint64_t limit_bytes = 0;
+};
+
+/// The GPU a context runs on.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  std::string arch;        ///< "sm_90"
+  int sm_count = 0;
+  int driver_version = 0;  ///< e.g. 13000
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// The process-wide Engine that conv3d() uses.
+  static Engine& global();
+
+  /// As conv3d(), on this Engine's caches.
+  void run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
+
+  /// The float64 reference on the GPU (one thread per output, double accumulation): like run(),
+  /// but tensors.output points to N x K x OD x OH x OW doubles. The oracle for large problems.
+  void run_reference(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
+
+  /// Compiles (or finds in the disk cache) the kernel desc needs on `arch` ("sm_90", "sm_90a");
+  /// an empty arch means the current device's. Needs no GPU when arch is given. Thread-safe.
+  PrecompileResult precompile(const Conv3dDesc& desc, const std::string& arch = "");
+
+  /// Name expression of the kernel the planner picks for desc on `arch` (empty: current device).
+  std::string kernel_for(const Conv3dDesc& desc, const std::string& arch = "");
+
+  EngineStats stats() const;
+
+  std::vector<CacheEntry> cache_entries() const;
+  CacheInfo cache_info() const;
+  /// Removes every entry; returns how many were removed.
+  uint64_t cache_clear();
+  /// Writes every valid entry into one archive file; returns the entry count. Throws CacheIO.
+  uint64_t cache_export(const std::string& archive_path) const;
+  /// Verifies and adds every entry of an archive; returns the entry count. Throws CacheIO.
+  uint64_t cache_import(const std::string& archive_path);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// NVRTC's version as "13.0".
+std::string nvrtc_version();
+
+/// The device of the current context (or device 0); nullopt without a driver or device.
+std::optional<DeviceInfo> current_device() noexcept;
+
+/// Library version "MAJOR.MINOR.PATCH".
+const char* version() noexcept;
+
+}  // namespace conv3djit

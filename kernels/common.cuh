@@ -1,0 +1,22 @@
+#pragma once
+// Shared between the kernels (NVRTC or nvcc) and the host code that fills the launch arguments:
+// plain C++ only, so the host compiler sees exactly the same layout.
+
+namespace conv3djit {
+
+/// Run-time arguments of every convolution kernel. Shape parameters that a kernel bakes in as
+/// template constants are still passed here; such a kernel ignores them (the fp64 reference
+/// kernel reads them all).
+struct ConvParams {
+  long long n, c, d, h, w;   // input extents
+  long long k, od, oh, ow;   // output extents
+  long long k_per_group;
+  int c_per_group;
+  int kd, kh, kw;
+  int sd, sh, sw;
+  int dd, dh, dw;
+  int pad_d, pad_h, pad_w;   // padding before each axis (after-padding only shortens the output)
+  int has_bias;
+};
+
+}  // namespace conv3djit

@@ -1,0 +1,30 @@
+#include "codegen.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace conv3djit::detail {
+
+GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
+  GeneratedKernel g;
+  switch (k.algorithm) {
+    case Algorithm::DirectGeneric:
+      g.source = "#include \"direct_fp32.cu\"\n";
+      g.name_expression = fmt::format("conv3djit::direct_fp32<{},{},{},{},{},{},{},{},{},{},{}>",
+                                      k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd,
+                                      k.dh, k.dw, k.config[0]);
+      break;
+    case Algorithm::ReferenceFp64:
+      g.source = "#include \"reference_fp64.cu\"\n";
+      g.name_expression = "conv3djit::reference_fp64";
+      break;
+  }
+  // No fast-math: the fp32 class must match float64 within 1e-6 rel-L2. FMA contraction stays on
+  // (it only makes results more accurate).
+  g.options = {"--gpu-architecture=" + arch, "-std=c++17", "--fmad=true"};
+  std::sort(g.options.begin(), g.options.end());
+  return g;
+}
+
+}  // namespace conv3djit::detail

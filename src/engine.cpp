@@ -1,0 +1,257 @@
+// Engine: the pipeline of one conv3d call, validate -> plan -> key -> memory cache -> disk cache
+// -> generate -> compile -> load -> launch, and the caches that make every step after the first
+// call a lookup.
+#include "conv3djit/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen.hpp"
+#include "disk_cache.hpp"
+#include "driver_api.hpp"
+#include "log.hpp"
+#include "memory_cache.hpp"
+#include "module_loader.hpp"
+#include "nvrtc_compiler.hpp"
+#include "plan.hpp"
+#include "problem.hpp"
+
+namespace conv3djit {
+
+using namespace detail;
+
+namespace {
+
+// A cubin is built once per arch (not per device); a kernel is loaded once per context.
+struct BinaryKey {
+  SpecKey spec;
+  std::string arch;
+  bool operator==(const BinaryKey& o) const { return spec == o.spec && arch == o.arch; }
+};
+struct BinaryKeyHash {
+  size_t operator()(const BinaryKey& k) const {
+    return SpecKeyHash{}(k.spec) ^ (std::hash<std::string>{}(k.arch) * 31);
+  }
+};
+struct FunctionKey {
+  SpecKey spec;
+  CUcontext ctx;
+  bool operator==(const FunctionKey& o) const { return spec == o.spec && ctx == o.ctx; }
+};
+struct FunctionKeyHash {
+  size_t operator()(const FunctionKey& k) const {
+    return SpecKeyHash{}(k.spec) ^ (std::hash<const void*>{}(k.ctx) * 31);
+  }
+};
+
+using BinaryPtr = std::shared_ptr<const KernelBinary>;
+
+}  // namespace
+
+struct Engine::Impl {
+  explicit Impl(EngineOptions o)
+      : options(std::move(o)),
+        disk(options.disk_cache ? std::make_unique<DiskCache>(options.cache_dir, options.cache_limit_bytes)
+                                : nullptr) {}
+
+  EngineOptions options;
+  std::unique_ptr<DiskCache> disk;
+  MemoryCache<BinaryKey, BinaryPtr, BinaryKeyHash> binaries;
+  MemoryCache<FunctionKey, CUfunction, FunctionKeyHash> functions;
+  std::mutex contexts_mutex;
+  std::unordered_map<CUcontext, ContextInfo> contexts;
+  std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0};
+  std::atomic<uint64_t> compile_us{0};
+
+  const ContextInfo& context_info(CUcontext ctx) {
+    std::lock_guard<std::mutex> lock(contexts_mutex);
+    auto it = contexts.find(ctx);
+    if (it == contexts.end()) it = contexts.emplace(ctx, describe_context(ctx)).first;
+    return it->second;  // unordered_map never moves its elements
+  }
+
+  // The cubin for key on arch: memory, else disk, else NVRTC. *hit: it was already in memory.
+  BinaryPtr binary(const SpecKey& key, const std::string& arch, bool* hit = nullptr) {
+    return binaries.get_or_create(BinaryKey{key, arch}, [&] {
+      const GeneratedKernel gen = generate(key, arch);
+      const std::string key_text = cache_key_text(key, arch, gen.options);
+      auto result = std::make_shared<KernelBinary>();
+      if (disk) {
+        if (auto payload = disk->load(key_text)) {
+          if (from_payload(*payload, result.get())) {
+            result->from_disk = true;
+            disk_hits.fetch_add(1);
+            log().debug("disk cache hit: {}", key_text);
+            return BinaryPtr(result);
+          }
+          log().warn("disk cache entry has no kernel name, rebuilding: {}", key_text);
+          disk->remove(key_text);
+        }
+      }
+      const auto start = std::chrono::steady_clock::now();
+      CompiledKernel compiled = nvrtc_compile(gen);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      compiles.fetch_add(1);
+      compile_us.fetch_add(static_cast<uint64_t>(ms * 1000));
+      log().debug("compiled {} in {:.0f} ms ({} bytes)", gen.name_expression, ms, compiled.cubin.size());
+      result->lowered_name = std::move(compiled.lowered_name);
+      result->cubin = std::move(compiled.cubin);
+      result->compile_ms = ms;
+      if (disk) disk->store(key_text, to_payload(*result));
+      return BinaryPtr(result);
+    }, hit);
+  }
+
+  CUfunction function(const Plan& plan, CUcontext ctx) {
+    bool hit = false;
+    CUfunction fn = functions.get_or_create(FunctionKey{plan.key, ctx}, [&] {
+      const ContextInfo& info = context_info(ctx);
+      BinaryPtr bin = binary(plan.key, info.arch);
+      module_loads.fetch_add(1);
+      try {
+        return load_kernel(ctx, *bin, plan.shared_bytes);
+      } catch (const Error& e) {
+        if (!bin->from_disk) throw;
+        // A cached cubin the driver refuses is a miss: forget it everywhere and build it afresh.
+        log().warn("driver refused a cached kernel, rebuilding: {}", e.what());
+        const GeneratedKernel gen = generate(plan.key, info.arch);
+        disk->remove(cache_key_text(plan.key, info.arch, gen.options));
+        binaries.erase(BinaryKey{plan.key, info.arch});
+        bin = binary(plan.key, info.arch);
+        module_loads.fetch_add(1);
+        return load_kernel(ctx, *bin, plan.shared_bytes);
+      }
+    }, &hit);
+    if (hit) memory_hits.fetch_add(1, std::memory_order_relaxed);
+    return fn;
+  }
+
+  void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, CUcontext ctx) {
+    CUfunction fn = function(plan, ctx);
+    const void* in = t.input;
+    const void* wt = t.weight;
+    // The kernels read bias only when has_bias; any valid pointer will do otherwise.
+    const void* bias = t.bias != nullptr ? t.bias : t.weight;
+    void* out = t.output;
+    ConvParams params = plan.params;
+    void* args[] = {&in, &wt, &bias, &out, &params};
+    check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),
+             "cuLaunchKernel");
+  }
+};
+
+Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Engine::~Engine() = default;
+
+Engine& Engine::global() {
+  // Never destroyed: kernels may still be in flight, and the driver may already be torn down
+  // at static destruction time.
+  static Engine* engine = new Engine();
+  return *engine;
+}
+
+void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream) {
+  const Problem prob = make_problem(desc, &tensors);
+  const auto cu_stream = static_cast<CUstream>(stream);
+  const CUcontext ctx = context_for_stream(cu_stream);
+  const Plan plan = make_plan(prob, impl_->context_info(ctx).limits);
+  impl_->launch(plan, tensors, cu_stream, ctx);
+}
+
+void Engine::run_reference(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream) {
+  const Problem prob = make_problem(desc, &tensors);
+  const auto cu_stream = static_cast<CUstream>(stream);
+  const CUcontext ctx = context_for_stream(cu_stream);
+  const Plan plan = make_reference_plan(prob, impl_->context_info(ctx).limits);
+  impl_->launch(plan, tensors, cu_stream, ctx);
+}
+
+namespace {
+// The arch to build for: the caller's, else the current device's (which needs a GPU).
+std::string target_arch(Engine::Impl& impl, const std::string& arch, DeviceLimits* limits) {
+  if (!arch.empty()) {
+    *limits = limits_for_arch(arch);
+    return arch;
+  }
+  const ContextInfo& info = impl.context_info(context_for_stream(nullptr));
+  *limits = info.limits;
+  return info.arch;
+}
+}  // namespace
+
+PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& arch) {
+  const Problem prob = make_problem(desc);
+  DeviceLimits limits;
+  const std::string target = target_arch(*impl_, arch, &limits);
+  const Plan plan = make_plan(prob, limits);
+  bool hit = false;
+  BinaryPtr bin = impl_->binary(plan.key, target, &hit);
+  const GeneratedKernel gen = generate(plan.key, target);
+  PrecompileResult r;
+  r.key = cache_key_text(plan.key, target, gen.options);
+  r.kernel = gen.name_expression;
+  r.compiled = !hit && !bin->from_disk;
+  r.compile_ms = r.compiled ? bin->compile_ms : 0;
+  return r;
+}
+
+std::string Engine::kernel_for(const Conv3dDesc& desc, const std::string& arch) {
+  const Problem prob = make_problem(desc);
+  DeviceLimits limits;
+  const std::string target = target_arch(*impl_, arch, &limits);
+  return generate(make_plan(prob, limits).key, target).name_expression;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.memory_hits = impl_->memory_hits.load();
+  s.disk_hits = impl_->disk_hits.load();
+  s.compiles = impl_->compiles.load();
+  s.compile_ms = impl_->compile_us.load() / 1000.0;
+  s.module_loads = impl_->module_loads.load();
+  return s;
+}
+
+namespace {
+DiskCache& require_disk(const std::unique_ptr<DiskCache>& disk) {
+  if (!disk) throw Error(ErrorCategory::CacheIO, "this Engine has no disk cache (EngineOptions::disk_cache = false)");
+  return *disk;
+}
+}  // namespace
+
+std::vector<CacheEntry> Engine::cache_entries() const { return require_disk(impl_->disk).entries(); }
+CacheInfo Engine::cache_info() const { return require_disk(impl_->disk).info(); }
+uint64_t Engine::cache_clear() { return require_disk(impl_->disk).clear(); }
+uint64_t Engine::cache_export(const std::string& path) const { return require_disk(impl_->disk).export_archive(path); }
+uint64_t Engine::cache_import(const std::string& path) { return require_disk(impl_->disk).import_archive(path); }
+
+void conv3d(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream) {
+  Engine::global().run(desc, tensors, stream);
+}
+
+std::optional<DeviceInfo> current_device() noexcept {
+  try {
+    const DriverApi& d = driver();
+    const ContextInfo info = describe_context(context_for_stream(nullptr));
+    DeviceInfo dev;
+    dev.ordinal = static_cast<int>(info.device);
+    char name[256] = {};
+    d.cuDeviceGetName(name, sizeof(name), info.device);
+    dev.name = name;
+    dev.arch = info.arch;
+    dev.sm_count = info.limits.sm_count;
+    d.cuDriverGetVersion(&dev.driver_version);
+    return dev;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+const char* version() noexcept { return CONV3DJIT_VERSION; }
+
+}  // namespace conv3djit

@@ -1,0 +1,20 @@
+#include "conv3djit/error.hpp"
+
+namespace conv3djit {
+
+const char* to_string(ErrorCategory category) noexcept {
+  switch (category) {
+    case ErrorCategory::InvalidArgument: return "invalid_argument";
+    case ErrorCategory::Unsupported: return "unsupported";
+    case ErrorCategory::CompileFailed: return "compile_failed";
+    case ErrorCategory::DriverError: return "driver_error";
+    case ErrorCategory::NoDevice: return "no_device";
+    case ErrorCategory::CacheIO: return "cache_io";
+  }
+  return "unknown";
+}
+
+Error::Error(ErrorCategory category, const std::string& message)
+    : std::runtime_error(std::string(to_string(category)) + ": " + message), category_(category) {}
+
+}  // namespace conv3djit

@@ -1,0 +1,41 @@
+#pragma once
+// Launch side of the pipeline: contexts, their devices, and kernels loaded into them.
+#include <cuda.h>
+
+#include <string>
+
+#include "plan.hpp"
+
+namespace conv3djit::detail {
+
+/// A compiled kernel as the caches keep it: the cubin and the symbol to look up.
+struct KernelBinary {
+  std::string lowered_name;
+  std::string cubin;
+  bool from_disk = false;   // read from the disk cache rather than compiled by this process
+  double compile_ms = 0;
+};
+
+/// Disk payload <-> KernelBinary: the lowered name, a newline, then the cubin bytes.
+std::string to_payload(const KernelBinary& binary);
+bool from_payload(const std::string& payload, KernelBinary* binary);
+
+/// The device behind a context.
+struct ContextInfo {
+  CUdevice device = 0;
+  std::string arch;  // "sm_90"
+  DeviceLimits limits;
+};
+
+/// The context a call on `stream` runs in: the stream's own context; for the null, legacy or
+/// per-thread stream, the current context, else the primary context of device 0 (made current,
+/// as the CUDA runtime does).
+CUcontext context_for_stream(CUstream stream);
+
+ContextInfo describe_context(CUcontext ctx);
+
+/// Loads binary into ctx and returns its kernel; opts in to `dynamic_shared` bytes if > 48 KB.
+/// Throws Error(DriverError) if the driver refuses the image.
+CUfunction load_kernel(CUcontext ctx, const KernelBinary& binary, unsigned dynamic_shared);
+
+}  // namespace conv3djit::detail

@@ -1,0 +1,35 @@
+#pragma once
+// Plan: which kernel serves a Problem on a device, and how it is launched. The planner is a
+// heuristic over the extents and the device; only plan.key goes into the cubin.
+#include <string>
+
+#include "common.cuh"
+#include "problem.hpp"
+#include "spec_key.hpp"
+
+namespace conv3djit::detail {
+
+/// What the planner needs to know about the device.
+struct DeviceLimits {
+  int cc_major = 9, cc_minor = 0;
+  int sm_count = 132;
+  int max_smem_per_block_optin = 227 * 1024;
+};
+
+/// Limits of a typical device of an arch ("sm_90"), for planning without a GPU (precompile).
+DeviceLimits limits_for_arch(const std::string& arch);
+
+struct Plan {
+  SpecKey key;
+  unsigned grid = 1, block = 1;
+  unsigned shared_bytes = 0;  // dynamic shared memory
+  ConvParams params{};
+};
+
+/// The kernel and launch for prob on a device with these limits.
+Plan make_plan(const Problem& prob, const DeviceLimits& limits);
+
+/// The plan of the fp64 reference kernel (Engine::run_reference).
+Plan make_reference_plan(const Problem& prob, const DeviceLimits& limits);
+
+}  // namespace conv3djit::detail

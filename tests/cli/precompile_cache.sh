@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# precompile_cache.sh CLI MANIFEST WORKDIR
+# Warms a fresh cache for sm_90 (no GPU needed), checks that a second run finds every kernel
+# cached, that flags and manifest agree on a key, and that export -> clear -> import restores it.
+set -u
+cli=$1 manifest=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+cache=$work/cache archive=$work/kernels.archive
+
+fail() { echo "FAIL: $*"; exit 1; }
+conv() { "$cli" --cache-dir "$cache" "$@"; }
+# The value of an integer field of the one-line JSON report in $out.
+field() { grep -o "\"$1\":[0-9]*" <<<"$out" | head -n1 | cut -d: -f2; }
+# precompile --json, checking exit code and that stdout is exactly one JSON object.
+precompile_json() {
+  out=$(conv precompile --arch sm_90 --json "$@")
+  local rc=$?
+  echo "$out"
+  ((rc == 0)) || fail "precompile $* exited $rc"
+  [[ $(wc -l <<<"$out") -eq 1 && $out == '{'*'}' ]] || fail "stdout is not one JSON object"
+  [[ $(field failed) == 0 ]] || fail "failed kernels"
+}
+
+precompile_json --manifest "$manifest" -j 2
+kernels=$(field compiled)
+[[ $kernels -ge 1 && $(field cached) == 0 ]] || fail "cold run: want compiled >= 1, cached 0"
+[[ $(grep -o '"status":"compiled"' <<<"$out" | wc -l) -eq $kernels ]] || fail "cold run: statuses"
+
+precompile_json --manifest "$manifest" -j 2
+[[ $(field compiled) == 0 && $(field cached) == "$kernels" ]] || fail "warm run: want all $kernels cached"
+[[ $(grep -o '"status":"cached"' <<<"$out" | wc -l) -eq $kernels ]] || fail "warm run: statuses"
+
+# The manifest's first line, as flags: the same kernel.
+precompile_json --input 1,4,8,8,8 --out-channels 8 --kernel 3 --padding same
+[[ $(field compiled) == 0 && $(field cached) == 1 ]] || fail "flags: want the manifest's kernel cached"
+
+out=$(conv list --json) || fail "list exited $?"
+[[ $(grep -o '"key":' <<<"$out" | wc -l) -eq $kernels ]] || fail "list: want $kernels entries: $out"
+
+conv export "$archive" | grep -E "exported $kernels entries" || fail "export"
+conv clear | grep -E "removed $kernels entries" || fail "clear"
+conv list | grep -E "^0 entries" || fail "list after clear"
+conv import "$archive" | grep -E "imported $kernels entries" || fail "import"
+
+# Human output this time: the table's summary line.
+out=$(conv precompile --arch sm_90 --manifest "$manifest")
+rc=$?
+echo "$out"
+((rc == 0)) || fail "precompile after import exited $rc"
+grep -Eq "sm_90: 0 compiled, $kernels cached, 0 failed" <<<"$out" || fail "after import: want all cached"
+echo "ok: $kernels kernels warmed, cached, exported, cleared, imported"

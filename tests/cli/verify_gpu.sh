@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# verify_gpu.sh CLI CACHE_DIR
+# verify (and a short run) of two shapes on the GPU; exits 77 (skipped) when verify reports that
+# there is no device (exit code 2).
+set -u
+cli=$1 cache=$2
+fail() { echo "FAIL: $*"; exit 1; }
+conv() { "$cli" --cache-dir "$cache" "$@"; }
+
+out=$(conv verify --input 2,4,8,9,10 --out-channels 8 --kernel 3 --padding same --bias --seed 1 2>&1)
+rc=$?
+echo "$out"
+if ((rc == 2)); then
+  grep -q "^error: no_device" <<<"$out" || fail "exit code 2 without a no_device error"
+  echo "no CUDA device: skipped"
+  exit 77
+fi
+((rc == 0)) && grep -q "^PASS" <<<"$out" || fail "verify (CPU reference) exited $rc"
+
+out=$(conv verify --input 1,8,6,7,8 --out-channels 8 --kernel 3,1,3 --stride 2 --dilation 1,2,1 \
+      --groups 4 --reference gpu --json)
+rc=$?
+echo "$out"
+((rc == 0)) || fail "verify (GPU reference) exited $rc"
+grep -q '"passed":true' <<<"$out" || fail "verify (GPU reference) did not pass"
+
+out=$(conv run --input 2,4,8,9,10 --out-channels 8 --kernel 3 --warmup 1 --iters 5)
+rc=$?
+echo "$out"
+((rc == 0)) || fail "run exited $rc"
+grep -q "TFLOP/s" <<<"$out" || fail "run printed no throughput"
+echo "ok"

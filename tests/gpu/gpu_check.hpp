@@ -1,0 +1,21 @@
+#pragma once
+// GPU test helpers: run one description through conv3d on fresh random data with a NaN-poisoned
+// output and compare it with the float64 reference (CPU when small, the GPU oracle when large).
+#include <string>
+
+#include "conv3djit/engine.hpp"
+#include "conv3djit/reference.hpp"
+#include "device.hpp"
+
+namespace conv3djit::test {
+
+struct GpuCheck {
+  Comparison comparison;
+  std::string kernel;
+};
+
+/// conv3d(desc) on `engine` vs the float64 reference, on `stream`; fresh inputs from `seed`.
+GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
+                                 const cli::Stream& stream);
+
+}  // namespace conv3djit::test

@@ -1,0 +1,104 @@
+// NVRTC, no GPU: the kernel templates compile for sm_80 and sm_90 over a varied key set, the
+// compile is under a second, the memory and disk caches serve repeats, and a broken program
+// reports the NVRTC log, name expression and options.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "catch.hpp"
+#include "codegen.hpp"
+#include "conv3djit/engine.hpp"
+#include "nvrtc_compiler.hpp"
+
+using namespace conv3djit;
+
+namespace {
+Conv3dDesc desc(int64_t c, Dims3 kernel, Dims3 stride = 1, Dims3 dilation = 1, int64_t groups = 1,
+                Padding pad = 0) {
+  Conv3dDesc d;
+  d.n = 2; d.c = c; d.d = d.h = d.w = 24; d.k = 2 * groups;
+  d.kernel = kernel; d.stride = stride; d.dilation = dilation; d.groups = groups; d.padding = pad;
+  return d;
+}
+std::string temp_dir(const char* name) {
+  const auto dir = std::filesystem::temp_directory_path() / (std::string("conv3djit-") + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+}  // namespace
+
+TEST_CASE("kernel templates compile for sm_80 and sm_90 within a second each") {
+  const Conv3dDesc descs[] = {
+      desc(3, {3, 5, 7}),                               // the reference problem's kernel
+      desc(16, {1, 1, 1}),                              // pointwise
+      desc(4, {7, 7, 7}, {2, 2, 2}, 1, 1, Dims3{3}),    // stem-like
+      desc(8, {3, 3, 3}, 1, {2, 2, 2}, 8, Padding::same()),  // depthwise, dilated
+      desc(6, {1, 3, 3}, {1, 2, 2}, 1, 3),              // grouped, asymmetric
+  };
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (const Conv3dDesc& d : descs) {
+      INFO(arch << " " << describe(d));
+      const PrecompileResult r = engine.precompile(d, arch);
+      CHECK(r.compiled);
+      CHECK(r.compile_ms > 0);
+      CHECK(r.compile_ms < 1000);
+      CHECK(r.key.find(std::string("arch=") + arch) != std::string::npos);
+      CHECK_FALSE(engine.precompile(d, arch).compiled);  // memory hit
+    }
+  }
+  CHECK(engine.stats().compiles == 10);
+}
+
+TEST_CASE("a second engine on the same folder reads from disk instead of compiling") {
+  EngineOptions options;
+  options.cache_dir = temp_dir("nvrtc-disk");
+  const Conv3dDesc d = desc(5, {3, 3, 3});
+  {
+    Engine first(options);
+    CHECK(first.precompile(d, "sm_90").compiled);
+    CHECK(first.cache_info().entries == 1);
+  }
+  Engine second(options);
+  const PrecompileResult r = second.precompile(d, "sm_90");
+  CHECK_FALSE(r.compiled);
+  CHECK(second.stats().disk_hits == 1);
+  CHECK(second.stats().compiles == 0);
+  std::filesystem::remove_all(options.cache_dir);
+}
+
+TEST_CASE("a compile failure carries the NVRTC log, the name expression and the options") {
+  detail::GeneratedKernel bad;
+  bad.source = "template <int N> __global__ void broken() { undefined_symbol<N>(); }\n";
+  bad.name_expression = "broken<3>";
+  bad.options = {"--gpu-architecture=sm_90"};
+  try {
+    detail::nvrtc_compile(bad);
+    FAIL("compiled a broken program");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(e.category() == ErrorCategory::CompileFailed);
+    CHECK(what.find("broken<3>") != std::string::npos);
+    CHECK(what.find("--gpu-architecture=sm_90") != std::string::npos);
+    CHECK(what.find("undefined_symbol") != std::string::npos);
+  }
+}
+
+TEST_CASE("precompile refuses a malformed arch") {
+  Engine engine(EngineOptions{"", 0, false});
+  CHECK_THROWS_AS(engine.precompile(desc(3, {3, 3, 3}), "compute_90"), Error);
+}
+
+TEST_CASE("without a GPU, conv3d reports no device instead of crashing") {
+  if (current_device()) return;  // only meaningful on a machine without a GPU
+  Conv3dDesc d = desc(3, {3, 3, 3});
+  static float dummy[4];
+  try {
+    conv3d(d, {dummy, dummy, nullptr, dummy});
+    FAIL("conv3d ran without a device");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::NoDevice);
+  }
+}

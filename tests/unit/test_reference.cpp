@@ -1,0 +1,430 @@
+// The float64 reference is what every GPU result is judged by, so it is checked here against
+// hand-computed numbers, algebraic identities and an independent naive loop. Inputs are
+// multiples of 1/8 in [-1, 1]: every product and sum is then exact in float64, so results must
+// match bit for bit whatever the summation order.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "conv3djit/conv3d.hpp"
+#include "conv3djit/reference.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+std::vector<float> dyadic(std::mt19937& rng, int64_t count) {
+  std::uniform_int_distribution<int> eighths(-8, 8);
+  std::vector<float> v(count);
+  for (float& x : v) x = eighths(rng) / 8.0f;
+  return v;
+}
+
+int64_t weight_count(const Conv3dDesc& d) {
+  return d.k * (d.c / d.groups) * d.kernel.d * d.kernel.h * d.kernel.w;
+}
+
+std::vector<double> run_reference(const Conv3dDesc& d, const std::vector<float>& in,
+                                  const std::vector<float>& w, const std::vector<float>& b = {}) {
+  std::vector<double> out(output_extents(d).elements());
+  reference_conv3d(d, in.data(), w.data(), b.empty() ? nullptr : b.data(), out.data());
+  return out;
+}
+
+// nn.Conv3d written out directly: its padding rules, its output-size formula, and one bounds
+// test per tap. Shares nothing with the library beyond the description type.
+std::vector<double> naive_conv3d(const Conv3dDesc& d, const std::vector<float>& in,
+                                 const std::vector<float>& w, const std::vector<float>& b) {
+  int64_t before[3], out[3];
+  const int64_t extent[3] = {d.d, d.h, d.w};
+  for (int a = 0; a < 3; ++a) {
+    const int64_t total = d.dilation[a] * (d.kernel[a] - 1);
+    int64_t after = 0;
+    switch (d.padding.mode) {
+      case Padding::Mode::Explicit: before[a] = after = d.padding.amount[a]; break;
+      case Padding::Mode::Valid: before[a] = after = 0; break;
+      case Padding::Mode::Same: before[a] = total / 2; after = total - before[a]; break;
+    }
+    out[a] = (extent[a] + before[a] + after - total - 1) / d.stride[a] + 1;
+  }
+  const int64_t cg = d.c / d.groups, kg = d.k / d.groups;
+  const int64_t KD = d.kernel.d, KH = d.kernel.h, KW = d.kernel.w;
+  std::vector<double> result(d.n * d.k * out[0] * out[1] * out[2]);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t g = 0; g < d.groups; ++g)
+      for (int64_t kk = 0; kk < kg; ++kk)
+        for (int64_t od = 0; od < out[0]; ++od)
+          for (int64_t oh = 0; oh < out[1]; ++oh)
+            for (int64_t ow = 0; ow < out[2]; ++ow) {
+              const int64_t k = g * kg + kk;
+              double acc = d.bias ? b[k] : 0.0;
+              for (int64_t cc = 0; cc < cg; ++cc)
+                for (int64_t kd = 0; kd < KD; ++kd)
+                  for (int64_t kh = 0; kh < KH; ++kh)
+                    for (int64_t kw = 0; kw < KW; ++kw) {
+                      const int64_t id = od * d.stride.d - before[0] + kd * d.dilation.d;
+                      const int64_t ih = oh * d.stride.h - before[1] + kh * d.dilation.h;
+                      const int64_t iw = ow * d.stride.w - before[2] + kw * d.dilation.w;
+                      const int64_t c = g * cg + cc;
+                      if (id < 0 || id >= d.d || ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) {
+                        continue;
+                      }
+                      acc += double{w[(((k * cg + cc) * KD + kd) * KH + kh) * KW + kw]} *
+                             in[(((n * d.c + c) * d.d + id) * d.h + ih) * d.w + iw];
+                    }
+              result[(((n * d.k + k) * out[0] + od) * out[1] + oh) * out[2] + ow] = acc;
+            }
+  return result;
+}
+
+// Exact equality, reporting the first differing element rather than a wall of failures.
+void require_same(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
+      REQUIRE(got[i] == want[i]);
+    }
+  }
+}
+
+Conv3dDesc desc_2d(int64_t h, int64_t w, Dims3 kernel) {
+  Conv3dDesc d;
+  d.h = h, d.w = w, d.kernel = kernel;
+  return d;
+}
+
+// The category reference_conv3d throws for d, given a null bias.
+ErrorCategory category_of(const Conv3dDesc& d) {
+  std::vector<float> buffer(1 << 12);
+  std::vector<double> out(1 << 12);
+  try {
+    reference_conv3d(d, buffer.data(), buffer.data(), nullptr, out.data());
+  } catch (const Error& e) {
+    return e.category();
+  }
+  FAIL("reference_conv3d did not throw");
+  return ErrorCategory::InvalidArgument;
+}
+
+}  // namespace
+
+TEST_CASE("reference: hand-computed small convolutions", "[reference]") {
+  const std::vector<float> ramp = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // a 3x3 plane
+
+  SECTION("2x2 ones over a 3x3 ramp") {
+    require_same(run_reference(desc_2d(3, 3, {1, 2, 2}), ramp, std::vector<float>(4, 1)),
+                 {12, 16, 24, 28});
+  }
+  SECTION("3x3 ones with padding 1 sums each neighbourhood") {
+    Conv3dDesc d = desc_2d(3, 3, {1, 3, 3});
+    d.padding = Dims3{0, 1, 1};
+    require_same(run_reference(d, ramp, std::vector<float>(9, 1)),
+                 {12, 21, 16, 27, 45, 33, 24, 39, 28});
+  }
+  SECTION("stride 2 and dilation 2 along W") {
+    Conv3dDesc d = desc_2d(1, 7, {1, 1, 2});
+    d.stride = Dims3{1, 1, 2};
+    d.dilation = Dims3{1, 1, 2};
+    // out[o] = x[2o] + 10 x[2o + 2], three outputs: floor((7 - 2 - 1) / 2) + 1.
+    require_same(run_reference(d, {0, 1, 2, 3, 4, 5, 6}, {1, 10}), {20, 42, 64});
+  }
+  SECTION("difference along D (cross-correlation, no flip)") {
+    Conv3dDesc d;
+    d.d = 3;
+    d.kernel = Dims3{2, 1, 1};
+    require_same(run_reference(d, {1, 4, 9}, {1, -1}), {-3, -5});
+  }
+  SECTION("same with an even kernel pads one element at the end") {
+    Conv3dDesc d = desc_2d(1, 3, {1, 1, 2});
+    d.padding = Padding::same();
+    require_same(run_reference(d, {1, 2, 3}, {1, 1}), {3, 5, 3});
+  }
+  SECTION("two groups with bias") {
+    Conv3dDesc d = desc_2d(1, 2, {1, 1, 1});
+    d.c = d.k = d.groups = 2;
+    d.bias = true;
+    require_same(run_reference(d, {1, 2, 3, 4}, {2, 3}, {1, -1}), {3, 5, 8, 11});
+  }
+}
+
+TEST_CASE("reference: a delta kernel reproduces the shifted input", "[reference]") {
+  std::mt19937 rng(7);
+  Conv3dDesc d;
+  d.c = d.k = 1;
+  d.d = 4, d.h = 5, d.w = 6;
+  d.kernel = Dims3{3, 3, 3};
+  d.padding = Dims3{1, 2, 0};
+  d.dilation = Dims3{1, 2, 1};
+  const std::vector<float> in = dyadic(rng, d.d * d.h * d.w);
+  const OutputExtents e = output_extents(d);
+  for (int64_t tap = 0; tap < 27; tap += 4) {
+    const int64_t a = tap / 9, b = tap / 3 % 3, c = tap % 3;
+    DYNAMIC_SECTION("delta at (" << a << ", " << b << ", " << c << ")") {
+      std::vector<float> w(27, 0);
+      w[tap] = 1;
+      std::vector<double> want;
+      for (int64_t od = 0; od < e.d; ++od)
+        for (int64_t oh = 0; oh < e.h; ++oh)
+          for (int64_t ow = 0; ow < e.w; ++ow) {
+            const int64_t id = od - 1 + a, ih = oh - 2 + 2 * b, iw = ow + c;
+            const bool inside = id >= 0 && id < d.d && ih >= 0 && ih < d.h && iw >= 0 && iw < d.w;
+            want.push_back(inside ? in[(id * d.h + ih) * d.w + iw] : 0.0);
+          }
+      require_same(run_reference(d, in, w), want);
+    }
+  }
+}
+
+TEST_CASE("reference: a 1x1x1 convolution is a matrix product", "[reference]") {
+  std::mt19937 rng(11);
+  Conv3dDesc d;
+  d.n = 2, d.c = 5, d.k = 3, d.d = 2, d.h = 3, d.w = 4;
+  const int64_t s = d.d * d.h * d.w;
+  const std::vector<float> in = dyadic(rng, d.n * d.c * s), w = dyadic(rng, d.k * d.c);
+  std::vector<double> want(d.n * d.k * s, 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t k = 0; k < d.k; ++k)
+      for (int64_t c = 0; c < d.c; ++c)
+        for (int64_t i = 0; i < s; ++i) {
+          want[(n * d.k + k) * s + i] += double{w[k * d.c + c]} * in[(n * d.c + c) * s + i];
+        }
+  require_same(run_reference(d, in, w), want);
+}
+
+TEST_CASE("reference: linear in the input and in the weight", "[reference]") {
+  std::mt19937 rng(13);
+  Conv3dDesc d;
+  d.n = 2, d.c = 4, d.k = 3, d.d = 5, d.h = 4, d.w = 6;
+  d.kernel = Dims3{3, 2, 3};
+  d.padding = Dims3{1, 1, 0};
+  d.stride = Dims3{2, 1, 1};
+  const int64_t in_count = d.n * d.c * d.d * d.h * d.w;
+  const std::vector<float> x1 = dyadic(rng, in_count), x2 = dyadic(rng, in_count);
+  const std::vector<float> w1 = dyadic(rng, weight_count(d)), w2 = dyadic(rng, weight_count(d));
+  // 0.5 and -2 keep every value dyadic, so the identities hold exactly.
+  auto mix = [](const auto& a, const auto& b) {
+    auto m = a;
+    for (size_t i = 0; i < a.size(); ++i) m[i] = 0.5f * a[i] - 2.0f * b[i];
+    return m;
+  };
+  SECTION("input") {
+    require_same(run_reference(d, mix(x1, x2), w1),
+                 mix(run_reference(d, x1, w1), run_reference(d, x2, w1)));
+  }
+  SECTION("weight") {
+    require_same(run_reference(d, x1, mix(w1, w2)),
+                 mix(run_reference(d, x1, w1), run_reference(d, x1, w2)));
+  }
+}
+
+TEST_CASE("reference: groups equal separate convolutions on channel slices", "[reference]") {
+  std::mt19937 rng(17);
+  Conv3dDesc d;
+  d.n = 2, d.c = 6, d.k = 9, d.groups = 3, d.d = 4, d.h = 5, d.w = 3;
+  d.kernel = Dims3{2, 3, 2};
+  d.padding = Dims3{0, 1, 1};
+  const int64_t s = d.d * d.h * d.w;
+  const std::vector<float> in = dyadic(rng, d.n * d.c * s), w = dyadic(rng, weight_count(d));
+  const std::vector<double> grouped = run_reference(d, in, w);
+  const OutputExtents e = output_extents(d);
+  const int64_t out_s = e.d * e.h * e.w;
+
+  Conv3dDesc slice = d;
+  slice.c = 2, slice.k = 3, slice.groups = 1;
+  const int64_t w_per_k = weight_count(slice) / slice.k;
+  for (int64_t g = 0; g < d.groups; ++g) {
+    DYNAMIC_SECTION("group " << g) {
+      std::vector<float> in_g;
+      for (int64_t n = 0; n < d.n; ++n) {
+        const auto first = in.begin() + (n * d.c + g * 2) * s;
+        in_g.insert(in_g.end(), first, first + 2 * s);
+      }
+      const std::vector<float> w_g(w.begin() + g * 3 * w_per_k, w.begin() + (g + 1) * 3 * w_per_k);
+      std::vector<double> want;
+      for (int64_t n = 0; n < d.n; ++n) {
+        const auto first = grouped.begin() + (n * d.k + g * 3) * out_s;
+        want.insert(want.end(), first, first + 3 * out_s);
+      }
+      require_same(run_reference(slice, in_g, w_g), want);
+    }
+  }
+}
+
+TEST_CASE("reference: same keeps the extents, with even kernels and dilation", "[reference]") {
+  std::mt19937 rng(19);
+  for (int64_t k = 1; k <= 4; ++k) {
+    for (int64_t dil = 1; dil <= 3; ++dil) {
+      Conv3dDesc d;
+      d.c = 2, d.k = 2, d.d = 5, d.h = 6, d.w = 7;
+      d.kernel = Dims3{k, k + 1, 2};
+      d.dilation = Dims3{dil, 1, dil};
+      d.padding = Padding::same();
+      DYNAMIC_SECTION("kernel " << k << "x" << k + 1 << "x2 dilation " << dil << "x1x" << dil) {
+        const OutputExtents e = output_extents(d);
+        CHECK(e.d == d.d);
+        CHECK(e.h == d.h);
+        CHECK(e.w == d.w);
+        // PyTorch's rule: total = dilation * (k - 1), the odd element goes after.
+        const ResolvedPadding p = resolved_padding(d);
+        for (int a = 0; a < 3; ++a) {
+          const int64_t total = d.dilation[a] * (d.kernel[a] - 1);
+          CHECK(p.before[a] == total / 2);
+          CHECK(p.after[a] == total - total / 2);
+        }
+        const std::vector<float> in = dyadic(rng, d.c * d.d * d.h * d.w);
+        const std::vector<float> w = dyadic(rng, weight_count(d));
+        require_same(run_reference(d, in, w), naive_conv3d(d, in, w, {}));
+      }
+    }
+  }
+}
+
+TEST_CASE("reference: bias adds one value per output channel", "[reference]") {
+  std::mt19937 rng(23);
+  Conv3dDesc d;
+  d.n = 2, d.c = 3, d.k = 4, d.d = 3, d.h = 4, d.w = 5;
+  d.kernel = Dims3{2, 2, 3};
+  d.padding = Dims3{1, 0, 1};
+  const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
+  const std::vector<float> w = dyadic(rng, weight_count(d));
+  const std::vector<float> bias = {0.5f, -1.0f, 0.25f, 2.0f};
+  const std::vector<double> plain = run_reference(d, in, w);
+  d.bias = true;
+  const std::vector<double> biased = run_reference(d, in, w, bias);
+  const OutputExtents e = output_extents(d);
+  const int64_t out_s = e.d * e.h * e.w;
+  std::vector<double> want(plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) want[i] = plain[i] + bias[i / out_s % d.k];
+  require_same(biased, want);
+}
+
+TEST_CASE("reference: invalid descriptions and missing tensors throw InvalidArgument",
+          "[reference]") {
+  Conv3dDesc d = desc_2d(4, 4, {1, 3, 3});
+  SECTION("stride 0") {
+    d.stride = Dims3{1, 0, 1};
+    CHECK(category_of(d) == ErrorCategory::InvalidArgument);
+  }
+  SECTION("bias requested but null") {
+    d.bias = true;
+    CHECK(category_of(d) == ErrorCategory::InvalidArgument);
+  }
+}
+
+TEST_CASE("reference: 40 random small shapes match the naive loop", "[reference]") {
+  std::mt19937 rng(20261129);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int i = 0; i < 40; ++i) {
+    Conv3dDesc d;
+    d.n = pick(1, 2);
+    d.groups = pick(1, 3);
+    d.c = d.groups * pick(1, 3);
+    d.k = d.groups * pick(1, 3);
+    d.bias = pick(0, 1) == 1;
+    const int64_t mode = pick(0, 2);
+    int64_t kernel[3], stride[3], dilation[3], pad[3], extent[3];
+    for (int a = 0; a < 3; ++a) {
+      kernel[a] = pick(1, 3);
+      dilation[a] = pick(1, 2);
+      stride[a] = mode == 1 ? 1 : pick(1, 3);  // PyTorch refuses same with stride > 1
+      pad[a] = mode == 0 ? pick(0, 2) : 0;
+      const int64_t needed = dilation[a] * (kernel[a] - 1) + 1 - 2 * pad[a];
+      extent[a] = std::max<int64_t>(needed, 1) + pick(0, 4);
+    }
+    d.kernel = {kernel[0], kernel[1], kernel[2]};
+    d.stride = {stride[0], stride[1], stride[2]};
+    d.dilation = {dilation[0], dilation[1], dilation[2]};
+    d.padding = mode == 0 ? Padding(Dims3{pad[0], pad[1], pad[2]})
+                          : mode == 1 ? Padding::same() : Padding::valid();
+    d.d = extent[0], d.h = extent[1], d.w = extent[2];
+    const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
+    const std::vector<float> w = dyadic(rng, weight_count(d));
+    const std::vector<float> b = d.bias ? dyadic(rng, d.k) : std::vector<float>{};
+    DYNAMIC_SECTION("#" << i << " " << describe(d)) {
+      require_same(run_reference(d, in, w, b), naive_conv3d(d, in, w, b));
+    }
+  }
+}
+
+TEST_CASE("reference: a problem split over threads matches the naive loop", "[reference]") {
+  // ~3e6 multiply-adds: enough for the reference to start several threads.
+  std::mt19937 rng(29);
+  Conv3dDesc d;
+  d.n = 2, d.c = 8, d.k = 8, d.groups = 2, d.d = 16, d.h = 16, d.w = 16;
+  d.kernel = Dims3{3};
+  d.padding = Dims3{1, 0, 2};
+  d.stride = Dims3{1, 2, 1};
+  d.dilation = Dims3{2, 1, 1};
+  d.bias = true;
+  const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
+  const std::vector<float> w = dyadic(rng, weight_count(d)), b = dyadic(rng, d.k);
+  require_same(run_reference(d, in, w, b), naive_conv3d(d, in, w, b));
+}
+
+TEST_CASE("reference: compare detects non-finite values and tolerance breaches", "[reference]") {
+  const Tolerance fp32 = tolerance(Precision::Fp32), tf32 = tolerance(Precision::Tf32);
+  SECTION("the classes of DESIGN.md") {
+    CHECK((fp32.rel_l2 == 1e-6 && fp32.atol == 1e-4 && fp32.rtol == 1e-4));
+    CHECK((tf32.rel_l2 == 5e-4 && tf32.atol < 0 && tf32.rtol < 0));
+  }
+  std::vector<double> ref(10000, 100.0);
+  ref[17] = 0;
+  std::vector<float> got(ref.begin(), ref.end());
+  const int64_t count = static_cast<int64_t>(ref.size());
+
+  SECTION("exact result passes") {
+    const Comparison r = compare(got.data(), ref.data(), count, fp32);
+    CHECK(r.passed);
+    CHECK(r.rel_l2 == 0);
+    CHECK(r.max_abs_error == 0);
+  }
+  SECTION("one element past atol + rtol * |ref| fails fp32 even with a tiny rel_l2") {
+    got[17] = 5e-4f;  // ref 0: the bound there is atol = 1e-4
+    const Comparison r = compare(got.data(), ref.data(), count, fp32);
+    CHECK_FALSE(r.passed);
+    CHECK(r.outside_tolerance == 1);
+    CHECK(r.rel_l2 < 1e-6);
+    CHECK(std::abs(r.max_abs_error - 5e-4) < 1e-9);
+    CHECK(compare(got.data(), ref.data(), count, tf32).passed);
+  }
+  SECTION("a uniform 1e-5 relative error breaks fp32's rel_l2 but not tf32's") {
+    for (float& g : got) g *= 1.00001f;
+    const Comparison r = compare(got.data(), ref.data(), count, fp32);
+    CHECK_FALSE(r.passed);
+    CHECK(r.outside_tolerance == 0);
+    CHECK(r.rel_l2 > 1e-6);
+    CHECK(compare(got.data(), ref.data(), count, tf32).passed);
+  }
+  SECTION("a single NaN fails every class") {
+    got[5000] = std::numeric_limits<float>::quiet_NaN();
+    for (const Tolerance& tol : {fp32, tf32}) {
+      const Comparison r = compare(got.data(), ref.data(), count, tol);
+      CHECK_FALSE(r.passed);
+      CHECK(r.non_finite == 1);
+      CHECK(std::isinf(r.rel_l2));
+    }
+    CHECK(compare(got.data(), ref.data(), count, fp32).outside_tolerance == 1);
+  }
+  SECTION("an infinity fails every class") {
+    got[3] = -std::numeric_limits<float>::infinity();
+    for (const Tolerance& tol : {fp32, tf32}) {
+      const Comparison r = compare(got.data(), ref.data(), count, tol);
+      CHECK_FALSE(r.passed);
+      CHECK(r.non_finite == 1);
+    }
+  }
+  SECTION("an all-zero reference falls back to the absolute L2 error") {
+    const std::vector<double> zeros(4, 0.0);
+    const std::vector<float> small = {0, 3e-5f, 0, 4e-5f};
+    const Comparison r = compare(small.data(), zeros.data(), 4, tf32);
+    CHECK(std::abs(r.rel_l2 - 5e-5) < 1e-9);
+    CHECK(r.passed);
+  }
+}

@@ -1,0 +1,184 @@
+// validate(), output_extents(), resolved_padding() and conv3d()'s refusal of bad input: every rule
+// has a case asserting the category and that the message names the field and value.
+#include <string>
+
+#include "catch.hpp"
+#include "conv3djit/conv3d.hpp"
+#include "conv3djit/engine.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+Conv3dDesc reference_problem() {
+  Conv3dDesc d;
+  d.n = 16; d.c = 3; d.d = d.h = d.w = 64;
+  d.k = 64; d.kernel = {3, 5, 7};
+  return d;
+}
+
+// Fake but non-null device pointers: validation never dereferences them.
+Conv3dTensors some_tensors() {
+  static float dummy[4];
+  return {dummy, dummy + 1, dummy + 2, dummy + 3};
+}
+
+void expect_invalid(const Conv3dDesc& d, const std::string& needle,
+                    ErrorCategory category = ErrorCategory::InvalidArgument,
+                    const Conv3dTensors* t = nullptr) {
+  const Validation v = validate(d, t);
+  INFO("message: " << v.message);
+  CHECK_FALSE(v.ok);
+  CHECK(v.category == category);
+  CHECK(v.message.find(needle) != std::string::npos);
+  // conv3d() refuses the same call with the same error before touching any GPU.
+  const Conv3dTensors tensors = t ? *t : some_tensors();
+  try {
+    conv3d(d, tensors);
+    FAIL("conv3d accepted an invalid call");
+  } catch (const Error& e) {
+    CHECK(e.category() == category);
+    CHECK(std::string(e.what()).find(needle) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the reference problem is valid and has PyTorch's output extents") {
+  const Conv3dDesc d = reference_problem();
+  CHECK(validate(d).ok);
+  const OutputExtents o = output_extents(d);
+  CHECK(o.n == 16); CHECK(o.k == 64); CHECK(o.d == 62); CHECK(o.h == 60); CHECK(o.w == 58);
+  CHECK(describe(d) == "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32");
+}
+
+TEST_CASE("output extents follow floor((in + 2p - dil*(k-1) - 1)/s) + 1") {
+  Conv3dDesc d = reference_problem();
+  d.d = 17; d.h = 20; d.w = 9;
+  d.kernel = {3, 4, 2}; d.stride = {2, 3, 1}; d.padding = Dims3{1, 2, 0}; d.dilation = {2, 1, 3};
+  const OutputExtents o = output_extents(d);
+  CHECK(o.d == (17 + 2 - 4 - 1) / 2 + 1);
+  CHECK(o.h == (20 + 4 - 3 - 1) / 3 + 1);
+  CHECK(o.w == (9 + 0 - 3 - 1) / 1 + 1);
+}
+
+TEST_CASE("padding same keeps extents and puts the odd element at the end") {
+  Conv3dDesc d = reference_problem();
+  d.d = 10; d.h = 11; d.w = 12;
+  d.kernel = {4, 3, 2}; d.dilation = {1, 2, 3}; d.padding = Padding::same();
+  const OutputExtents o = output_extents(d);
+  CHECK(o.d == 10); CHECK(o.h == 11); CHECK(o.w == 12);
+  const ResolvedPadding p = resolved_padding(d);
+  // totals: 3, 4, 3 -> before = total / 2, after = the rest (PyTorch's _conv_forward rule)
+  CHECK(p.before == Dims3{1, 2, 1});
+  CHECK(p.after == Dims3{2, 2, 2});
+}
+
+TEST_CASE("padding valid means none") {
+  Conv3dDesc d = reference_problem();
+  d.padding = Padding::valid();
+  CHECK(output_extents(d).w == 58);
+  CHECK(resolved_padding(d).before == Dims3{0});
+}
+
+TEST_CASE("non-positive sizes are refused naming the field") {
+  const char* names[] = {"n = ", "c = ", "d = ", "h = ", "w = ", "k = "};
+  for (int i = 0; i < 6; ++i) {
+    for (int64_t bad : {0, -3}) {
+      Conv3dDesc d = reference_problem();
+      int64_t* fields[] = {&d.n, &d.c, &d.d, &d.h, &d.w, &d.k};
+      *fields[i] = bad;
+      DYNAMIC_SECTION(names[i] << bad) { expect_invalid(d, std::string(names[i]) + std::to_string(bad)); }
+    }
+  }
+}
+
+TEST_CASE("kernel extents must be positive") {
+  Conv3dDesc d = reference_problem();
+  d.kernel = {3, 0, 7};
+  expect_invalid(d, "kernel[H] = 0");
+}
+
+TEST_CASE("stride and dilation below 1 are refused") {
+  Conv3dDesc d = reference_problem();
+  d.stride = {1, 1, 0};
+  expect_invalid(d, "stride[W] = 0: stride must be");
+  d = reference_problem();
+  d.dilation = {-1, 1, 1};
+  expect_invalid(d, "dilation[D] = -1");
+}
+
+TEST_CASE("negative padding is refused") {
+  Conv3dDesc d = reference_problem();
+  d.padding = Dims3{0, -1, 0};
+  expect_invalid(d, "padding[H] = -1");
+}
+
+TEST_CASE("same padding with stride > 1 is refused as PyTorch does") {
+  Conv3dDesc d = reference_problem();
+  d.padding = Padding::same();
+  d.stride = {1, 2, 1};
+  expect_invalid(d, "stride[H] = 2: padding='same'");
+}
+
+TEST_CASE("an effective kernel larger than the padded input is refused") {
+  Conv3dDesc d = reference_problem();
+  d.d = 4; d.kernel = {3, 3, 3}; d.dilation = {2, 1, 1};  // effective 5 > 4
+  expect_invalid(d, "kernel[D] = 3 with dilation 2: effective kernel 5 exceeds the padded input 4");
+  d.padding = Dims3{1, 0, 0};  // padded 6 >= 5: fine
+  CHECK(validate(d).ok);
+}
+
+TEST_CASE("channels must divide by groups") {
+  Conv3dDesc d = reference_problem();
+  d.groups = 2;  // c = 3
+  expect_invalid(d, "c = 3: in_channels must be divisible by groups = 2");
+  d.c = 4; d.k = 6; d.groups = 4;
+  expect_invalid(d, "k = 6: out_channels must be divisible by groups = 4");
+  d.groups = 0;
+  expect_invalid(d, "groups = 0");
+}
+
+TEST_CASE("null pointers are refused") {
+  const Conv3dDesc d = reference_problem();
+  Conv3dTensors t = some_tensors();
+  t.input = nullptr;
+  expect_invalid(d, "tensors.input = null", ErrorCategory::InvalidArgument, &t);
+  t = some_tensors(); t.weight = nullptr;
+  expect_invalid(d, "tensors.weight = null", ErrorCategory::InvalidArgument, &t);
+  t = some_tensors(); t.output = nullptr;
+  expect_invalid(d, "tensors.output = null", ErrorCategory::InvalidArgument, &t);
+  Conv3dDesc with_bias = d;
+  with_bias.bias = true;
+  t = some_tensors(); t.bias = nullptr;
+  expect_invalid(with_bias, "tensors.bias = null", ErrorCategory::InvalidArgument, &t);
+  CHECK(validate(d, &t).ok);  // no bias wanted, none given
+}
+
+TEST_CASE("sizes that overflow int64 are refused") {
+  Conv3dDesc d = reference_problem();
+  d.n = int64_t{1} << 50;  // input: 2^50 * 3 * 64^3 elements
+  expect_invalid(d, "input: element count overflows int64");
+  d = reference_problem();
+  d.n = int64_t{1} << 30; d.c = 1; d.d = d.h = d.w = 1024; d.kernel = {1, 1, 1};  // output 2^66
+  expect_invalid(d, "output: element count overflows int64");
+  d = reference_problem();
+  d.n = int64_t{1} << 26; d.c = 1; d.k = 1; d.d = d.h = d.w = 1 << 12; d.kernel = {1, 1, 1};
+  expect_invalid(d, "input = 4611686018427387904 elements: byte size overflows int64");
+}
+
+TEST_CASE("unsupported dtype and layout are refused as unsupported") {
+  Conv3dDesc d = reference_problem();
+  d.dtype = static_cast<DataType>(7);
+  expect_invalid(d, "dtype = 7", ErrorCategory::Unsupported);
+  d = reference_problem();
+  d.layout = static_cast<Layout>(3);
+  expect_invalid(d, "layout = 3", ErrorCategory::Unsupported);
+}
+
+TEST_CASE("error categories have stable names") {
+  CHECK(std::string(to_string(ErrorCategory::InvalidArgument)) == "invalid_argument");
+  CHECK(std::string(to_string(ErrorCategory::NoDevice)) == "no_device");
+  const Error e(ErrorCategory::CacheIO, "x");
+  CHECK(std::string(e.what()) == "cache_io: x");
+}

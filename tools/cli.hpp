@@ -1,0 +1,87 @@
+#pragma once
+// Shared pieces of the conv3djit command-line tool: how commands are registered and dispatched,
+// the options every command sees, and the shape flags / manifest that describe convolutions.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conv3djit/conv3d.hpp"
+#include "conv3djit/engine.hpp"
+
+namespace conv3djit::cli {
+
+/// Exit codes beyond CLI11's own (which are >= 100 for usage errors).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,    ///< a library error, a failed compile, a failed verification
+  kExitNoDevice = 2,  ///< the command needs a GPU and this machine has none (tests skip on it)
+};
+
+/// Options of the top-level app, valid for every subcommand.
+struct GlobalOptions {
+  std::string cache_dir;  ///< empty: the library's default location
+  bool verbose = false;
+  EngineOptions engine_options() const {
+    EngineOptions options;
+    options.cache_dir = cache_dir;
+    return options;
+  }
+};
+
+/// A registered subcommand and what to do when it was the one given.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_precompile_command(CLI::App& app, const GlobalOptions& global);
+std::vector<Command> add_cache_commands(CLI::App& app, const GlobalOptions& global);
+Command add_verify_command(CLI::App& app, const GlobalOptions& global);
+Command add_run_command(CLI::App& app, const GlobalOptions& global);
+
+/// The shape flags as parsed: `desc` is filled while CLI11 parses, so it must outlive the parse.
+struct ShapeFlags {
+  Conv3dDesc desc;
+  std::vector<CLI::Option*> options;  ///< every shape flag, to exclude them against --manifest
+  CLI::Option* input = nullptr;
+  CLI::Option* out_channels = nullptr;
+  CLI::Option* kernel = nullptr;
+};
+
+/// Adds --input, --out-channels, --kernel, --stride, --padding, --dilation, --groups, --bias,
+/// --precision to `cmd`; the first three are marked required when `required`.
+void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required);
+
+/// Throws CLI::RequiredError for the first of --input/--out-channels/--kernel not given.
+void require_shape(const ShapeFlags& flags);
+
+// Checks shared by the flags and the manifest. Each returns an error text for the user, empty
+// when the value was accepted and stored.
+std::string read_input(const std::vector<int64_t>& values, Conv3dDesc& desc);
+std::string read_dims3(const std::vector<int64_t>& values, int64_t min, Dims3& out);
+std::string read_padding(const std::vector<int64_t>& values, Padding& out);
+std::string read_padding_word(const std::string& word, Padding& out);
+std::string read_count(int64_t value, int64_t& out);  ///< out_channels, groups: >= 1
+std::string read_precision(const std::string& word, Precision& out);
+
+/// Throws the Error that conv3d() would throw for an invalid description.
+void require_valid(const Conv3dDesc& desc);
+
+/// One description of a manifest line (or of the flags), with a name for reports.
+struct NamedDesc {
+  std::string name;
+  Conv3dDesc desc;
+};
+
+/// Reads a JSON-lines manifest; throws Error(InvalidArgument) naming "file:line" and the key of
+/// the first bad line.
+std::vector<NamedDesc> read_manifest(const std::string& path);
+
+/// Multiply-adds of a valid description: N*K*OD*OH*OW * C/groups * KD*KH*KW.
+double macs(const Conv3dDesc& desc);
+
+}  // namespace conv3djit::cli

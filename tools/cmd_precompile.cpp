@@ -1,0 +1,178 @@
+// `conv3djit precompile`: warm the kernel cache for one shape (flags) or many (--manifest), on this
+// GPU's arch or, with --arch, on a machine without a GPU (build servers, container images).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli.hpp"
+#include "progress.hpp"
+
+namespace conv3djit::cli {
+namespace {
+
+struct PrecompileOptions {
+  ShapeFlags shape;
+  std::string manifest;
+  std::string arch;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool json = false;
+};
+
+// What happened to one description.
+struct Attempt {
+  PrecompileResult result;
+  std::string error;  // non-empty: failed
+};
+
+// One line of the report: a kernel (descriptions sharing a key are merged) or a failure.
+struct Row {
+  std::string key;
+  std::string status;  // "compiled" | "cached" | "failed"
+  double compile_ms = 0;
+  std::string name;    // the first description that needed it
+  std::string kernel;
+  int descriptions = 0;
+  std::string error;
+};
+
+std::vector<NamedDesc> descriptions(const PrecompileOptions& options) {
+  if (!options.manifest.empty()) return read_manifest(options.manifest);
+  require_valid(options.shape.desc);
+  return {{describe(options.shape.desc), options.shape.desc}};
+}
+
+std::string target_arch(const std::string& requested) {
+  if (!requested.empty()) return requested;
+  const std::optional<DeviceInfo> device = current_device();
+  if (!device) {
+    throw Error(ErrorCategory::NoDevice, "no CUDA device; pass --arch sm_XX to compile without one");
+  }
+  return device->arch;
+}
+
+// Engine::precompile is thread-safe and single-flight per key, so workers just take the next
+// description; identical keys compiled at once cost one compile.
+std::vector<Attempt> compile_all(Engine& engine, const std::vector<NamedDesc>& descs,
+                                 const std::string& arch, int jobs) {
+  std::vector<Attempt> attempts(descs.size());
+  std::atomic<size_t> next{0};
+  Progress progress(descs.size());
+  auto work = [&] {
+    for (size_t i = next++; i < descs.size(); i = next++) {
+      try {
+        attempts[i].result = engine.precompile(descs[i].desc, arch);
+      } catch (const std::exception& e) {
+        attempts[i].error = e.what();
+      }
+      progress.advance(descs[i].name);
+    }
+  };
+  std::vector<std::thread> workers;
+  const size_t count = std::min(descs.size(), static_cast<size_t>(jobs));
+  for (size_t t = 0; t < count; ++t) workers.emplace_back(work);
+  for (std::thread& worker : workers) worker.join();
+  return attempts;
+}
+
+// One row per distinct key, in first-use order: a key counts as compiled if any of its
+// descriptions compiled it, so a shared kernel is reported once, never as compiled and cached.
+std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<Attempt>& attempts) {
+  std::vector<Row> rows;
+  std::map<std::string, size_t> row_of_key;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const Attempt& a = attempts[i];
+    if (!a.error.empty()) {
+      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error});
+      continue;
+    }
+    auto [it, inserted] = row_of_key.emplace(a.result.key, rows.size());
+    if (inserted) rows.push_back({a.result.key, "cached", 0, descs[i].name, a.result.kernel, 0, ""});
+    Row& row = rows[it->second];
+    ++row.descriptions;
+    if (a.result.compiled) {
+      row.status = "compiled";
+      row.compile_ms = std::max(row.compile_ms, a.result.compile_ms);
+    }
+  }
+  return rows;
+}
+
+void print_json(const std::string& arch, const std::vector<Row>& rows, double wall_ms) {
+  nlohmann::json kernels = nlohmann::json::array();
+  std::map<std::string, int> counts{{"compiled", 0}, {"cached", 0}, {"failed", 0}};
+  for (const Row& row : rows) {
+    ++counts[row.status];
+    nlohmann::json k = {{"key", row.key},          {"status", row.status},
+                        {"compile_ms", row.compile_ms}, {"name", row.name},
+                        {"kernel", row.kernel},    {"descriptions", row.descriptions}};
+    if (!row.error.empty()) k["error"] = row.error;
+    kernels.push_back(std::move(k));
+  }
+  nlohmann::json out = {{"arch", arch},
+                        {"compiled", counts["compiled"]},
+                        {"cached", counts["cached"]},
+                        {"failed", counts["failed"]},
+                        {"wall_ms", wall_ms},
+                        {"kernels", std::move(kernels)}};
+  fmt::print("{}\n", out.dump());
+}
+
+void print_table(const std::string& arch, const std::vector<Row>& rows, double wall_ms) {
+  std::map<std::string, int> counts;
+  fmt::print("{:<8}  {:>10}  {}\n", "STATUS", "COMPILE_MS", "NAME / KERNEL");
+  for (const Row& row : rows) {
+    ++counts[row.status];
+    fmt::print("{:<8}  {:>10.1f}  {}\n", row.status, row.compile_ms, row.name);
+    if (!row.kernel.empty()) fmt::print("{:<8}  {:>10}  {}\n", "", "", row.kernel);
+    if (!row.error.empty()) fmt::print("{:<8}  {:>10}  error: {}\n", "", "", row.error);
+  }
+  fmt::print("{}: {} compiled, {} cached, {} failed in {:.1f} s\n", arch, counts["compiled"],
+             counts["cached"], counts["failed"], wall_ms / 1000.0);
+}
+
+int run_precompile(const PrecompileOptions& options, const GlobalOptions& global) {
+  const std::vector<NamedDesc> descs = descriptions(options);
+  const std::string arch = target_arch(options.arch);
+  Engine engine(global.engine_options());
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<Attempt> attempts = compile_all(engine, descs, arch, options.jobs);
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<Row> rows = merge(descs, attempts);
+  if (options.json) {
+    print_json(arch, rows, wall_ms);
+  } else {
+    print_table(arch, rows, wall_ms);
+  }
+  const bool failed = std::any_of(rows.begin(), rows.end(),
+                                  [](const Row& row) { return row.status == "failed"; });
+  return failed ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+Command add_precompile_command(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<PrecompileOptions>();
+  CLI::App* cmd = app.add_subcommand("precompile", "compile kernels into the cache ahead of use");
+  add_shape_flags(*cmd, options->shape, false);
+  CLI::Option* manifest = cmd->add_option("--manifest", options->manifest,
+                                          "JSON-lines file, one shape per line (instead of flags)")
+                              ->check(CLI::ExistingFile);
+  for (CLI::Option* shape_flag : options->shape.options) manifest->excludes(shape_flag);
+  cmd->add_option("--arch", options->arch, "target like sm_90 or sm_90a; needs no GPU (default: this GPU's)");
+  cmd->add_option("-j,--jobs", options->jobs, "parallel compiles (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--json", options->json, "print one JSON object on stdout");
+  // Shape flags are optional only because --manifest can replace them.
+  cmd->callback([options] {
+    if (options->manifest.empty()) require_shape(options->shape);
+  });
+  return {cmd, [options, &global] { return run_precompile(*options, global); }};
+}
+
+}  // namespace conv3djit::cli

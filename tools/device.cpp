@@ -1,0 +1,132 @@
+#include "device.hpp"
+
+#include <random>
+#include <utility>
+
+namespace conv3djit::cli {
+
+using detail::check_cu;
+using detail::driver;
+
+void make_context_current() {
+  const detail::DriverApi& d = driver();  // throws Error(NoDevice) without a driver
+  CUcontext current = nullptr;
+  check_cu(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current != nullptr) return;
+  int count = 0;
+  check_cu(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (count == 0) throw Error(ErrorCategory::NoDevice, "no CUDA device");
+  CUdevice device = 0;
+  check_cu(d.cuDeviceGet(&device, 0), "cuDeviceGet");
+  // The primary context is the one the runtime API and PyTorch share; it lives until exit.
+  CUcontext context = nullptr;
+  check_cu(d.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+  check_cu(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) check_cu(driver().cuMemAlloc(&ptr_, bytes), "cuMemAlloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  // Not checked: a destructor must not throw, and a failed free leaves nothing to do.
+  if (ptr_ != 0) driver().cuMemFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != 0) driver().cuMemFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void copy_to_host(const DeviceBuffer& from, void* to) {
+  if (from.bytes() > 0) check_cu(driver().cuMemcpyDtoH(to, from.handle(), from.bytes()), "cuMemcpyDtoH");
+}
+
+// A blocking stream: it waits for the uploads and memsets issued on the legacy default stream.
+Stream::Stream() { check_cu(driver().cuStreamCreate(&stream_, CU_STREAM_DEFAULT), "cuStreamCreate"); }
+
+Stream::~Stream() { driver().cuStreamDestroy(stream_); }
+
+void Stream::synchronize() const { check_cu(driver().cuStreamSynchronize(stream_), "cuStreamSynchronize"); }
+
+Event::Event() { check_cu(driver().cuEventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
+
+Event::~Event() {
+  if (event_ != nullptr) driver().cuEventDestroy(event_);
+}
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+void Event::record(const Stream& stream) { check_cu(driver().cuEventRecord(event_, stream.get()), "cuEventRecord"); }
+
+float Event::since(const Event& start) const {
+  float ms = 0;
+  check_cu(driver().cuEventElapsedTime(&ms, start.event_, event_), "cuEventElapsedTime");
+  return ms;
+}
+
+namespace {
+
+std::vector<float> random_values(int64_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float& v : values) v = uniform(rng);
+  return values;
+}
+
+DeviceBuffer upload(const std::vector<float>& host) {
+  DeviceBuffer buffer(host.size() * sizeof(float));
+  if (!host.empty()) {
+    check_cu(driver().cuMemcpyHtoD(buffer.handle(), host.data(), buffer.bytes()), "cuMemcpyHtoD");
+  }
+  return buffer;
+}
+
+}  // namespace
+
+ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t weight_elements =
+      desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
+  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng);
+  weight = random_values(weight_elements, rng);
+  if (desc.bias) bias = random_values(desc.k, rng);
+  output_elements = output_extents(desc).elements();
+  d_input = upload(input);
+  d_weight = upload(weight);
+  d_bias = upload(bias);
+  d_output = DeviceBuffer(static_cast<size_t>(output_elements) * sizeof(float));
+}
+
+void fill_nan(const DeviceBuffer& buffer) {
+  // 0x7ff80000 is a quiet NaN as a float, and twice over as a double, so one fill serves both.
+  constexpr unsigned int kNaNWord = 0x7ff80000u;
+  check_cu(driver().cuMemsetD32(buffer.handle(), kNaNWord, buffer.bytes() / 4), "cuMemsetD32");
+}
+
+uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+Conv3dTensors ProblemData::tensors() const {
+  Conv3dTensors t;
+  t.input = d_input.ptr();
+  t.weight = d_weight.ptr();
+  t.bias = d_bias.ptr();
+  t.output = d_output.ptr();
+  return t;
+}
+
+uint64_t ProblemData::traffic_bytes() const {
+  return d_input.bytes() + d_weight.bytes() + d_bias.bytes() + d_output.bytes();
+}
+
+}  // namespace conv3djit::cli

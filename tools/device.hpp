@@ -1,0 +1,87 @@
+#pragma once
+// GPU-side helpers for verify and run: the context, RAII device buffers, streams and events, and
+// one problem's tensors filled with fresh random inputs. Every CUresult goes through check_cu.
+#include <cstdint>
+#include <vector>
+
+#include "conv3djit/conv3d.hpp"
+#include "driver_api.hpp"
+
+namespace conv3djit::cli {
+
+/// Makes device 0's primary context current unless a context already is; throws Error(NoDevice)
+/// on a machine without a driver or device.
+void make_context_current();
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);  ///< 0 bytes allocates nothing (ptr() is null)
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* ptr() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
+  CUdeviceptr handle() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+/// Copies all of `from` to host memory (synchronous).
+void copy_to_host(const DeviceBuffer& from, void* to);
+
+/// Fills a float or double buffer with NaN, so that an element a kernel never writes cannot pass
+/// a comparison. Ordered on the legacy default stream, which Stream waits for.
+void fill_nan(const DeviceBuffer& buffer);
+
+/// A fresh seed for ProblemData when the user gave none.
+uint64_t random_seed();
+
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const { return stream_; }
+  void synchronize() const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(const Stream& stream);
+  /// Milliseconds from `start` to this event; both must have completed.
+  float since(const Event& start) const;
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+/// A description's tensors on the device, inputs uniformly random in [-1, 1] from `seed`; the host
+/// copies stay for a CPU reference.
+struct ProblemData {
+  ProblemData(const Conv3dDesc& desc, uint64_t seed);
+
+  Conv3dTensors tensors() const;
+  /// Bytes a convolution must at least move: inputs read once, output written once.
+  uint64_t traffic_bytes() const;
+
+  std::vector<float> input, weight, bias;
+  int64_t output_elements = 0;
+  DeviceBuffer d_input, d_weight, d_bias, d_output;
+};
+
+}  // namespace conv3djit::cli

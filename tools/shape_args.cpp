@@ -1,0 +1,178 @@
+// The shape flags shared by precompile, verify and run, and the value checks the manifest reuses,
+// so that a flag and a manifest key accept exactly the same values.
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "cli.hpp"
+
+namespace conv3djit::cli {
+namespace {
+
+// "1,2,3" -> {1,2,3}. Strict: every field an integer, nothing else, no empty field.
+bool split_ints(const std::string& text, std::vector<int64_t>& out) {
+  out.clear();
+  size_t begin = 0;
+  while (true) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const char* first = text.data() + begin;
+    const char* last = text.data() + end;
+    while (first < last && *first == ' ') ++first;
+    while (last > first && last[-1] == ' ') --last;
+    int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    if (first == last || ec != std::errc() || ptr != last) return false;
+    out.push_back(value);
+    if (end == text.size()) return true;
+    begin = end + 1;
+  }
+}
+
+std::string check_min(const std::vector<int64_t>& values, int64_t min) {
+  for (int64_t v : values) {
+    if (v < min) return fmt::format("every value must be >= {}, got {}", min, v);
+  }
+  return {};
+}
+
+// Registers a comma-list flag whose checked value is stored by `read` while CLI11 parses; a
+// rejected value becomes a usage error that names the flag.
+CLI::Option* add_list_flag(CLI::App& cmd, const std::string& name, const std::string& help,
+                           std::function<std::string(const std::string&)> read) {
+  return cmd.add_option_function<std::string>(
+      name,
+      [name, read](const std::string& text) {
+        const std::string error = read(text);
+        if (!error.empty()) throw CLI::ValidationError(name, error);
+      },
+      help);
+}
+
+}  // namespace
+
+std::string read_input(const std::vector<int64_t>& values, Conv3dDesc& desc) {
+  if (values.size() != 5) {
+    return fmt::format("expected 5 values N,C,D,H,W, got {}", values.size());
+  }
+  if (auto error = check_min(values, 1); !error.empty()) return error;
+  desc.n = values[0];
+  desc.c = values[1];
+  desc.d = values[2];
+  desc.h = values[3];
+  desc.w = values[4];
+  return {};
+}
+
+std::string read_dims3(const std::vector<int64_t>& values, int64_t min, Dims3& out) {
+  if (values.size() != 1 && values.size() != 3) {
+    return fmt::format("expected 1 or 3 values, got {}", values.size());
+  }
+  if (auto error = check_min(values, min); !error.empty()) return error;
+  out = values.size() == 1 ? Dims3(values[0]) : Dims3(values[0], values[1], values[2]);
+  return {};
+}
+
+std::string read_padding(const std::vector<int64_t>& values, Padding& out) {
+  Dims3 amount;
+  if (auto error = read_dims3(values, 0, amount); !error.empty()) return error;
+  out = Padding(amount);
+  return {};
+}
+
+std::string read_padding_word(const std::string& word, Padding& out) {
+  if (word == "same") {
+    out = Padding::same();
+  } else if (word == "valid") {
+    out = Padding::valid();
+  } else {
+    return fmt::format("expected P, PD,PH,PW, same or valid, got '{}'", word);
+  }
+  return {};
+}
+
+std::string read_count(int64_t value, int64_t& out) {
+  if (value < 1) return fmt::format("must be >= 1, got {}", value);
+  out = value;
+  return {};
+}
+
+std::string read_precision(const std::string& word, Precision& out) {
+  if (word == "fp32") {
+    out = Precision::Fp32;
+  } else if (word == "tf32") {
+    out = Precision::Tf32;
+  } else {
+    return fmt::format("expected fp32 or tf32, got '{}'", word);
+  }
+  return {};
+}
+
+void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
+  Conv3dDesc& desc = flags.desc;
+  // Reads a comma list, then hands it to one of the shared checks.
+  auto ints = [](auto check) {
+    return [check](const std::string& text) -> std::string {
+      std::vector<int64_t> values;
+      if (!split_ints(text, values)) return fmt::format("expected integers like 1,2,3, got '{}'", text);
+      return check(values);
+    };
+  };
+  auto count = [](int64_t& out) {
+    return [&out](const std::string& text) -> std::string {
+      std::vector<int64_t> values;
+      if (!split_ints(text, values) || values.size() != 1) {
+        return fmt::format("expected one integer, got '{}'", text);
+      }
+      return read_count(values[0], out);
+    };
+  };
+
+  flags.input = add_list_flag(cmd, "--input", "input extents N,C,D,H,W",
+                              ints([&desc](const auto& v) { return read_input(v, desc); }));
+  flags.out_channels = add_list_flag(cmd, "--out-channels", "output channels K", count(desc.k));
+  flags.kernel = add_list_flag(cmd, "--kernel", "kernel extents KD,KH,KW (or one for all)",
+                               ints([&desc](const auto& v) { return read_dims3(v, 1, desc.kernel); }));
+  flags.options = {flags.input, flags.out_channels, flags.kernel};
+  flags.options.push_back(add_list_flag(
+      cmd, "--stride", "S or SD,SH,SW (default 1)",
+      ints([&desc](const auto& v) { return read_dims3(v, 1, desc.stride); })));
+  flags.options.push_back(add_list_flag(
+      cmd, "--padding", "P, PD,PH,PW, same or valid (default 0)",
+      [&desc](const std::string& text) {
+        // Not a list: it must be one of the words, whose error lists every accepted form.
+        std::vector<int64_t> values;
+        if (!split_ints(text, values)) return read_padding_word(text, desc.padding);
+        return read_padding(values, desc.padding);
+      }));
+  flags.options.push_back(add_list_flag(
+      cmd, "--dilation", "S or SD,SH,SW (default 1)",
+      ints([&desc](const auto& v) { return read_dims3(v, 1, desc.dilation); })));
+  flags.options.push_back(add_list_flag(cmd, "--groups", "groups G (default 1)", count(desc.groups)));
+  flags.options.push_back(cmd.add_flag("--bias", desc.bias, "add a bias per output channel"));
+  flags.options.push_back(add_list_flag(
+      cmd, "--precision", "accuracy class fp32 (default) or tf32",
+      [&desc](const std::string& text) { return read_precision(text, desc.precision); }));
+  for (CLI::Option* option : flags.options) option->group("Shape");
+  if (required) {
+    for (CLI::Option* option : {flags.input, flags.out_channels, flags.kernel}) option->required();
+  }
+}
+
+void require_shape(const ShapeFlags& flags) {
+  for (const CLI::Option* option : {flags.input, flags.out_channels, flags.kernel}) {
+    if (option->count() == 0) throw CLI::RequiredError(option->get_name());
+  }
+}
+
+void require_valid(const Conv3dDesc& desc) {
+  const Validation valid = validate(desc);
+  if (!valid) throw Error(valid.category, valid.message);
+}
+
+double macs(const Conv3dDesc& desc) {
+  const OutputExtents out = output_extents(desc);
+  return static_cast<double>(out.elements()) * static_cast<double>(desc.c / desc.groups) *
+         static_cast<double>(desc.kernel.d * desc.kernel.h * desc.kernel.w);
+}
+
+}  // namespace conv3djit::cli
