@@ -152,7 +152,7 @@ std::string write_atomically(const fs::path& path, std::string_view data) {
     const ssize_t n = ::write(fd, rest.data(), rest.size());
     if (n > 0) {
       rest.remove_prefix(static_cast<size_t>(n));
-    } else if (n < 0 && errno != EINTR) {
+    } else if (n == 0 || errno != EINTR) {
       error = fmt::format("cannot write '{}': {}", temp.string(), errno_text());
     }
   }

@@ -11,6 +11,8 @@
 namespace conv3djit::detail {
 namespace {
 
+constexpr int kDriverAbiVersion = 12000;
+
 DriverApi load_driver() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
@@ -25,17 +27,18 @@ DriverApi load_driver() {
                 "no usable CUDA driver: libcuda.so.1 lacks cuGetProcAddress_v2 (driver older than CUDA 12)");
   }
   DriverApi api;
-  // Each name resolves to the variant matching this toolkit's headers (CUDA_VERSION), which is
-  // the signature decltype gave the member.
+  // Resolve each name as CUDA 12.0 defined it: that is the signature the header's unsuffixed
+  // declarations (decltype above) have for every function here. Asking for CUDA_VERSION would
+  // hand back 13.0's cuCtxGetDevice_v2 / cuCtxSynchronize_v2, which take an extra argument.
 #define CONV3DJIT_RESOLVE(name)                                                                 \
   {                                                                                             \
     void* fn = nullptr;                                                                         \
     CUdriverProcAddressQueryResult status{};                                                    \
-    CUresult r = get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);      \
+    CUresult r = get_proc(#name, &fn, kDriverAbiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status);      \
     if (r != CUDA_SUCCESS || fn == nullptr) {                                                   \
       throw Error(ErrorCategory::NoDevice,                                                      \
-                  fmt::format("CUDA driver lacks {} (driver too old for CUDA {}?)", #name,      \
-                              CUDA_VERSION));                                                   \
+                  fmt::format("CUDA driver lacks {} (driver older than CUDA {}?)", #name,      \
+                              kDriverAbiVersion));                                                 \
     }                                                                                           \
     api.name = reinterpret_cast<decltype(api.name)>(fn);                                        \
   }

@@ -17,13 +17,13 @@ int main(int argc, char** argv) {
   GlobalOptions global;
   app.add_option("--cache-dir", global.cache_dir,
                  "kernel cache folder (default: $CONV3DJIT_CACHE_DIR, $XDG_CACHE_HOME/conv3djit, "
-                 "~/.cache/conv3djit)");
+                 "~/.cache/conv3djit)")
+      ->type_name("DIR");
   app.add_flag("-v,--verbose", global.verbose, "log debug messages to stderr");
 
-  std::vector<Command> commands = add_cache_commands(app, global);
-  commands.push_back(add_precompile_command(app, global));
-  commands.push_back(add_verify_command(app, global));
-  commands.push_back(add_run_command(app, global));
+  std::vector<Command> commands = {add_precompile_command(app, global),
+                                   add_verify_command(app, global), add_run_command(app, global)};
+  for (Command& command : add_cache_commands(app, global)) commands.push_back(std::move(command));
 
   try {
     app.parse(argc, argv);

@@ -37,15 +37,17 @@ std::string check_min(const std::vector<int64_t>& values, int64_t min) {
 
 // Registers a comma-list flag whose checked value is stored by `read` while CLI11 parses; a
 // rejected value becomes a usage error that names the flag.
-CLI::Option* add_list_flag(CLI::App& cmd, const std::string& name, const std::string& help,
-                           std::function<std::string(const std::string&)> read) {
-  return cmd.add_option_function<std::string>(
-      name,
-      [name, read](const std::string& text) {
-        const std::string error = read(text);
-        if (!error.empty()) throw CLI::ValidationError(name, error);
-      },
-      help);
+CLI::Option* add_list_flag(CLI::App& cmd, const std::string& name, const std::string& form,
+                           const std::string& help, std::function<std::string(const std::string&)> read) {
+  return cmd
+      .add_option_function<std::string>(
+          name,
+          [name, read](const std::string& text) {
+            const std::string error = read(text);
+            if (!error.empty()) throw CLI::ValidationError(name, error);
+          },
+          help)
+      ->type_name(form);
 }
 
 }  // namespace
@@ -127,17 +129,17 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
     };
   };
 
-  flags.input = add_list_flag(cmd, "--input", "input extents N,C,D,H,W",
+  flags.input = add_list_flag(cmd, "--input", "N,C,D,H,W", "input extents",
                               ints([&desc](const auto& v) { return read_input(v, desc); }));
-  flags.out_channels = add_list_flag(cmd, "--out-channels", "output channels K", count(desc.k));
-  flags.kernel = add_list_flag(cmd, "--kernel", "kernel extents KD,KH,KW (or one for all)",
+  flags.out_channels = add_list_flag(cmd, "--out-channels", "K", "output channels", count(desc.k));
+  flags.kernel = add_list_flag(cmd, "--kernel", "KD,KH,KW", "kernel extents (or one for all axes)",
                                ints([&desc](const auto& v) { return read_dims3(v, 1, desc.kernel); }));
   flags.options = {flags.input, flags.out_channels, flags.kernel};
   flags.options.push_back(add_list_flag(
-      cmd, "--stride", "S or SD,SH,SW (default 1)",
+      cmd, "--stride", "S|SD,SH,SW", "stride (default 1)",
       ints([&desc](const auto& v) { return read_dims3(v, 1, desc.stride); })));
   flags.options.push_back(add_list_flag(
-      cmd, "--padding", "P, PD,PH,PW, same or valid (default 0)",
+      cmd, "--padding", "P|PD,PH,PW|same|valid", "zero padding (default 0)",
       [&desc](const std::string& text) {
         // Not a list: it must be one of the words, whose error lists every accepted form.
         std::vector<int64_t> values;
@@ -145,12 +147,12 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
         return read_padding(values, desc.padding);
       }));
   flags.options.push_back(add_list_flag(
-      cmd, "--dilation", "S or SD,SH,SW (default 1)",
+      cmd, "--dilation", "S|SD,SH,SW", "dilation (default 1)",
       ints([&desc](const auto& v) { return read_dims3(v, 1, desc.dilation); })));
-  flags.options.push_back(add_list_flag(cmd, "--groups", "groups G (default 1)", count(desc.groups)));
+  flags.options.push_back(add_list_flag(cmd, "--groups", "G", "groups (default 1)", count(desc.groups)));
   flags.options.push_back(cmd.add_flag("--bias", desc.bias, "add a bias per output channel"));
   flags.options.push_back(add_list_flag(
-      cmd, "--precision", "accuracy class fp32 (default) or tf32",
+      cmd, "--precision", "fp32|tf32", "accuracy class (default fp32)",
       [&desc](const std::string& text) { return read_precision(text, desc.precision); }));
   for (CLI::Option* option : flags.options) option->group("Shape");
   if (required) {

@@ -2,16 +2,20 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <spdlog/sinks/base_sink.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -214,6 +218,10 @@ TEST_CASE("disk cache: a damaged file is a miss, is deleted, and is rebuilt", "[
     write_bytes(path, file.substr(0, file.size() - 1));
     reason = "truncated";
   }
+  SECTION("bytes appended") {
+    write_bytes(path, file + "x");
+    reason = "trailing";
+  }
   SECTION("zero length") {
     write_bytes(path, "");
     reason = "empty";
@@ -291,6 +299,35 @@ TEST_CASE("disk cache: an unwritable folder turns the cache memory-only with one
   for (const auto& e : fs::recursive_directory_iterator(tmp.path, ec)) {
     fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
   }
+}
+
+TEST_CASE("disk cache: a write failing midway, as on a full disk, disables and leaves no file",
+          "[disk_cache]") {
+  TempDir tmp;
+  const pid_t pid = ::fork();  // the child lowers its own file size limit
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Past RLIMIT_FSIZE write() fails with EFBIG, much as with ENOSPC, and no privilege is needed.
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{4096, 4096};
+    int errors = ::setrlimit(RLIMIT_FSIZE, &limit) != 0;
+    {
+      WarningLog warnings;
+      DiskCache cache(tmp.path.string(), kNoLimit);
+      cache.store("small", "fits");
+      cache.store("big", make_payload(1, 100000));
+      cache.store("small again", "fits");
+      errors += cache.load("small") != std::string("fits");
+      errors += cache.load("big").has_value() + cache.load("small again").has_value();
+      errors += cache.enabled() + (warnings.messages().size() != 1);
+    }
+    ::_exit(errors);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(count_temp_files(tmp.path) == 0);
 }
 
 TEST_CASE("disk cache: beyond the limit the least recently used entries go first", "[disk_cache]") {
