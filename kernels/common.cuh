@@ -2,6 +2,13 @@
 // Shared between the kernels (NVRTC or nvcc) and the host code that fills the launch arguments:
 // plain C++ only, so the host compiler sees exactly the same layout.
 
+// Functions the planner (host) and the kernels (device) both evaluate.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define CONV3DJIT_HOST_DEVICE __host__ __device__
+#else
+#define CONV3DJIT_HOST_DEVICE
+#endif
+
 namespace conv3djit {
 
 /// Run-time arguments of every convolution kernel. Shape parameters that a kernel bakes in as

@@ -159,7 +159,7 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CUcontext ctx = context_for_stream(cu_stream);
-  const Plan plan = make_plan(prob, impl_->context_info(ctx).limits);
+  const Plan plan = make_plan(prob, impl_->context_info(ctx).limits, impl_->options.kernel_config);
   impl_->launch(plan, tensors, cu_stream, ctx);
 }
 
@@ -188,7 +188,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   const Problem prob = make_problem(desc);
   DeviceLimits limits;
   const std::string target = target_arch(*impl_, arch, &limits);
-  const Plan plan = make_plan(prob, limits);
+  const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
   bool hit = false;
   BinaryPtr bin = impl_->binary(plan.key, target, &hit);
   const GeneratedKernel gen = generate(plan.key, target);
@@ -204,7 +204,7 @@ std::string Engine::kernel_for(const Conv3dDesc& desc, const std::string& arch) 
   const Problem prob = make_problem(desc);
   DeviceLimits limits;
   const std::string target = target_arch(*impl_, arch, &limits);
-  return generate(make_plan(prob, limits).key, target).name_expression;
+  return generate(make_plan(prob, limits, impl_->options.kernel_config).key, target).name_expression;
 }
 
 EngineStats Engine::stats() const {

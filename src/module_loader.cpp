@@ -80,6 +80,8 @@ ContextInfo describe_context(CUcontext ctx) {
   info.limits.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessor count");
   info.limits.max_smem_per_block_optin =
       attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "shared memory opt-in");
+  info.limits.max_smem_per_sm =
+      attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, "shared memory per SM");
   info.arch = fmt::format("sm_{}{}", info.limits.cc_major, info.limits.cc_minor);
   return info;
 }

@@ -3,10 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <regex>
+
+#include "direct_tiled_geometry.cuh"
 
 namespace conv3djit::detail {
 namespace {
+
+constexpr int kSharedPerBlockReserved = 1024;
 
 ConvParams make_params(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
@@ -43,6 +48,122 @@ unsigned stride_grid(long long threads, unsigned block, const DeviceLimits& limi
   return static_cast<unsigned>(std::max<long long>(1, std::min<long long>(blocks, 1LL * limits.sm_count * per_sm)));
 }
 
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+Plan plan_generic(const Problem& prob, const DeviceLimits& limits, int tw) {
+  Plan plan;
+  plan.params = make_params(prob);
+  plan.key = shape_key(prob, Algorithm::DirectGeneric);
+  plan.key.config[0] = tw;
+  plan.block = 256;
+  const long long threads = prob.out.n * prob.out.k * prob.out.d * prob.out.h * ceil_div(prob.out.w, tw);
+  plan.grid = stride_grid(threads, plan.block, limits, 16);
+  return plan;
+}
+
+struct TiledChoice {
+  int wk, wr, cc, tw;
+  TiledGeometry g;
+  int blocks_per_sm;
+};
+
+TiledGeometry geometry(const Problem& prob, int wk, int wr, int cc, int tw) {
+  const Conv3dDesc& d = prob.desc;
+  return tiled_geometry(static_cast<int>(prob.c_per_group), static_cast<int>(d.kernel.d),
+                        static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w), static_cast<int>(d.stride.h),
+                        static_cast<int>(d.stride.w), static_cast<int>(d.dilation.h),
+                        static_cast<int>(d.dilation.w), wk, wr, cc, tw);
+}
+
+// Blocks of this configuration that fit on one SM (shared memory, registers, threads).
+int blocks_per_sm(const TiledGeometry& g, const DeviceLimits& limits) {
+  if (g.shared_bytes > limits.max_smem_per_block_optin) return 0;
+  const int by_smem = limits.max_smem_per_sm / (g.shared_bytes + kSharedPerBlockReserved);
+  const int regs_per_thread = g.chunks > 1 ? 224 : 128;  // the kernel's launch bounds
+  const int by_regs = 65536 / (regs_per_thread * g.threads);
+  const int by_threads = 2048 / g.threads;
+  return std::max(0, std::min({by_smem, by_regs, by_threads, 32}));
+}
+
+Plan plan_tiled(const Problem& prob, const DeviceLimits& limits, const TiledChoice& c) {
+  Plan plan;
+  plan.params = make_params(prob);
+  plan.key = shape_key(prob, Algorithm::DirectTiled);
+  plan.key.config[0] = c.wk; plan.key.config[1] = c.wr; plan.key.config[2] = c.cc; plan.key.config[3] = c.tw;
+  plan.block = static_cast<unsigned>(c.g.threads);
+  plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
+  const long long k_blocks = ceil_div(prob.out.k, c.g.bk);
+  const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.wr) * ceil_div(prob.out.w, c.g.tile_w);
+  const long long tasks = k_blocks * tiles;
+  const long long resident = 1LL * limits.sm_count * c.blocks_per_sm;
+  // Persistent: each block keeps one channel block (grid is a multiple of k_blocks) and walks
+  // spatial tiles, so its weights are loaded once.
+  plan.grid = static_cast<unsigned>(tasks <= resident ? tasks : std::max(k_blocks, resident / k_blocks * k_blocks));
+  return plan;
+}
+
+// Channels per chunk: the whole group while its reduction is short enough to sum in one fp32
+// accumulator; else chunks of at most 512 terms (blocked summation keeps the fp32 class).
+int chunk_channels(const Problem& prob) {
+  const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  if (prob.c_per_group * kvol <= 1024) return static_cast<int>(prob.c_per_group);
+  return static_cast<int>(std::max<long long>(1, std::min<long long>(prob.c_per_group, 512 / kvol)));
+}
+
+// The best feasible tiled configuration, scored by the fraction of useful work in the padded
+// tiles and by occupancy; nullopt if the kernel cannot serve the problem.
+std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits& limits) {
+  if (prob.desc.groups != 1 || prob.out.k < 4) return std::nullopt;
+  const int wk = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8)));
+  std::optional<TiledChoice> best;
+  double best_score = 0;
+  for (int tw : {8, 4}) {
+    for (int wr : {1, 2, 4, 8, 16, 32}) {
+      int cc = chunk_channels(prob);
+      TiledGeometry g = geometry(prob, wk, wr, cc, tw);
+      while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, wr, cc = (cc + 1) / 2, tw);
+      const int bpsm = blocks_per_sm(g, limits);
+      if (bpsm == 0) continue;
+      const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
+      const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, wr) * wr);
+      const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
+      const int warps = bpsm * g.threads / 32;
+      const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * (warps >= 8 ? 1.0 : 0.6);
+      if (score > best_score) {
+        best_score = score;
+        best = TiledChoice{wk, wr, cc, tw, g, bpsm};
+      }
+    }
+  }
+  return best;
+}
+
+Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
+  int a = 0, b = 0, c = 0, d = 0;
+  char tail = 0;
+  if (forced == "generic") return plan_generic(prob, limits, 4);
+  if (std::sscanf(forced.c_str(), "generic:%d%c", &a, &tail) == 1 && (a == 1 || a == 2 || a == 4 || a == 8)) {
+    return plan_generic(prob, limits, a);
+  }
+  if (std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
+    if (prob.desc.groups != 1) {
+      throw Error(ErrorCategory::InvalidArgument, fmt::format("config = '{}': tiled needs groups == 1", forced));
+    }
+    const bool ok = a >= 1 && a <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
+                    c >= 1 && c <= prob.c_per_group && (d == 4 || d == 8);
+    const TiledGeometry g = ok ? geometry(prob, a, b, c, d) : TiledGeometry{};
+    const int bpsm = ok ? blocks_per_sm(g, limits) : 0;
+    if (bpsm == 0) {
+      throw Error(ErrorCategory::InvalidArgument,
+                  fmt::format("config = '{}': WK in [1,16], WR in 1..32 (powers of 2), CC in [1, C/groups], "
+                              "TW 4 or 8, and the tile must fit in shared memory", forced));
+    }
+    return plan_tiled(prob, limits, TiledChoice{a, b, c, d, g, bpsm});
+  }
+  throw Error(ErrorCategory::InvalidArgument,
+              fmt::format("config = '{}': expected generic, generic:TW or tiled:WK,WR,CC,TW", forced));
+}
+
 }  // namespace
 
 DeviceLimits limits_for_arch(const std::string& arch) {
@@ -55,20 +176,26 @@ DeviceLimits limits_for_arch(const std::string& arch) {
   DeviceLimits l;
   l.cc_major = std::stoi(m[1].str());
   l.cc_minor = std::stoi(m[2].str());
+  // Shared memory per block (opt-in) and per SM, as the CUDA programming guide lists them, so
+  // that a kernel precompiled for an arch is the one its devices would plan.
+  const int cc = l.cc_major * 10 + l.cc_minor;
+  if (cc == 80 || cc == 87) {
+    l.max_smem_per_block_optin = 163 * 1024; l.max_smem_per_sm = 164 * 1024;
+  } else if (cc >= 90 && cc < 100) {
+    l.max_smem_per_block_optin = 227 * 1024; l.max_smem_per_sm = 228 * 1024;
+  } else if (cc >= 100 && cc < 120) {
+    l.max_smem_per_block_optin = 227 * 1024; l.max_smem_per_sm = 228 * 1024;
+  } else {
+    l.max_smem_per_block_optin = 99 * 1024; l.max_smem_per_sm = 100 * 1024;
+  }
   return l;
 }
 
-Plan make_plan(const Problem& prob, const DeviceLimits& limits) {
-  Plan plan;
-  plan.params = make_params(prob);
-  plan.key = shape_key(prob, Algorithm::DirectGeneric);
+Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
+  if (!forced.empty()) return forced_plan(prob, limits, forced);
+  if (auto tiled = choose_tiled(prob, limits)) return plan_tiled(prob, limits, *tiled);
   // Four outputs along W per thread reuse each weight four times; narrow outputs take one.
-  const int tw = prob.out.w >= 4 ? 4 : 1;
-  plan.key.config[0] = tw;
-  plan.block = 256;
-  const long long threads = prob.out.n * prob.out.k * prob.out.d * prob.out.h * ((prob.out.w + tw - 1) / tw);
-  plan.grid = stride_grid(threads, plan.block, limits, 16);
-  return plan;
+  return plan_generic(prob, limits, prob.out.w >= 4 ? 4 : 1);
 }
 
 Plan make_reference_plan(const Problem& prob, const DeviceLimits& limits) {

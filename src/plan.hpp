@@ -14,6 +14,7 @@ struct DeviceLimits {
   int cc_major = 9, cc_minor = 0;
   int sm_count = 132;
   int max_smem_per_block_optin = 227 * 1024;
+  int max_smem_per_sm = 228 * 1024;
 };
 
 /// Limits of a typical device of an arch ("sm_90"), for planning without a GPU (precompile).
@@ -26,8 +27,11 @@ struct Plan {
   ConvParams params{};
 };
 
-/// The kernel and launch for prob on a device with these limits.
-Plan make_plan(const Problem& prob, const DeviceLimits& limits);
+/// The kernel and launch for prob on a device with these limits. `forced` (for experiments and
+/// benchmarks) names a configuration instead of the heuristic's choice: "generic",
+/// "generic:TW" or "tiled:WK,WR,CC,TW"; empty means the heuristic. Throws Error(InvalidArgument)
+/// for a malformed or infeasible forced configuration.
+Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced = "");
 
 /// The plan of the fp64 reference kernel (Engine::run_reference).
 Plan make_reference_plan(const Problem& prob, const DeviceLimits& limits);

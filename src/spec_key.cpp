@@ -12,6 +12,7 @@ namespace conv3djit::detail {
 const char* to_string(Algorithm a) noexcept {
   switch (a) {
     case Algorithm::DirectGeneric: return "direct_fp32";
+    case Algorithm::DirectTiled: return "direct_tiled_fp32";
     case Algorithm::ReferenceFp64: return "reference_fp64";
   }
   return "unknown";

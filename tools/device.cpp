@@ -58,11 +58,7 @@ void Stream::synchronize() const { check_cu(driver().cuStreamSynchronize(stream_
 
 Event::Event() { check_cu(driver().cuEventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
 
-Event::~Event() {
-  if (event_ != nullptr) driver().cuEventDestroy(event_);
-}
-
-Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+Event::~Event() { driver().cuEventDestroy(event_); }
 
 void Event::record(const Stream& stream) { check_cu(driver().cuEventRecord(event_, stream.get()), "cuEventRecord"); }
 

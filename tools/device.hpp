@@ -59,7 +59,6 @@ class Event {
  public:
   Event();
   ~Event();
-  Event(Event&& other) noexcept;
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   void record(const Stream& stream);

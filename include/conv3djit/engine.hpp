@@ -19,6 +19,9 @@ struct EngineOptions {
   uint64_t cache_limit_bytes = 2ull << 30;
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
+  /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice:
+  /// "generic", "generic:TW" or "tiled:WK,WR,CC,TW" (see src/plan.hpp).
+  std::string kernel_config;
 };
 
 /// Counters since the Engine was made.

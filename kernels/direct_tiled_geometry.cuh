@@ -1,0 +1,44 @@
+#pragma once
+#include "common.cuh"
+// Tile geometry of direct_tiled_fp32, shared by the kernel (as compile-time constants) and the
+// planner (to size shared memory and the grid), so the two can never disagree.
+
+namespace conv3djit {
+
+struct TiledGeometry {
+  int tk;            // channels per thread
+  int bk;            // channels per block
+  int threads;
+  int segs;          // W segments per warp row
+  int tile_w;        // output columns per tile
+  int in_h, in_w;    // input tile extents for one (channel, kd)
+  int pitch;         // shared-memory row pitch in floats
+  int nx;            // inputs along W one thread's row needs
+  int kvol;
+  int in_floats, w_floats;
+  int shared_bytes;
+  int chunks;        // channel chunks per tile
+};
+
+CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh, int dw,
+                                                                                                    int wk, int wr, int cc, int tw) {
+  TiledGeometry g{};
+  g.tk = 8;
+  g.bk = wk * g.tk;
+  g.threads = wk * 32;
+  g.segs = 32 / wr;
+  g.tile_w = g.segs * tw;
+  g.in_h = (wr - 1) * sh + (kh - 1) * dh + 1;
+  g.in_w = (g.tile_w - 1) * sw + (kw - 1) * dw + 1;
+  // Even (8-byte aligned rows) and 2 mod 32, so that a warp's rows start in different banks.
+  g.pitch = ((g.in_w + 1) / 2 * 2 + 29) / 32 * 32 + 2;
+  g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
+  g.kvol = kd * kh * kw;
+  g.in_floats = cc * kd * g.in_h * g.pitch;
+  g.w_floats = cc * g.kvol * g.bk;
+  g.shared_bytes = (g.in_floats + g.w_floats) * 4;
+  g.chunks = (cg + cc - 1) / cc;
+  return g;
+}
+
+}  // namespace conv3djit
