@@ -95,10 +95,10 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
       }
       for (int i = threadIdx.x; i < CC * KD * T::IN_H * T::IN_W; i += T::THREADS) {
         const int col = i % T::IN_W;
-        int r = i / T::IN_W;
-        const int ih_l = r % T::IN_H; r /= T::IN_H;
-        const int kd = r % KD;
-        const int c = c0 + r / KD;
+        const int ih_l = (i / T::IN_W) % T::IN_H;
+        const int ckd = i / (T::IN_W * T::IN_H);       // c_local * KD + kd
+        const int kd = ckd % KD;
+        const int c = c0 + ckd / KD;
         const long long id = id0 + kd * DD;
         const long long ih = ih0 + ih_l;
         const long long iw = iw0 + col;
@@ -106,7 +106,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
         if (c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w) {
           v = __ldg(in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw);
         }
-        in_s[((r * KD + kd) * T::IN_H + ih_l) * T::PITCH + col] = v;
+        in_s[(ckd * T::IN_H + ih_l) * T::PITCH + col] = v;
       }
       __syncthreads();
 

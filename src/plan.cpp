@@ -149,13 +149,14 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     if (prob.desc.groups != 1) {
       throw Error(ErrorCategory::InvalidArgument, fmt::format("config = '{}': tiled needs groups == 1", forced));
     }
+    c = static_cast<int>(std::min<long long>(c, prob.c_per_group));  // a chunk never exceeds the group
     const bool ok = a >= 1 && a <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
-                    c >= 1 && c <= prob.c_per_group && (d == 4 || d == 8);
+                    c >= 1 && (d == 4 || d == 8);
     const TiledGeometry g = ok ? geometry(prob, a, b, c, d) : TiledGeometry{};
     const int bpsm = ok ? blocks_per_sm(g, limits) : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
-                  fmt::format("config = '{}': WK in [1,16], WR in 1..32 (powers of 2), CC in [1, C/groups], "
+                  fmt::format("config = '{}': WK in [1,16], WR in 1..32 (powers of 2), CC >= 1, "
                               "TW 4 or 8, and the tile must fit in shared memory", forced));
     }
     return plan_tiled(prob, limits, TiledChoice{a, b, c, d, g, bpsm});

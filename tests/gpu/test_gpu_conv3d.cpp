@@ -170,3 +170,36 @@ TEST_CASE("the memory cache serves repeated calls without compiling or loading a
   CHECK(s.module_loads == 1);
   CHECK(s.memory_hits == 4);
 }
+
+TEST_CASE("every kernel configuration the planner can pick matches the reference") {
+  cli::make_context_current();
+  cli::Stream stream;
+  // Tiles that end mid-row and mid-column, K not a multiple of the block, single and chunked
+  // channel staging, both thread widths, strides and dilations.
+  const std::vector<Conv3dDesc> descs = {
+      make(2, 3, {9, 13, 37}, 13, {3, 5, 7}),
+      make(1, 8, {6, 11, 21}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true),
+      make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, Padding::same(), {2, 1, 2}),
+      make(1, 48, {4, 7, 9}, 70, {3, 3, 3}, 1, 1, 1, 1, true),  // C * 27 > 1024: chunked
+  };
+  const char* configs[] = {"generic", "generic:1", "generic:8", "tiled:8,4,1,8", "tiled:1,32,2,4",
+                           "tiled:3,1,3,8", "tiled:2,16,1,4", "tiled:4,8,5,8"};
+  std::random_device seeds;
+  for (const char* config : configs) {
+    EngineOptions options;
+    options.kernel_config = config;
+    options.disk_cache = false;
+    Engine engine(options);
+    for (const Conv3dDesc& d : descs) {
+      DYNAMIC_SECTION(config << " " << describe(d)) {
+        require_pass(test::check_against_reference(engine, d, seeds(), stream));
+      }
+    }
+  }
+  // The heuristic's own choices for these shapes too.
+  for (const Conv3dDesc& d : descs) {
+    DYNAMIC_SECTION("auto " << describe(d)) {
+      require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));
+    }
+  }
+}
