@@ -143,22 +143,34 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
       }
     }
 
-    const long long oh = oh0 + row;
-    if (oh < p.oh) {
+    // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory (the input
+    // tile is free once everyone is past this barrier) and writes them row by row, so that
+    // consecutive lanes store consecutive addresses instead of lanes TW floats apart.
+    __syncthreads();
+    float* stage = in_s + warp * 32 * TW;
 #pragma unroll
-      for (int k = 0; k < T::TK; ++k) {
-        const long long kk = k0 + warp * T::TK + k;
-        if (kk >= p.k) continue;
+    for (int k = 0; k < T::TK; ++k) {
+#pragma unroll
+      for (int x = 0; x < TW; x += 4) {
+        float4 v;
+        if constexpr (T::CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
+        else v = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
+        *reinterpret_cast<float4*>(stage + row * T::TILE_W + seg * TW + x) = v;
+      }
+      __syncwarp();
+      const long long kk = k0 + warp * T::TK + k;
+      if (kk < p.k) {
         const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
-        float* o = out + (((n * p.k + kk) * p.od + od) * p.oh + oh) * p.ow + ow0 + seg * TW;
-#pragma unroll
-        for (int x = 0; x < TW; ++x) {
-          if (ow0 + seg * TW + x < p.ow) {
-            if constexpr (T::CHUNKS > 1) o[x] = total[k][x] + b;
-            else o[x] = acc[k][x] + b;
-          }
+        float* o = out + (((n * p.k + kk) * p.od + od) * p.oh + oh0) * p.ow + ow0;
+#pragma unroll 1
+        for (int j = 0; j < TW; ++j) {
+          const int idx = j * 32 + lane;
+          const int r = idx / T::TILE_W;
+          const int col = idx % T::TILE_W;
+          if (oh0 + r < p.oh && ow0 + col < p.ow) o[r * p.ow + col] = stage[idx] + b;
         }
       }
+      __syncwarp();
     }
   }
 }

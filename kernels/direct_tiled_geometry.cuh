@@ -16,6 +16,7 @@ struct TiledGeometry {
   int nx;            // inputs along W one thread's row needs
   int kvol;
   int in_floats, w_floats;
+  int stage_floats;  // the epilogue's output staging, which reuses the input tile's space
   int shared_bytes;
   int chunks;        // channel chunks per tile
 };
@@ -36,7 +37,8 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.kvol = kd * kh * kw;
   g.in_floats = cc * kd * g.in_h * g.pitch;
   g.w_floats = cc * g.kvol * g.bk;
-  g.shared_bytes = (g.in_floats + g.w_floats) * 4;
+  g.stage_floats = wk * 32 * tw;
+  g.shared_bytes = ((g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats) + g.w_floats) * 4;
   g.chunks = (cg + cc - 1) / cc;
   return g;
 }
