@@ -17,7 +17,7 @@
 // NVRTC compiles a specialisation in well under a second and the kernel does not spill.
 #pragma once
 #include "common.cuh"
-#include "direct_tiled_geometry.cuh"
+#include "tile_geometry.cuh"
 
 namespace conv3djit {
 
@@ -93,20 +93,35 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
         }
         weights_loaded = true;
       }
-      for (int i = threadIdx.x; i < CC * KD * T::IN_H * T::IN_W; i += T::THREADS) {
-        const int col = i % T::IN_W;
-        const int ih_l = (i / T::IN_W) % T::IN_H;
-        const int ckd = i / (T::IN_W * T::IN_H);       // c_local * KD + kd
-        const int kd = ckd % KD;
-        const int c = c0 + ckd / KD;
-        const long long id = id0 + kd * DD;
-        const long long ih = ih0 + ih_l;
-        const long long iw = iw0 + col;
-        float v = 0.f;
-        if (c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w) {
-          v = __ldg(in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw);
+      // Input tile, zero-filled outside the input (that is the padding). Loads are issued in
+      // batches of 8 before any is stored, so a thread waits for memory once per batch rather
+      // than once per element.
+      constexpr int TILE_ELEMS = CC * KD * T::IN_H * T::IN_W;
+      constexpr int BATCH = 8;
+#pragma unroll 1
+      for (int base = threadIdx.x; base < TILE_ELEMS; base += BATCH * T::THREADS) {
+        float v[BATCH];
+        int dst[BATCH];
+#pragma unroll
+        for (int j = 0; j < BATCH; ++j) {
+          const int i = base + j * T::THREADS;
+          const int col = i % T::IN_W;
+          const int ih_l = (i / T::IN_W) % T::IN_H;
+          const int ckd = i / (T::IN_W * T::IN_H);     // c_local * KD + kd
+          const int c = c0 + ckd / KD;
+          const long long id = id0 + (ckd % KD) * DD;
+          const long long ih = ih0 + ih_l;
+          const long long iw = iw0 + col;
+          v[j] = 0.f;
+          dst[j] = i < TILE_ELEMS ? (ckd * T::IN_H + ih_l) * T::PITCH + col : -1;
+          if (i < TILE_ELEMS && c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w) {
+            v[j] = __ldg(in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw);
+          }
         }
-        in_s[(ckd * T::IN_H + ih_l) * T::PITCH + col] = v;
+#pragma unroll
+        for (int j = 0; j < BATCH; ++j) {
+          if (dst[j] >= 0) in_s[dst[j]] = v[j];
+        }
       }
       __syncthreads();
 

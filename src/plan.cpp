@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <regex>
 
-#include "direct_tiled_geometry.cuh"
+#include "tile_geometry.cuh"
 
 namespace conv3djit::detail {
 namespace {
@@ -138,6 +138,52 @@ std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits&
   return best;
 }
 
+GroupedGeometry grouped_geom(const Problem& prob, int bh, int bw, int tw) {
+  const Conv3dDesc& d = prob.desc;
+  return grouped_geometry(static_cast<int>(prob.c_per_group), static_cast<int>(d.kernel.d),
+                          static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w), static_cast<int>(d.stride.h),
+                          static_cast<int>(d.stride.w), static_cast<int>(d.dilation.h),
+                          static_cast<int>(d.dilation.w), bh, bw, tw);
+}
+
+// The grouped kernel keeps a group's weights in static shared memory (<= 16 KB) and wants at
+// least two blocks per SM for its input tiles.
+bool grouped_fits(const Problem& prob, const GroupedGeometry& g, const DeviceLimits& limits) {
+  return prob.c_per_group * g.kvol <= 4096 && g.shared_floats * 4 <= limits.max_smem_per_block_optin / 2;
+}
+
+Plan plan_grouped(const Problem& prob, int bh, int bw, int tw, const GroupedGeometry& g) {
+  Plan plan;
+  plan.params = make_params(prob);
+  plan.key = shape_key(prob, Algorithm::Grouped);
+  plan.key.config[0] = bh; plan.key.config[1] = bw; plan.key.config[2] = tw;
+  plan.block = static_cast<unsigned>(g.threads);
+  plan.shared_bytes = static_cast<unsigned>(g.shared_floats * 4);
+  const long long blocks = prob.out.n * prob.out.k * prob.out.d * ceil_div(prob.out.h, bh) * ceil_div(prob.out.w, bw);
+  if (blocks > 0x7fffffffLL) {
+    throw Error(ErrorCategory::Unsupported, fmt::format("grouped kernel: {} blocks exceed the grid limit", blocks));
+  }
+  plan.grid = static_cast<unsigned>(blocks);
+  return plan;
+}
+
+// Block width: the narrowest of 16, 32, 64 columns that covers OW (64 beyond); rows: the block
+// height in {16, 8, 4} that wastes the fewest rows, with 64 to 128 threads per block.
+std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limits) {
+  if (prob.desc.groups == 1) return std::nullopt;
+  const int bw = prob.out.w <= 16 ? 16 : prob.out.w <= 32 ? 32 : 64;
+  const int tw = bw == 16 ? 4 : 8;
+  int best_bh = 0;
+  double best_eff = 0;
+  for (int bh : {16, 8, 4}) {
+    const double eff = double(prob.out.h) / double(ceil_div(prob.out.h, bh) * bh);
+    if (eff > best_eff + 1e-9) { best_eff = eff; best_bh = bh; }
+  }
+  const GroupedGeometry g = grouped_geom(prob, best_bh, bw, tw);
+  if (!grouped_fits(prob, g, limits)) return std::nullopt;
+  return plan_grouped(prob, best_bh, bw, tw, g);
+}
+
 Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   int a = 0, b = 0, c = 0, d = 0;
   char tail = 0;
@@ -161,8 +207,20 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_tiled(prob, limits, TiledChoice{a, b, c, d, g, bpsm});
   }
+  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d%c", &a, &b, &c, &tail) == 3) {
+    const bool ok = (a == 1 || a == 2 || a == 4 || a == 8 || a == 16) && (b == 16 || b == 32 || b == 64) &&
+                    (c == 4 || c == 8) && b / c * a <= 1024;
+    const GroupedGeometry g = ok ? grouped_geom(prob, a, b, c) : GroupedGeometry{};
+    if (!ok || !grouped_fits(prob, g, limits)) {
+      throw Error(ErrorCategory::InvalidArgument,
+                  fmt::format("config = '{}': BH in 1..16 (powers of 2), BW 16, 32 or 64, TW 4 or 8, and "
+                              "the tile must fit in shared memory", forced));
+    }
+    return plan_grouped(prob, a, b, c, g);
+  }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW or tiled:WK,WR,CC,TW", forced));
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WR,CC,TW or grouped:BH,BW,TW",
+                          forced));
 }
 
 }  // namespace
@@ -195,6 +253,7 @@ DeviceLimits limits_for_arch(const std::string& arch) {
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   if (!forced.empty()) return forced_plan(prob, limits, forced);
   if (auto tiled = choose_tiled(prob, limits)) return plan_tiled(prob, limits, *tiled);
+  if (auto grouped = choose_grouped(prob, limits)) return *grouped;
   // Four outputs along W per thread reuse each weight four times; narrow outputs take one.
   return plan_generic(prob, limits, prob.out.w >= 4 ? 4 : 1);
 }

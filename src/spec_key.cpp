@@ -13,6 +13,7 @@ const char* to_string(Algorithm a) noexcept {
   switch (a) {
     case Algorithm::DirectGeneric: return "direct_fp32";
     case Algorithm::DirectTiled: return "direct_tiled_fp32";
+    case Algorithm::Grouped: return "grouped_fp32";
     case Algorithm::ReferenceFp64: return "reference_fp64";
   }
   return "unknown";

@@ -15,6 +15,7 @@ namespace conv3djit::detail {
 enum class Algorithm : uint8_t {
   DirectGeneric,   // kernels/direct_fp32.cu: serves every description
   DirectTiled,     // kernels/direct_tiled_fp32.cu: register-blocked, groups == 1
+  Grouped,         // kernels/grouped_fp32.cu: streaming, groups > 1 (depthwise included)
   ReferenceFp64,   // kernels/reference_fp64.cu: the GPU oracle, shape-generic
 };
 const char* to_string(Algorithm a) noexcept;

@@ -42,6 +42,16 @@ Command add_precompile_command(CLI::App& app, const GlobalOptions& global);
 std::vector<Command> add_cache_commands(CLI::App& app, const GlobalOptions& global);
 Command add_verify_command(CLI::App& app, const GlobalOptions& global);
 Command add_run_command(CLI::App& app, const GlobalOptions& global);
+Command add_bench_command(CLI::App& app, const GlobalOptions& global);
+
+// Shared by the timing commands, run and bench (defined in cmd_run.cpp).
+
+/// Adds --config, stored into `config` for EngineOptions::kernel_config. Only its form is
+/// checked while parsing, before any device work; whether it fits a shape is the planner's call.
+CLI::Option* add_config_flag(CLI::App& cmd, std::string& config);
+
+/// The median of timings.
+double median(std::vector<double> values);
 
 /// The shape flags as parsed: `desc` is filled while CLI11 parses, so it must outlive the parse.
 struct ShapeFlags {

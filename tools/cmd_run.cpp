@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "cli.hpp"
 #include "device.hpp"
@@ -14,6 +15,7 @@ namespace {
 
 struct RunOptions {
   ShapeFlags shape;
+  std::string config;
   int warmup = 5;
   int iters = 50;
   uint64_t seed = 0;
@@ -21,17 +23,13 @@ struct RunOptions {
   bool json = false;
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
 int run_run(const RunOptions& options, const GlobalOptions& global) {
   const Conv3dDesc& desc = options.shape.desc;
   require_valid(desc);
   make_context_current();
-  Engine engine(global.engine_options());
+  EngineOptions engine_options = global.engine_options();
+  engine_options.kernel_config = options.config;
+  Engine engine(engine_options);
   const uint64_t seed = options.seed_option->count() > 0 ? options.seed : random_seed();
   ProblemData data(desc, seed);
   Stream stream;
@@ -84,10 +82,33 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
 
 }  // namespace
 
+CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
+  static const std::regex form("generic(:[0-9]+)?|tiled:[0-9]+,[0-9]+,[0-9]+,[0-9]+");
+  const CLI::Validator check(
+      [](std::string& value) -> std::string {
+        if (std::regex_match(value, form)) return {};
+        return fmt::format("expected generic, generic:TW or tiled:WK,WR,CC,TW, got '{}'", value);
+      },
+      "");
+  return cmd
+      .add_option("--config", config,
+                  "fixed kernel configuration instead of the planner's choice: generic, "
+                  "generic:TW or tiled:WK,WR,CC,TW")
+      ->type_name("CONFIG")
+      ->check(check);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
 Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "time one shape on the GPU");
   add_shape_flags(*cmd, options->shape, true);
+  add_config_flag(*cmd, options->config);
   cmd->add_option("--warmup", options->warmup, "untimed runs before timing (default 5)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--iters", options->iters, "timed runs (default 50)")->check(CLI::PositiveNumber);

@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
   app.add_flag("-v,--verbose", global.verbose, "log debug messages to stderr");
 
-  std::vector<Command> commands = {add_precompile_command(app, global),
-                                   add_verify_command(app, global), add_run_command(app, global)};
+  std::vector<Command> commands = {add_precompile_command(app, global), add_verify_command(app, global),
+                                   add_run_command(app, global), add_bench_command(app, global)};
   for (Command& command : add_cache_commands(app, global)) commands.push_back(std::move(command));
 
   try {

@@ -176,30 +176,45 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   cli::Stream stream;
   // Tiles that end mid-row and mid-column, K not a multiple of the block, single and chunked
   // channel staging, both thread widths, strides and dilations.
-  const std::vector<Conv3dDesc> descs = {
+  const std::vector<Conv3dDesc> dense = {
       make(2, 3, {9, 13, 37}, 13, {3, 5, 7}),
       make(1, 8, {6, 11, 21}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true),
       make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, Padding::same(), {2, 1, 2}),
       make(1, 48, {4, 7, 9}, 70, {3, 3, 3}, 1, 1, 1, 1, true),  // C * 27 > 1024: chunked
   };
-  const char* configs[] = {"generic", "generic:1", "generic:8", "tiled:8,4,1,8", "tiled:1,32,2,4",
-                           "tiled:3,1,3,8", "tiled:2,16,1,4", "tiled:4,8,5,8"};
+  const std::vector<Conv3dDesc> grouped = {
+      make(2, 16, {5, 19, 70}, 16, {3, 3, 3}, 1, 1, 1, 16, true),        // depthwise, W > 64
+      make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),        // channel multiplier 2
+      make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4),  // grouped, dilated
+      make(1, 6, {4, 33, 17}, 9, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
+  };
+  struct Case {
+    const char* config;
+    const std::vector<Conv3dDesc>* descs;
+  };
+  const Case cases[] = {{"generic", &dense}, {"generic", &grouped}, {"generic:1", &dense},
+                        {"generic:8", &grouped}, {"tiled:8,4,1,8", &dense}, {"tiled:1,32,2,4", &dense},
+                        {"tiled:3,1,3,8", &dense}, {"tiled:2,16,1,4", &dense}, {"tiled:4,8,5,8", &dense},
+                        {"grouped:16,64,8", &grouped}, {"grouped:8,32,4", &grouped},
+                        {"grouped:4,16,4", &grouped}, {"grouped:1,64,8", &grouped}};
   std::random_device seeds;
-  for (const char* config : configs) {
+  for (const Case& c : cases) {
     EngineOptions options;
-    options.kernel_config = config;
+    options.kernel_config = c.config;
     options.disk_cache = false;
     Engine engine(options);
-    for (const Conv3dDesc& d : descs) {
-      DYNAMIC_SECTION(config << " " << describe(d)) {
+    for (const Conv3dDesc& d : *c.descs) {
+      DYNAMIC_SECTION(c.config << " " << describe(d)) {
         require_pass(test::check_against_reference(engine, d, seeds(), stream));
       }
     }
   }
   // The heuristic's own choices for these shapes too.
-  for (const Conv3dDesc& d : descs) {
-    DYNAMIC_SECTION("auto " << describe(d)) {
-      require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));
+  for (const auto* descs : {&dense, &grouped}) {
+    for (const Conv3dDesc& d : *descs) {
+      DYNAMIC_SECTION("auto " << describe(d)) {
+        require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));
+      }
     }
   }
 }

@@ -1,6 +1,6 @@
 #pragma once
 #include "common.cuh"
-// Tile geometry of direct_tiled_fp32, shared by the kernel (as compile-time constants) and the
+// Tile geometry of the tiled kernels, shared by the kernels (as compile-time constants) and the
 // planner (to size shared memory and the grid), so the two can never disagree.
 
 namespace conv3djit {
@@ -40,6 +40,28 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.stage_floats = wk * 32 * tw;
   g.shared_bytes = ((g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats) + g.w_floats) * 4;
   g.chunks = (cg + cc - 1) / cc;
+  return g;
+}
+
+/// grouped_fp32: one block per (n, k, od, BH x BW outputs), TW outputs along W per thread.
+struct GroupedGeometry {
+  int segs, threads;
+  int in_h, in_w, nx, kvol;
+  int in_floats;
+  int shared_floats;  // dynamic shared memory: the input tile, reused to stage the outputs
+};
+
+CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sh, int sw,
+                                                                 int dh, int dw, int bh, int bw, int tw) {
+  GroupedGeometry g{};
+  g.segs = bw / tw;
+  g.threads = bh * g.segs;
+  g.in_h = (bh - 1) * sh + (kh - 1) * dh + 1;
+  g.in_w = (bw - 1) * sw + (kw - 1) * dw + 1;
+  g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
+  g.kvol = kd * kh * kw;
+  g.in_floats = cg * kd * g.in_h * g.in_w;
+  g.shared_floats = g.in_floats > bh * bw ? g.in_floats : bh * bw;
   return g;
 }
 
