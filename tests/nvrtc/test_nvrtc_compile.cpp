@@ -27,7 +27,7 @@ std::string temp_dir(const char* name) {
 }
 }  // namespace
 
-TEST_CASE("kernel templates compile for sm_80 and sm_90 within a second each") {
+TEST_CASE("kernel templates compile for sm_80 and sm_90 quickly") {
   const Conv3dDesc descs[] = {
       desc(3, {3, 5, 7}),                               // the reference problem's kernel
       desc(16, {1, 1, 1}),                              // pointwise
@@ -45,7 +45,7 @@ TEST_CASE("kernel templates compile for sm_80 and sm_90 within a second each") {
       const PrecompileResult r = engine.precompile(d, arch);
       CHECK(r.compiled);
       CHECK(r.compile_ms > 0);
-      CHECK(r.compile_ms < 1000);
+      CHECK(r.compile_ms < 5000);  // ~0.1 s here; a blow-up like unrolling every loop (14.6 s) fails
       CHECK(r.key.find(std::string("arch=") + arch) != std::string::npos);
       CHECK_FALSE(engine.precompile(d, arch).compiled);  // memory hit
     }
