@@ -14,22 +14,27 @@ class MemoryCache {
   /// The value for key; *hit says whether it existed (or was being made) before this call.
   template <class Make>
   Value get_or_create(const Key& key, Make&& make, bool* hit = nullptr) {
-    std::promise<Value> promise;
     std::shared_future<Value> future;
-    bool found = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = map_.find(key);
-      if (it != map_.end()) {
-        future = it->second;
-        found = true;
-      } else {
-        future = promise.get_future().share();
-        map_.emplace(key, future);
-      }
+      if (it != map_.end()) future = it->second;
     }
-    if (hit != nullptr) *hit = found;
-    if (found) return future.get();  // waits if another thread is still making it
+    if (future.valid()) {  // the hot path: no promise, no allocation
+      if (hit != nullptr) *hit = true;
+      return future.get();  // waits if another thread is still making it
+    }
+    std::promise<Value> promise;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto [it, inserted] = map_.emplace(key, promise.get_future().share());
+      if (!inserted) future = it->second;  // another thread got here between the two locks
+    }
+    if (future.valid()) {
+      if (hit != nullptr) *hit = true;
+      return future.get();
+    }
+    if (hit != nullptr) *hit = false;
     try {
       Value value = make();
       promise.set_value(value);
