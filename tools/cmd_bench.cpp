@@ -4,11 +4,16 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "conv3djit/reference.hpp"
@@ -67,8 +72,7 @@ class Timer {
     for (int i = 0; i < iters_; ++i) {
       // cuMemsetD32 goes to the legacy default stream, which the (blocking) bench stream waits
       // for, so the flush completes before the start event.
-      detail::check_cu(detail::driver().cuMemsetD32(scratch_.handle(), 0u, kFlushBytes / 4),
-                       "cuMemsetD32");
+      detail::check_cu(detail::driver().cuMemsetD32(scratch_.handle(), 0u, kFlushBytes / 4), "cuMemsetD32");
       starts[i].record(stream_);
       call();
       ends[i].record(stream_);
@@ -99,8 +103,8 @@ std::vector<double> gpu_reference(Engine& engine, const Conv3dDesc& desc, const 
 }
 
 // One untimed run into a NaN-poisoned output, compared with the reference, then the timing.
-Measured measure(const std::function<void()>& call, const ProblemData& data, const std::vector<double>& reference,
-                 Tolerance tol, const Stream& stream, Timer& timer) {
+Measured measure(const std::function<void()>& call, const ProblemData& data,
+                 const std::vector<double>& reference, Tolerance tol, const Stream& stream, Timer& timer) {
   Measured m;
   fill_nan(data.d_output);
   call();
@@ -127,7 +131,8 @@ Row bench_row(const NamedDesc& named, uint64_t seed, Engine& engine, const Cudnn
   try {
     row.kernel = engine.kernel_for(desc);
     const Conv3dTensors tensors = data.tensors();
-    row.conv3djit = measure([&] { engine.run(desc, tensors, stream.get()); }, data, reference, tol, stream, timer);
+    row.conv3djit =
+        measure([&] { engine.run(desc, tensors, stream.get()); }, data, reference, tol, stream, timer);
   } catch (const std::exception& e) {
     row.conv3djit.note = e.what();
   }
@@ -207,8 +212,8 @@ class Table {
   explicit Table(const std::vector<NamedDesc>& descs) {
     for (const NamedDesc& d : descs) name_width_ = std::max(name_width_, d.name.size());
     fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {}\n", "NAME",
-               name_width_, "PREC", "CONV3DJIT", "CUDNN", "SPEEDUP", "TFLOP/S", "GB/S", "REL_L2", "CUDNN_REL_L2",
-               "CUDNN_ALGO", "KERNEL");
+               name_width_, "PREC", "CONV3DJIT", "CUDNN", "SPEEDUP", "TFLOP/S", "GB/S", "REL_L2",
+               "CUDNN_REL_L2", "CUDNN_ALGO", "KERNEL");
   }
 
   void print(const Row& row) const {
@@ -219,8 +224,8 @@ class Table {
       return fmt::format("{:.1e}{}", m.accuracy->rel_l2, m.accuracy->passed ? "" : " FAIL");
     };
     const std::optional<double> speedup = row.speedup();
-    fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {}\n", row.named.name,
-               name_width_, precision_name(desc.precision), ms(row.conv3djit), ms(row.cudnn),
+    fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {}\n",
+               row.named.name, name_width_, precision_name(desc.precision), ms(row.conv3djit), ms(row.cudnn),
                speedup ? fmt::format("{:.2f}x", *speedup) : "n/a",
                row.conv3djit.ms ? fmt::format("{:.1f}", tflops(row, *row.conv3djit.ms)) : "n/a",
                row.conv3djit.ms ? fmt::format("{:.0f}", gbps(row, *row.conv3djit.ms)) : "n/a",
@@ -266,8 +271,10 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
   for (size_t i = 0; i < descs.size(); ++i) {
     rows.push_back(bench_row(descs[i], seed + i, engine, cudnn.get(), stream, timer));
     const Row& row = rows.back();
-    if (!row.conv3djit.note.empty()) fmt::print(stderr, "{}: conv3djit failed: {}\n", row.named.name, row.conv3djit.note);
-    if (cudnn && !row.cudnn.note.empty()) fmt::print(stderr, "{}: cuDNN n/a: {}\n", row.named.name, row.cudnn.note);
+    if (!row.conv3djit.note.empty())
+      fmt::print(stderr, "{}: conv3djit failed: {}\n", row.named.name, row.conv3djit.note);
+    if (cudnn && !row.cudnn.note.empty())
+      fmt::print(stderr, "{}: cuDNN n/a: {}\n", row.named.name, row.cudnn.note);
     if (table) table->print(row);
   }
 
@@ -316,7 +323,8 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--iters", options->iters, "timed runs, each after an L2 flush (default 20)")
       ->check(CLI::PositiveNumber);
-  options->seed_option = cmd->add_option("--seed", options->seed, "random seed of the inputs (default: fresh)");
+  options->seed_option =
+      cmd->add_option("--seed", options->seed, "random seed of the inputs (default: fresh)");
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
   // Shape flags are optional only because --manifest can replace them.
   cmd->callback([options] {

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
 
 #include <algorithm>
 #include <array>
@@ -23,11 +24,11 @@ std::optional<CudnnApi> load_api(std::string& why) {
     if (lib == nullptr) return std::nullopt;
   }
   CudnnApi api;
-#define CONV3DJIT_CUDNN_RESOLVE(name)                                  \
+#define CONV3DJIT_CUDNN_RESOLVE(name)                                 \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib, #name)); \
-  if (api.name == nullptr) {                                           \
-    why = "libcudnn lacks " #name;                                     \
-    return std::nullopt;                                               \
+  if (api.name == nullptr) {                                          \
+    why = "libcudnn lacks " #name;                                    \
+    return std::nullopt;                                              \
   }
   CONV3DJIT_CUDNN_FUNCTIONS(CONV3DJIT_CUDNN_RESOLVE)
 #undef CONV3DJIT_CUDNN_RESOLVE
@@ -120,14 +121,16 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
   set_tensor(api, b_.get(), {1, desc.k, 1, 1, 1});
   const std::array<int, 5> filter = {to_int(desc.k), to_int(desc.c / desc.groups), to_int(desc.kernel.d),
                                      to_int(desc.kernel.h), to_int(desc.kernel.w)};
-  check_cudnn(api, api.cudnnSetFilterNdDescriptor(w_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, filter.data()),
+  check_cudnn(api,
+              api.cudnnSetFilterNdDescriptor(w_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, filter.data()),
               "cudnnSetFilterNdDescriptor");
   const std::array<int, 3> padding = {to_int(pad.before.d), to_int(pad.before.h), to_int(pad.before.w)};
   const std::array<int, 3> stride = {to_int(desc.stride.d), to_int(desc.stride.h), to_int(desc.stride.w)};
-  const std::array<int, 3> dilation = {to_int(desc.dilation.d), to_int(desc.dilation.h), to_int(desc.dilation.w)};
+  const std::array<int, 3> dilation = {to_int(desc.dilation.d), to_int(desc.dilation.h),
+                                       to_int(desc.dilation.w)};
   check_cudnn(api,
-              api.cudnnSetConvolutionNdDescriptor(conv_.get(), 3, padding.data(), stride.data(), dilation.data(),
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+              api.cudnnSetConvolutionNdDescriptor(conv_.get(), 3, padding.data(), stride.data(),
+                                                  dilation.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
               "cudnnSetConvolutionNdDescriptor");
   check_cudnn(api, api.cudnnSetConvolutionGroupCount(conv_.get(), to_int(desc.groups)),
               "cudnnSetConvolutionGroupCount");
@@ -141,16 +144,18 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
   check_cudnn(api, api.cudnnGetConvolutionNdForwardOutputDim(conv_.get(), x_.get(), w_.get(), 5, dims.data()),
               "cudnnGetConvolutionNdForwardOutputDim");
   if (dims != std::array<int, 5>{to_int(out.n), to_int(out.k), to_int(out.d), to_int(out.h), to_int(out.w)}) {
-    throw std::runtime_error(fmt::format("cuDNN's output extents {} differ from conv3djit's", fmt::join(dims, "x")));
+    throw std::runtime_error(
+        fmt::format("cuDNN's output extents {} differ from conv3djit's", fmt::join(dims, "x")));
   }
 
   // Find runs every algorithm once on its own scratch tensors and returns them fastest first.
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
   int count = 0;
-  check_cudnn(api,
-              api.cudnnFindConvolutionForwardAlgorithm(cudnn.handle(), x_.get(), w_.get(), conv_.get(), y_.get(),
-                                                       static_cast<int>(perf.size()), &count, perf.data()),
-              "cudnnFindConvolutionForwardAlgorithm");
+  check_cudnn(
+      api,
+      api.cudnnFindConvolutionForwardAlgorithm(cudnn.handle(), x_.get(), w_.get(), conv_.get(), y_.get(),
+                                               static_cast<int>(perf.size()), &count, perf.data()),
+      "cudnnFindConvolutionForwardAlgorithm");
   const auto best = std::find_if(perf.begin(), perf.begin() + count, [fp32](const auto& p) {
     return p.status == CUDNN_STATUS_SUCCESS && !(fp32 && uses_tensor_cores(p.mathType));
   });
@@ -177,24 +182,32 @@ void CudnnConv::run() const {
                                           workspace_.bytes(), &zero, y_.get(), tensors_.output),
               "cudnnConvolutionForward");
   if (bias_) {
-    check_cudnn(api, api.cudnnAddTensor(cudnn_.handle(), &one, b_.get(), tensors_.bias, &one, y_.get(), tensors_.output),
-                "cudnnAddTensor");
+    check_cudnn(
+        api,
+        api.cudnnAddTensor(cudnn_.handle(), &one, b_.get(), tensors_.bias, &one, y_.get(), tensors_.output),
+        "cudnnAddTensor");
   }
 }
 
 std::string CudnnConv::algorithm() const {
-  static const char* const names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",     "DIRECT",
-                                      "FFT",           "FFT_TILING",            "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
+                                      "DIRECT",        "FFT",                   "FFT_TILING",
+                                      "WINOGRAD",      "WINOGRAD_NONFUSED"};
   const int index = static_cast<int>(algo_);
-  return index >= 0 && index < CUDNN_CONVOLUTION_FWD_ALGO_COUNT ? names[index] : fmt::format("algo {}", index);
+  return index >= 0 && index < CUDNN_CONVOLUTION_FWD_ALGO_COUNT ? names[index]
+                                                                : fmt::format("algo {}", index);
 }
 
 std::string CudnnConv::math() const {
   switch (math_) {
-    case CUDNN_FMA_MATH: return "fma";
-    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_allow_conversion";
-    default: return "default";
+    case CUDNN_FMA_MATH:
+      return "fma";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "tensor_op_allow_conversion";
+    default:
+      return "default";
   }
 }
 
