@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build, run every test (gpu included), then the CLI's verify and run
-# on the reference problem (and `bench` when asked). Logs go to $OUT (or ./device-out).
-# Usage: tools/device_session.sh [tests|bench|all]
+# One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
+# verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
+# cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
+# Usage: tools/device_session.sh [tests|sweep|bench|all]
 set -u -o pipefail
 what=${1:-all}
 out=${OUT:-device-out}
 mkdir -p "$out"
 build=build-device
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+# Prefer the cuDNN PyTorch ships (9.19 on the H200 machine; DESIGN.md's anchors use it).
+cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$cudnn_lib" ] && export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 cmake --build $build -j 16 -- -k 0 >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; }
 cli=$build/tools/conv3djit
 export CONV3DJIT_CACHE_DIR=$PWD/$build/cache-session
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  ctest --test-dir $build --output-on-failure -j 4 2>&1 | tee "$out/ctest.log" | tail -40
-  ctest --test-dir $build -R gpu_jit_costs -V 2>&1 | grep -E "first call|host time|rel-L2" | tee "$out/jit_costs.txt"
-fi
 ref="--input 16,3,64,64,64 --out-channels 64 --kernel 3,5,7"
-if [ -x "$cli" ]; then
-  $cli verify $ref 2>&1 | tee "$out/verify.txt"
-  $cli run $ref 2>&1 | tee "$out/run.txt"
-  if [ "$what" = bench ] || [ "$what" = all ]; then
-    if $cli bench --help >/dev/null 2>&1; then
-      $cli bench --manifest bench/suite.jsonl --json >"$out/bench.json" 2>"$out/bench.log"
-      $cli bench --manifest bench/suite.jsonl 2>&1 | tee "$out/bench.txt" | tail -30
-    fi
-  fi
-fi
+case $what in tests|all)
+  ctest --test-dir $build --output-on-failure -j 4 2>&1 | tee "$out/ctest.log" | grep -E "tests passed|Failed|\*\*\*" | head -20
+  ctest --test-dir $build -R gpu_jit_costs -V 2>&1 | grep -E "first call|host time|rel-L2" | tee "$out/jit_costs.txt"
+  $cli verify $ref 2>&1 | tee "$out/verify.txt" | grep -E "kernel|rel-L2|PASS|FAIL"
+  $cli run $ref 2>&1 | tee "$out/run.txt" | grep -E "kernel|median|compute"
+esac
+case $what in sweep|all)
+  for cfg in ${SWEEP_CONFIGS:-tiled:8,4,3,8 tiled:8,8,3,8 tiled:4,4,3,8 tiled:8,4,3,4 tiled:4,8,3,8 generic}; do
+    echo "config $cfg: $($cli run $ref --config $cfg --iters 20 2>&1 | grep -E 'median|error')"
+  done | tee "$out/sweep.txt"
+esac
+case $what in bench|all)
+  $cli precompile --manifest bench/suite.jsonl >/dev/null 2>&1
+  $cli bench --manifest bench/suite.jsonl --json >"$out/bench.json" 2>"$out/bench.log"
+  echo "bench exit $?"; tail -5 "$out/bench.log"
+  python3 - "$out/bench.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["device"], r.get("cudnn_version"), "geomean", r.get("geomean_speedup"))
+f = lambda v, p: "n/a" if v is None else f"{v:.{p}g}"
+for row in r["rows"]:
+    print(f'{row["name"]:22} {row["precision"]:5} c3j {f(row["conv3djit_ms"],4):>8} cudnn {f(row["cudnn_ms"],4):>8} x{f(row["speedup"],3):>6}'
+          f' err {f(row["conv3djit_rel_l2"],2)}/{f(row["cudnn_rel_l2"],2)} {row.get("kernel","")[:60]}')
+PY
+esac
