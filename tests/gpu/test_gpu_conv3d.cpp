@@ -2,11 +2,13 @@
 // extents that end mid-tile, large reductions), threads, graph capture and replay. Skipped
 // (exit 77) without a device. Fresh random inputs each run; outputs NaN-poisoned.
 #include <atomic>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "catch.hpp"
+#include "disk_cache.hpp"
 #include "gpu_check.hpp"
 
 using namespace conv3djit;
@@ -217,4 +219,25 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
       }
     }
   }
+}
+
+TEST_CASE("a cached cubin the driver refuses is a miss: rebuilt, and the call still succeeds") {
+  cli::make_context_current();
+  cli::Stream stream;
+  const auto dir = std::string(CONV3DJIT_TEST_BINARY_DIR) + "/cache-refused-cubin";
+  std::filesystem::remove_all(dir);
+  EngineOptions options;
+  options.cache_dir = dir;
+  const Conv3dDesc d = make(1, 3, {6, 7, 9}, 8, {3, 3, 3}, 1, 1);
+  const std::string key = Engine(options).precompile(d).key;
+  // A well-formed cache file (right key, checksum) whose cubin is garbage.
+  detail::DiskCache(dir, 1ull << 30).store(key, "some_kernel\nthis is not a cubin");
+  Engine engine(options);
+  require_pass(test::check_against_reference(engine, d, 17, stream));
+  CHECK(engine.stats().disk_hits == 1);  // the bad entry was read ...
+  CHECK(engine.stats().compiles == 1);   // ... refused, and rebuilt
+  Engine again(options);                 // the rebuilt entry replaced it on disk
+  require_pass(test::check_against_reference(again, d, 18, stream));
+  CHECK(again.stats().compiles == 0);
+  std::filesystem::remove_all(dir);
 }
