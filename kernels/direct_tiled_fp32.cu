@@ -5,9 +5,10 @@
 // every weight a warp reads is the same for all its lanes (a shared-memory broadcast). The
 // block's WK warps share one input tile and differ in channels. Channels are staged CC at a time:
 // the input tile (CC x KD x tile rows x tile cols, zero-filled outside the input, which is how
-// padding is applied) and the weights (BK channels x CC x KD x KH x KW) live in shared memory.
-// When CC == CG the weights are loaded once per block: the grid is persistent, each block keeps
-// one channel block and walks spatial tiles.
+// padding is applied) and the weights (BK channels x CC x KD x KH x KW) live in shared memory,
+// copied there with cp.async. When CC == CG the weights are loaded once per block: the grid is
+// persistent, each block keeps one channel block and walks spatial tiles. With several chunks
+// there are two buffers, and the next chunk's copy runs while the current one is computed.
 //
 // Accuracy: with several chunks, each chunk's sum is added into a separate total (blocked
 // summation), so rounding error grows with the chunk length, not with C * KD * KH * KW; this is
@@ -21,35 +22,51 @@
 
 namespace conv3djit {
 
-template <int CG, int KD, int KH, int KW, int SH, int SW, int DH, int DW, int WK, int WR, int CC, int TW>
-struct DirectTiled {
-  static constexpr TiledGeometry G = tiled_geometry(CG, KD, KH, KW, SH, SW, DH, DW, WK, WR, CC, TW);
-  static constexpr int TK = G.tk, BK = G.bk, THREADS = G.threads, SEGS = G.segs, TILE_W = G.tile_w;
-  static constexpr int IN_H = G.in_h, IN_W = G.in_w, PITCH = G.pitch, NX = G.nx, KVOL = G.kvol;
-  static constexpr int W_FLOATS = G.w_floats, CHUNKS = G.chunks;
-};
+// 4-byte global -> shared copy that zero-fills when !valid (src is then not read).
+__device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0));
+#else
+  *dst = valid ? __ldg(src) : 0.f;
+#endif
+}
+
+__device__ __forceinline__ void copies_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N committed copy groups are still in flight (this thread's copies only).
+template <int N>
+__device__ __forceinline__ void copies_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
           int WK, int WR, int CC, int TW>
 __global__ void __launch_bounds__(WK * 32, (CG + CC - 1) / CC > 1 ? 1 : 2)  // chunked: 2 accumulator sets
 direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
                   const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
-  using T = DirectTiled<CG, KD, KH, KW, SH, SW, DH, DW, WK, WR, CC, TW>;
+  constexpr TiledGeometry G = tiled_geometry(CG, KD, KH, KW, SH, SW, DH, DW, WK, WR, CC, TW);
+  constexpr int TK = G.tk, BK = G.bk, CHUNKS = G.chunks;
   extern __shared__ float4 shared4[];
-  float* w_s = reinterpret_cast<float*>(shared4);      // [CC * KVOL][BK]
-  float* in_s = w_s + T::W_FLOATS;                     // [CC * KD][IN_H][PITCH]
+  float* const shared = reinterpret_cast<float*>(shared4);  // buffers of [weights | input tile]
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int row = lane / T::SEGS;                      // output row within the tile
-  const int seg = lane % T::SEGS;                      // W segment within the row
+  const int row = lane / G.segs;                       // output row within the tile
+  const int seg = lane % G.segs;                       // W segment within the row
 
-  const long long k_blocks = (p.k + T::BK - 1) / T::BK;
+  const long long k_blocks = (p.k + BK - 1) / BK;
   const long long tiles_h = (p.oh + WR - 1) / WR;
-  const long long tiles_w = (p.ow + T::TILE_W - 1) / T::TILE_W;
+  const long long tiles_w = (p.ow + G.tile_w - 1) / G.tile_w;
   const long long tiles = p.n * p.od * tiles_h * tiles_w;
   const long long kb = blockIdx.x % k_blocks;
-  const long long k0 = kb * T::BK;
+  const long long k0 = kb * BK;
   const long long stride = gridDim.x / k_blocks;
   const long long in_plane = p.h * p.w;
   bool weights_loaded = false;
@@ -61,16 +78,47 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     const long long od = t % p.od;
     const long long n = t / p.od;
     const long long oh0 = th_i * WR;
-    const long long ow0 = tw_i * T::TILE_W;
+    const long long ow0 = tw_i * G.tile_w;
     const long long id0 = od * SD - p.pad_d;
     const long long ih0 = oh0 * SH - p.pad_h;
     const long long iw0 = ow0 * SW - p.pad_w;
 
-    float acc[T::TK][TW];
-    constexpr int TOTAL_K = T::CHUNKS > 1 ? T::TK : 1, TOTAL_W = T::CHUNKS > 1 ? TW : 1;
+    // Issues the copies of one channel chunk into buffer `buf`: weights transposed to
+    // [c][kd][kh][kw][k] (a warp then reads TK consecutive channels), and the input tile.
+    auto issue_chunk = [&](int chunk, int buf) {
+      float* w_s = shared + buf * G.buffer_floats;
+      float* in_s = w_s + G.w_floats;
+      const int c0 = chunk * CC;
+      if (CHUNKS > 1 || !weights_loaded) {
+        for (int i = threadIdx.x; i < G.w_floats; i += G.threads) {
+          const int tap = i / BK;                      // c_local * KVOL + kvol index
+          const int c = c0 + tap / G.kvol;
+          const long long k = k0 + i % BK;
+          const bool valid = k < p.k && c < CG;
+          copy_or_zero(w_s + i, valid ? wt + (k * CG + c) * G.kvol + tap % G.kvol : wt, valid);
+        }
+      }
+      constexpr int TILE_ELEMS = CC * KD * G.in_h * G.in_w;
+      for (int i = threadIdx.x; i < TILE_ELEMS; i += G.threads) {
+        const int col = i % G.in_w;
+        const int ih_l = (i / G.in_w) % G.in_h;
+        const int ckd = i / (G.in_w * G.in_h);         // c_local * KD + kd
+        const int c = c0 + ckd / KD;
+        const long long id = id0 + (ckd % KD) * DD;
+        const long long ih = ih0 + ih_l;
+        const long long iw = iw0 + col;
+        const bool valid = c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w;
+        copy_or_zero(in_s + (ckd * G.in_h + ih_l) * G.pitch + col,
+                     valid ? in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw : in, valid);
+      }
+      copies_commit();
+    };
+
+    float acc[TK][TW];
+    constexpr int TOTAL_K = CHUNKS > 1 ? TK : 1, TOTAL_W = CHUNKS > 1 ? TW : 1;
     float total[TOTAL_K][TOTAL_W];
 #pragma unroll
-    for (int k = 0; k < T::TK; ++k)
+    for (int k = 0; k < TK; ++k)
 #pragma unroll
       for (int x = 0; x < TW; ++x) acc[k][x] = 0.f;
 #pragma unroll
@@ -78,110 +126,79 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 #pragma unroll
       for (int x = 0; x < TOTAL_W; ++x) total[k][x] = 0.f;
 
+    __syncthreads();  // everyone is done with the previous tile's buffers
+    issue_chunk(0, 0);
+    weights_loaded = true;
 #pragma unroll 1
-    for (int chunk = 0; chunk < T::CHUNKS; ++chunk) {
-      const int c0 = chunk * CC;
-      __syncthreads();  // everyone is done reading the previous tile / chunk
-      if (T::CHUNKS > 1 || !weights_loaded) {
-        // Weights, transposed to [c][kd][kh][kw][k] so a warp reads TK consecutive channels.
-        for (int i = threadIdx.x; i < T::W_FLOATS; i += T::THREADS) {
-          const int kk = i % T::BK;
-          const int tap = i / T::BK;                   // c_local * KVOL + kvol index
-          const int c = c0 + tap / T::KVOL;
-          const long long k = k0 + kk;
-          w_s[i] = (k < p.k && c < CG) ? __ldg(wt + (k * CG + c) * T::KVOL + tap % T::KVOL) : 0.f;
-        }
-        weights_loaded = true;
+    for (int chunk = 0; chunk < CHUNKS; ++chunk) {
+      const int buf = chunk & 1;
+      if (chunk + 1 < CHUNKS) {
+        issue_chunk(chunk + 1, buf ^ 1);
+        copies_wait<1>();
+      } else {
+        copies_wait<0>();
       }
-      // Input tile, zero-filled outside the input (that is the padding). Loads are issued in
-      // batches of 8 before any is stored, so a thread waits for memory once per batch rather
-      // than once per element.
-      constexpr int TILE_ELEMS = CC * KD * T::IN_H * T::IN_W;
-      constexpr int BATCH = 8;
-#pragma unroll 1
-      for (int base = threadIdx.x; base < TILE_ELEMS; base += BATCH * T::THREADS) {
-        float v[BATCH];
-        int dst[BATCH];
-#pragma unroll
-        for (int j = 0; j < BATCH; ++j) {
-          const int i = base + j * T::THREADS;
-          const int col = i % T::IN_W;
-          const int ih_l = (i / T::IN_W) % T::IN_H;
-          const int ckd = i / (T::IN_W * T::IN_H);     // c_local * KD + kd
-          const int c = c0 + ckd / KD;
-          const long long id = id0 + (ckd % KD) * DD;
-          const long long ih = ih0 + ih_l;
-          const long long iw = iw0 + col;
-          v[j] = 0.f;
-          dst[j] = i < TILE_ELEMS ? (ckd * T::IN_H + ih_l) * T::PITCH + col : -1;
-          if (i < TILE_ELEMS && c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w) {
-            v[j] = __ldg(in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < BATCH; ++j) {
-          if (dst[j] >= 0) in_s[dst[j]] = v[j];
-        }
-      }
-      __syncthreads();
+      __syncthreads();  // this chunk's copies, from every thread, have landed
 
-      const float* w_warp = w_s + warp * T::TK;
+      const float* w_warp = shared + buf * G.buffer_floats + warp * TK;
+      const float* in_s = shared + buf * G.buffer_floats + G.w_floats;
 #pragma unroll 1
       for (int ckd = 0; ckd < CC * KD; ++ckd) {
 #pragma unroll 1
         for (int kh = 0; kh < KH; ++kh) {
-          const float* src = in_s + (ckd * T::IN_H + row * SH + kh * DH) * T::PITCH + seg * TW * SW;
-          float xin[T::NX];
+          const float* src = in_s + (ckd * G.in_h + row * SH + kh * DH) * G.pitch + seg * TW * SW;
+          float xin[G.nx];
 #pragma unroll
-          for (int i = 0; i < T::NX; ++i) xin[i] = src[i];
-          const float* w_tap = w_warp + ((ckd * KH + kh) * KW) * T::BK;
+          for (int i = 0; i < G.nx; ++i) xin[i] = src[i];
+          const float* w_tap = w_warp + ((ckd * KH + kh) * KW) * BK;
 #pragma unroll
           for (int kw = 0; kw < KW; ++kw) {
-            const float4 wa = *reinterpret_cast<const float4*>(w_tap + kw * T::BK);
-            const float4 wb = *reinterpret_cast<const float4*>(w_tap + kw * T::BK + 4);
-            const float wv[T::TK] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+            const float4 wa = *reinterpret_cast<const float4*>(w_tap + kw * BK);
+            const float4 wb = *reinterpret_cast<const float4*>(w_tap + kw * BK + 4);
+            const float wv[TK] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
-            for (int k = 0; k < T::TK; ++k)
+            for (int k = 0; k < TK; ++k)
 #pragma unroll
               for (int x = 0; x < TW; ++x) acc[k][x] = fmaf(wv[k], xin[x * SW + kw * DW], acc[k][x]);
           }
         }
       }
-      if constexpr (T::CHUNKS > 1) {
+      if constexpr (CHUNKS > 1) {
 #pragma unroll
-        for (int k = 0; k < T::TK; ++k)
+        for (int k = 0; k < TK; ++k)
 #pragma unroll
           for (int x = 0; x < TW; ++x) {
             total[k][x] += acc[k][x];
             acc[k][x] = 0.f;
           }
+        __syncthreads();  // this buffer is refilled by the next iteration's copies
       }
     }
 
-    // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory (the input
-    // tile is free once everyone is past this barrier) and writes them row by row, so that
+    // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory (buffer 0's
+    // input tile is free once everyone is past this barrier) and writes them row by row, so that
     // consecutive lanes store consecutive addresses instead of lanes TW floats apart.
-    __syncthreads();
-    float* stage = in_s + warp * 32 * TW;
+    if constexpr (CHUNKS == 1) __syncthreads();  // chunked: the loop's last barrier did it
+    float* stage = shared + G.w_floats + warp * 32 * TW;
 #pragma unroll
-    for (int k = 0; k < T::TK; ++k) {
+    for (int k = 0; k < TK; ++k) {
 #pragma unroll
       for (int x = 0; x < TW; x += 4) {
         float4 v;
-        if constexpr (T::CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
+        if constexpr (CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
         else v = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
-        *reinterpret_cast<float4*>(stage + row * T::TILE_W + seg * TW + x) = v;
+        *reinterpret_cast<float4*>(stage + row * G.tile_w + seg * TW + x) = v;
       }
       __syncwarp();
-      const long long kk = k0 + warp * T::TK + k;
+      const long long kk = k0 + warp * TK + k;
       if (kk < p.k) {
         const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
         float* o = out + (((n * p.k + kk) * p.od + od) * p.oh + oh0) * p.ow + ow0;
 #pragma unroll 1
         for (int j = 0; j < TW; ++j) {
           const int idx = j * 32 + lane;
-          const int r = idx / T::TILE_W;
-          const int col = idx % T::TILE_W;
+          const int r = idx / G.tile_w;
+          const int col = idx % G.tile_w;
           if (oh0 + r < p.oh && ow0 + col < p.ow) o[r * p.ow + col] = stage[idx] + b;
         }
       }

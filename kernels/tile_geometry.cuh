@@ -17,8 +17,10 @@ struct TiledGeometry {
   int kvol;
   int in_floats, w_floats;
   int stage_floats;  // the epilogue's output staging, which reuses the input tile's space
-  int shared_bytes;
   int chunks;        // channel chunks per tile
+  int buffers;       // 2 when chunked: the next chunk loads while this one is computed
+  int buffer_floats; // one buffer: weights, then the input tile (or the output staging)
+  int shared_bytes;
 };
 
 CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh, int dw,
@@ -38,30 +40,34 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.in_floats = cc * kd * g.in_h * g.pitch;
   g.w_floats = cc * g.kvol * g.bk;
   g.stage_floats = wk * 32 * tw;
-  g.shared_bytes = ((g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats) + g.w_floats) * 4;
   g.chunks = (cg + cc - 1) / cc;
+  g.buffers = g.chunks > 1 ? 2 : 1;
+  g.buffer_floats = g.w_floats + (g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats);
+  g.shared_bytes = g.buffers * g.buffer_floats * 4;
   return g;
 }
 
-/// grouped_fp32: one block per (n, k, od, BH x BW outputs), TW outputs along W per thread.
+/// grouped_fp32: one block per (n, k, ODT x BH x BW outputs), TW outputs along W per thread.
 struct GroupedGeometry {
   int segs, threads;
-  int in_h, in_w, nx, kvol;
+  int in_d, in_h, in_w, nx, kvol;
   int in_floats;
   int shared_floats;  // dynamic shared memory: the input tile, reused to stage the outputs
 };
 
-CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sh, int sw,
-                                                                 int dh, int dw, int bh, int bw, int tw) {
+CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
+                                                                 int sw, int dd, int dh, int dw, int bh, int bw,
+                                                                 int tw, int odt) {
   GroupedGeometry g{};
   g.segs = bw / tw;
   g.threads = bh * g.segs;
+  g.in_d = (odt - 1) * sd + (kd - 1) * dd + 1;
   g.in_h = (bh - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (bw - 1) * sw + (kw - 1) * dw + 1;
   g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
   g.kvol = kd * kh * kw;
-  g.in_floats = cg * kd * g.in_h * g.in_w;
-  g.shared_floats = g.in_floats > bh * bw ? g.in_floats : bh * bw;
+  g.in_floats = cg * g.in_d * g.in_h * g.in_w;
+  g.shared_floats = g.in_floats > odt * bh * bw ? g.in_floats : odt * bh * bw;
   return g;
 }
 

@@ -138,12 +138,12 @@ std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits&
   return best;
 }
 
-GroupedGeometry grouped_geom(const Problem& prob, int bh, int bw, int tw) {
+GroupedGeometry grouped_geom(const Problem& prob, int bh, int bw, int tw, int odt) {
   const Conv3dDesc& d = prob.desc;
-  return grouped_geometry(static_cast<int>(prob.c_per_group), static_cast<int>(d.kernel.d),
-                          static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w), static_cast<int>(d.stride.h),
-                          static_cast<int>(d.stride.w), static_cast<int>(d.dilation.h),
-                          static_cast<int>(d.dilation.w), bh, bw, tw);
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  return grouped_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.d),
+                          i(d.stride.h), i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), bh,
+                          bw, tw, odt);
 }
 
 // The grouped kernel keeps a group's weights in static shared memory (<= 16 KB) and wants at
@@ -152,14 +152,19 @@ bool grouped_fits(const Problem& prob, const GroupedGeometry& g, const DeviceLim
   return prob.c_per_group * g.kvol <= 4096 && g.shared_floats * 4 <= limits.max_smem_per_block_optin / 2;
 }
 
-Plan plan_grouped(const Problem& prob, int bh, int bw, int tw, const GroupedGeometry& g) {
+struct GroupedChoice {
+  int bh, bw, tw, odt;
+};
+
+Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g) {
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::Grouped);
-  plan.key.config[0] = bh; plan.key.config[1] = bw; plan.key.config[2] = tw;
+  plan.key.config[0] = c.bh; plan.key.config[1] = c.bw; plan.key.config[2] = c.tw; plan.key.config[3] = c.odt;
   plan.block = static_cast<unsigned>(g.threads);
   plan.shared_bytes = static_cast<unsigned>(g.shared_floats * 4);
-  const long long blocks = prob.out.n * prob.out.k * prob.out.d * ceil_div(prob.out.h, bh) * ceil_div(prob.out.w, bw);
+  const long long blocks = prob.out.n * prob.out.k * ceil_div(prob.out.d, c.odt) * ceil_div(prob.out.h, c.bh) *
+                           ceil_div(prob.out.w, c.bw);
   if (blocks > 0x7fffffffLL) {
     throw Error(ErrorCategory::Unsupported, fmt::format("grouped kernel: {} blocks exceed the grid limit", blocks));
   }
@@ -167,21 +172,30 @@ Plan plan_grouped(const Problem& prob, int bh, int bw, int tw, const GroupedGeom
   return plan;
 }
 
-// Block width: the narrowest of 16, 32, 64 columns that covers OW (64 beyond); rows: the block
-// height in {16, 8, 4} that wastes the fewest rows, with 64 to 128 threads per block.
+// The extent in {hi, hi/2, ..., lo} that wastes the least of `extent` (ties: the larger).
+int least_waste(long long extent, int hi, int lo) {
+  int best = hi;
+  double best_eff = 0;
+  for (int v = hi; v >= lo; v /= 2) {
+    const double eff = double(extent) / double(ceil_div(extent, v) * v);
+    if (eff > best_eff + 1e-9) { best_eff = eff; best = v; }
+  }
+  return best;
+}
+
+// Block width: the narrowest of 16, 32, 64 columns that covers OW (64 beyond); height and depth:
+// the least wasteful of 16..4 rows and 4..1 planes (several planes share their input planes).
 std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups == 1) return std::nullopt;
-  const int bw = prob.out.w <= 16 ? 16 : prob.out.w <= 32 ? 32 : 64;
-  const int tw = bw == 16 ? 4 : 8;
-  int best_bh = 0;
-  double best_eff = 0;
-  for (int bh : {16, 8, 4}) {
-    const double eff = double(prob.out.h) / double(ceil_div(prob.out.h, bh) * bh);
-    if (eff > best_eff + 1e-9) { best_eff = eff; best_bh = bh; }
+  GroupedChoice c;
+  c.bw = prob.out.w <= 16 ? 16 : prob.out.w <= 32 ? 32 : 64;
+  c.tw = c.bw == 16 ? 4 : 8;
+  c.bh = least_waste(prob.out.h, 16, 4);
+  for (c.odt = least_waste(prob.out.d, 4, 1); c.odt >= 1; c.odt /= 2) {
+    const GroupedGeometry g = grouped_geom(prob, c.bh, c.bw, c.tw, c.odt);
+    if (grouped_fits(prob, g, limits)) return plan_grouped(prob, c, g);
   }
-  const GroupedGeometry g = grouped_geom(prob, best_bh, bw, tw);
-  if (!grouped_fits(prob, g, limits)) return std::nullopt;
-  return plan_grouped(prob, best_bh, bw, tw, g);
+  return std::nullopt;
 }
 
 Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
@@ -207,19 +221,20 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_tiled(prob, limits, TiledChoice{a, b, c, d, g, bpsm});
   }
-  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d%c", &a, &b, &c, &tail) == 3) {
+  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
+    const GroupedChoice choice{a, b, c, d};
     const bool ok = (a == 1 || a == 2 || a == 4 || a == 8 || a == 16) && (b == 16 || b == 32 || b == 64) &&
-                    (c == 4 || c == 8) && b / c * a <= 1024;
-    const GroupedGeometry g = ok ? grouped_geom(prob, a, b, c) : GroupedGeometry{};
+                    (c == 4 || c == 8) && d >= 1 && d <= 8;
+    const GroupedGeometry g = ok ? grouped_geom(prob, a, b, c, d) : GroupedGeometry{};
     if (!ok || !grouped_fits(prob, g, limits)) {
       throw Error(ErrorCategory::InvalidArgument,
-                  fmt::format("config = '{}': BH in 1..16 (powers of 2), BW 16, 32 or 64, TW 4 or 8, and "
-                              "the tile must fit in shared memory", forced));
+                  fmt::format("config = '{}': BH in 1..16 (powers of 2), BW 16, 32 or 64, TW 4 or 8, ODT in "
+                              "[1, 8], and the tile must fit in shared memory", forced));
     }
-    return plan_grouped(prob, a, b, c, g);
+    return plan_grouped(prob, choice, g);
   }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WR,CC,TW or grouped:BH,BW,TW",
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WR,CC,TW or grouped:BH,BW,TW,ODT",
                           forced));
 }
 

@@ -197,8 +197,8 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   const Case cases[] = {{"generic", &dense}, {"generic", &grouped}, {"generic:1", &dense},
                         {"generic:8", &grouped}, {"tiled:8,4,1,8", &dense}, {"tiled:1,32,2,4", &dense},
                         {"tiled:3,1,3,8", &dense}, {"tiled:2,16,1,4", &dense}, {"tiled:4,8,5,8", &dense},
-                        {"grouped:16,64,8", &grouped}, {"grouped:8,32,4", &grouped},
-                        {"grouped:4,16,4", &grouped}, {"grouped:1,64,8", &grouped}};
+                        {"grouped:16,64,8,1", &grouped}, {"grouped:8,32,4,4", &grouped},
+                        {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped}};
   std::random_device seeds;
   for (const Case& c : cases) {
     EngineOptions options;
