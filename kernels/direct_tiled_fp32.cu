@@ -3,7 +3,8 @@
 // Each thread owns TW consecutive outputs along W for TK output channels (TW * TK accumulators).
 // A warp covers WR output rows x (32 / WR) * TW columns of one (n, od) for its TK channels, so
 // every weight a warp reads is the same for all its lanes (a shared-memory broadcast). The
-// block's WK warps share one input tile and differ in channels. Channels are staged CC at a time:
+// block's WK x WS warps share one input tile: WK groups of channels times WS bands of rows (small
+// K gets its warps from the rows). Channels are staged CC at a time:
 // the input tile (CC x KD x tile rows x tile cols, zero-filled outside the input, which is how
 // padding is applied) and the weights (BK channels x CC x KD x KH x KW) live in shared memory,
 // copied there with cp.async. When CC == CG the weights are loaded once per block: the grid is
@@ -47,22 +48,23 @@ __device__ __forceinline__ void copies_wait() {
 }
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
-          int WK, int WR, int CC, int TW>
-__global__ void __launch_bounds__(WK * 32, (CG + CC - 1) / CC > 1 ? 1 : 2)  // chunked: 2 accumulator sets
+          int WK, int WS, int WR, int CC, int TW>
+__global__ void __launch_bounds__(WK * WS * 32, (CG + CC - 1) / CC > 1 ? 1 : 2)  // chunked: 2 accumulator sets
 direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
                   const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
-  constexpr TiledGeometry G = tiled_geometry(CG, KD, KH, KW, SH, SW, DH, DW, WK, WR, CC, TW);
+  constexpr TiledGeometry G = tiled_geometry(CG, KD, KH, KW, SH, SW, DH, DW, WK, WS, WR, CC, TW);
   constexpr int TK = G.tk, BK = G.bk, CHUNKS = G.chunks;
   extern __shared__ float4 shared4[];
   float* const shared = reinterpret_cast<float*>(shared4);  // buffers of [weights | input tile]
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int row = lane / G.segs;                       // output row within the tile
+  const int warp_k = warp % WK;                        // channel group of this warp
+  const int row = (warp / WK) * WR + lane / G.segs;    // output row within the tile
   const int seg = lane % G.segs;                       // W segment within the row
 
   const long long k_blocks = (p.k + BK - 1) / BK;
-  const long long tiles_h = (p.oh + WR - 1) / WR;
+  const long long tiles_h = (p.oh + G.rows - 1) / G.rows;
   const long long tiles_w = (p.ow + G.tile_w - 1) / G.tile_w;
   const long long tiles = p.n * p.od * tiles_h * tiles_w;
   const long long kb = blockIdx.x % k_blocks;
@@ -77,7 +79,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     const long long th_i = t % tiles_h; t /= tiles_h;
     const long long od = t % p.od;
     const long long n = t / p.od;
-    const long long oh0 = th_i * WR;
+    const long long oh0 = th_i * G.rows;
     const long long ow0 = tw_i * G.tile_w;
     const long long id0 = od * SD - p.pad_d;
     const long long ih0 = oh0 * SH - p.pad_h;
@@ -140,7 +142,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
       }
       __syncthreads();  // this chunk's copies, from every thread, have landed
 
-      const float* w_warp = shared + buf * G.buffer_floats + warp * TK;
+      const float* w_warp = shared + buf * G.buffer_floats + warp_k * TK;
       const float* in_s = shared + buf * G.buffer_floats + G.w_floats;
 #pragma unroll 1
       for (int ckd = 0; ckd < CC * KD; ++ckd) {
@@ -187,19 +189,20 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
         float4 v;
         if constexpr (CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
         else v = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
-        *reinterpret_cast<float4*>(stage + row * G.tile_w + seg * TW + x) = v;
+        *reinterpret_cast<float4*>(stage + (lane / G.segs) * G.tile_w + seg * TW + x) = v;
       }
       __syncwarp();
-      const long long kk = k0 + warp * TK + k;
+      const long long kk = k0 + warp_k * TK + k;
       if (kk < p.k) {
         const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
-        float* o = out + (((n * p.k + kk) * p.od + od) * p.oh + oh0) * p.ow + ow0;
+        const long long band0 = oh0 + (warp / WK) * WR;  // this warp's first output row
+        float* o = out + (((n * p.k + kk) * p.od + od) * p.oh + band0) * p.ow + ow0;
 #pragma unroll 1
         for (int j = 0; j < TW; ++j) {
           const int idx = j * 32 + lane;
           const int r = idx / G.tile_w;
           const int col = idx % G.tile_w;
-          if (oh0 + r < p.oh && ow0 + col < p.ow) o[r * p.ow + col] = stage[idx] + b;
+          if (band0 + r < p.oh && ow0 + col < p.ow) o[r * p.ow + col] = stage[idx] + b;
         }
       }
       __syncwarp();

@@ -8,6 +8,7 @@ namespace conv3djit {
 struct TiledGeometry {
   int tk;            // channels per thread
   int bk;            // channels per block
+  int rows;          // output rows per tile: WS warps x WR rows each
   int threads;
   int segs;          // W segments per warp row
   int tile_w;        // output columns per tile
@@ -23,15 +24,16 @@ struct TiledGeometry {
   int shared_bytes;
 };
 
-CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh, int dw,
-                                                                                                    int wk, int wr, int cc, int tw) {
+CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
+                                                             int dw, int wk, int ws, int wr, int cc, int tw) {
   TiledGeometry g{};
   g.tk = 8;
   g.bk = wk * g.tk;
-  g.threads = wk * 32;
+  g.rows = ws * wr;
+  g.threads = wk * ws * 32;
   g.segs = 32 / wr;
   g.tile_w = g.segs * tw;
-  g.in_h = (wr - 1) * sh + (kh - 1) * dh + 1;
+  g.in_h = (g.rows - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (g.tile_w - 1) * sw + (kw - 1) * dw + 1;
   // Even (8-byte aligned rows) and 2 mod 32, so that a warp's rows start in different banks.
   g.pitch = ((g.in_w + 1) / 2 * 2 + 29) / 32 * 32 + 2;
@@ -39,10 +41,11 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.kvol = kd * kh * kw;
   g.in_floats = cc * kd * g.in_h * g.pitch;
   g.w_floats = cc * g.kvol * g.bk;
-  g.stage_floats = wk * 32 * tw;
+  g.stage_floats = wk * ws * 32 * tw;
   g.chunks = (cg + cc - 1) / cc;
   g.buffers = g.chunks > 1 ? 2 : 1;
-  g.buffer_floats = g.w_floats + (g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats);
+  // Rounded to 8 floats so the second buffer keeps the 16-byte alignment of float4 accesses.
+  g.buffer_floats = (g.w_floats + (g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats) + 7) / 8 * 8;
   g.shared_bytes = g.buffers * g.buffer_floats * 4;
   return g;
 }

@@ -62,17 +62,17 @@ Plan plan_generic(const Problem& prob, const DeviceLimits& limits, int tw) {
 }
 
 struct TiledChoice {
-  int wk, wr, cc, tw;
+  int wk, ws, wr, cc, tw;
   TiledGeometry g;
   int blocks_per_sm;
 };
 
-TiledGeometry geometry(const Problem& prob, int wk, int wr, int cc, int tw) {
+TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw) {
   const Conv3dDesc& d = prob.desc;
   return tiled_geometry(static_cast<int>(prob.c_per_group), static_cast<int>(d.kernel.d),
                         static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w), static_cast<int>(d.stride.h),
                         static_cast<int>(d.stride.w), static_cast<int>(d.dilation.h),
-                        static_cast<int>(d.dilation.w), wk, wr, cc, tw);
+                        static_cast<int>(d.dilation.w), wk, ws, wr, cc, tw);
 }
 
 // Blocks of this configuration that fit on one SM (shared memory, registers, threads).
@@ -89,11 +89,12 @@ Plan plan_tiled(const Problem& prob, const DeviceLimits& limits, const TiledChoi
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::DirectTiled);
-  plan.key.config[0] = c.wk; plan.key.config[1] = c.wr; plan.key.config[2] = c.cc; plan.key.config[3] = c.tw;
+  plan.key.config[0] = c.wk; plan.key.config[1] = c.ws; plan.key.config[2] = c.wr;
+  plan.key.config[3] = c.cc; plan.key.config[4] = c.tw;
   plan.block = static_cast<unsigned>(c.g.threads);
   plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
   const long long k_blocks = ceil_div(prob.out.k, c.g.bk);
-  const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.wr) * ceil_div(prob.out.w, c.g.tile_w);
+  const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.g.rows) * ceil_div(prob.out.w, c.g.tile_w);
   const long long tasks = k_blocks * tiles;
   const long long resident = 1LL * limits.sm_count * c.blocks_per_sm;
   // Persistent: each block keeps one channel block (grid is a multiple of k_blocks) and walks
@@ -114,26 +115,33 @@ int chunk_channels(const Problem& prob) {
 // tiles and by occupancy; nullopt if the kernel cannot serve the problem.
 std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups != 1 || prob.out.k < 4) return std::nullopt;
-  const int wk = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8)));
+  // Up to 8 warps a block: WK channel groups (as many as K needs) times WS row bands. Fewer
+  // channel groups only when nothing else fits (large kernels' weights).
   std::optional<TiledChoice> best;
   double best_score = 0;
+  for (int wk = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8))); wk >= 1 && !best; wk /= 2) {
+  for (int ws = 8 / wk; ws >= 1; ws /= 2) {
   for (int tw : {8, 4}) {
     for (int wr : {1, 2, 4, 8, 16, 32}) {
+      if (ws * wr > 32) continue;
       int cc = chunk_channels(prob);
-      TiledGeometry g = geometry(prob, wk, wr, cc, tw);
-      while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, wr, cc = (cc + 1) / 2, tw);
+      TiledGeometry g = geometry(prob, wk, ws, wr, cc, tw);
+      while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, ws, wr, cc = (cc + 1) / 2, tw);
       const int bpsm = blocks_per_sm(g, limits);
       if (bpsm == 0) continue;
       const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
-      const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, wr) * wr);
+      const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, g.rows) * g.rows);
       const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
-      const int warps = bpsm * g.threads / 32;
-      const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * (warps >= 8 ? 1.0 : 0.6);
+      // Latency hiding wants >= 8 resident warps per SM; below that, score by the fraction.
+      const double occupancy = std::min(1.0, bpsm * g.threads / 32 / 8.0);
+      const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
       if (score > best_score) {
         best_score = score;
-        best = TiledChoice{wk, wr, cc, tw, g, bpsm};
+        best = TiledChoice{wk, ws, wr, cc, tw, g, bpsm};
       }
     }
+  }
+  }
   }
   return best;
 }
@@ -199,27 +207,27 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
 }
 
 Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
-  int a = 0, b = 0, c = 0, d = 0;
+  int a = 0, b = 0, c = 0, d = 0, e = 0;
   char tail = 0;
   if (forced == "generic") return plan_generic(prob, limits, 4);
   if (std::sscanf(forced.c_str(), "generic:%d%c", &a, &tail) == 1 && (a == 1 || a == 2 || a == 4 || a == 8)) {
     return plan_generic(prob, limits, a);
   }
-  if (std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
+  if (std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d,%d%c", &a, &e, &b, &c, &d, &tail) == 5) {
     if (prob.desc.groups != 1) {
       throw Error(ErrorCategory::InvalidArgument, fmt::format("config = '{}': tiled needs groups == 1", forced));
     }
     c = static_cast<int>(std::min<long long>(c, prob.c_per_group));  // a chunk never exceeds the group
-    const bool ok = a >= 1 && a <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
+    const bool ok = a >= 1 && e >= 1 && a * e <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
                     c >= 1 && (d == 4 || d == 8);
-    const TiledGeometry g = ok ? geometry(prob, a, b, c, d) : TiledGeometry{};
+    const TiledGeometry g = ok ? geometry(prob, a, e, b, c, d) : TiledGeometry{};
     const int bpsm = ok ? blocks_per_sm(g, limits) : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
-                  fmt::format("config = '{}': WK in [1,16], WR in 1..32 (powers of 2), CC >= 1, "
+                  fmt::format("config = '{}': WK x WS <= 16 warps, WR in 1..32 (powers of 2), CC >= 1, "
                               "TW 4 or 8, and the tile must fit in shared memory", forced));
     }
-    return plan_tiled(prob, limits, TiledChoice{a, b, c, d, g, bpsm});
+    return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm});
   }
   if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
     const GroupedChoice choice{a, b, c, d};
@@ -234,7 +242,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     return plan_grouped(prob, choice, g);
   }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WR,CC,TW or grouped:BH,BW,TW,ODT",
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW or grouped:BH,BW,TW,ODT",
                           forced));
 }
 

@@ -30,7 +30,7 @@ size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
   // FNV-1a over the fields; on the hot path of every conv3d call, so no string building.
   const int32_t fields[] = {static_cast<int32_t>(k.algorithm), static_cast<int32_t>(k.precision),
                             k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw,
-                            k.config[0], k.config[1], k.config[2], k.config[3]};
+                            k.config[0], k.config[1], k.config[2], k.config[3], k.config[4], k.config[5]};
   uint64_t h = 1469598103934665603ull;
   for (int32_t f : fields) {
     h ^= static_cast<uint32_t>(f);
@@ -40,10 +40,10 @@ size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
 }
 
 std::string canonical_text(const SpecKey& k) {
-  return fmt::format("{};{};cg={};k={}x{}x{};s={}x{}x{};d={}x{}x{};cfg={},{},{},{}",
+  return fmt::format("{};{};cg={};k={}x{}x{};s={}x{}x{};d={}x{}x{};cfg={}",
                      to_string(k.algorithm), k.precision == Precision::Tf32 ? "tf32" : "fp32",
                      k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw,
-                     k.config[0], k.config[1], k.config[2], k.config[3]);
+                     fmt::join(std::begin(k.config), std::end(k.config), ","));
 }
 
 std::string cache_key_text(const SpecKey& key, const std::string& arch,

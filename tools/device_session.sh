@@ -24,7 +24,7 @@ case $what in tests|all)
   $cli run $ref 2>&1 | tee "$out/run.txt" | grep -E "kernel|median|compute"
 esac
 case $what in sweep|all)
-  for cfg in ${SWEEP_CONFIGS:-tiled:8,4,3,8 tiled:8,8,3,8 tiled:4,4,3,8 tiled:8,4,3,4 tiled:4,8,3,8 generic}; do
+  for cfg in ${SWEEP_CONFIGS:-tiled:8,1,4,3,8 tiled:8,1,8,3,8 tiled:4,2,4,3,8 tiled:8,1,4,3,4 tiled:4,1,8,3,8 generic}; do
     echo "config $cfg: $($cli run $ref --config $cfg --iters 20 2>&1 | grep -E 'median|error')"
   done | tee "$out/sweep.txt"
 esac
