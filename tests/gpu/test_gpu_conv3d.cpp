@@ -196,8 +196,8 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   };
   const Case cases[] = {{"generic", &dense}, {"generic", &grouped}, {"generic:1", &dense},
                         {"generic:8", &grouped}, {"tiled:8,1,4,1,8", &dense}, {"tiled:1,1,32,2,4", &dense},
-                        {"tiled:3,1,1,3,8", &dense}, {"tiled:2,2,8,1,4", &dense}, {"tiled:4,2,8,5,8", &dense},
-                        {"tiled:1,8,2,2,8", &dense}, {"tiled:2,4,1,48,4", &dense},
+                        {"tiled:3,1,1,3,8", &dense}, {"tiled:2,2,8,1,4", &dense}, {"tiled:4,2,4,3,8", &dense},
+                        {"tiled:1,8,2,2,4", &dense}, {"tiled:2,4,2,8,4", &dense},
                         {"grouped:16,64,8,1", &grouped}, {"grouped:8,32,4,4", &grouped},
                         {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped}};
   std::random_device seeds;
