@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -51,6 +52,28 @@ struct FunctionKeyHash {
 
 using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
+// Every field of a description, for the plan cache: the planner's tile search then runs once
+// per (description, context) instead of on every call.
+using DescFields = std::array<int64_t, 25>;
+DescFields desc_fields(const Conv3dDesc& d) {
+  return {d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
+          d.stride.w, static_cast<int64_t>(d.padding.mode), d.padding.amount.d, d.padding.amount.h,
+          d.padding.amount.w, d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
+          static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision), 0};
+}
+struct PlanKey {
+  DescFields desc;
+  CUcontext ctx;
+  bool operator==(const PlanKey& o) const { return desc == o.desc && ctx == o.ctx; }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = std::hash<const void*>{}(k.ctx);
+    for (int64_t v : k.desc) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -63,6 +86,7 @@ struct Engine::Impl {
   std::unique_ptr<DiskCache> disk;
   MemoryCache<BinaryKey, BinaryPtr, BinaryKeyHash> binaries;
   MemoryCache<FunctionKey, CUfunction, FunctionKeyHash> functions;
+  MemoryCache<PlanKey, Plan, PlanKeyHash> plans;
   std::mutex contexts_mutex;
   std::unordered_map<CUcontext, ContextInfo> contexts;
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0};
@@ -159,7 +183,9 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CUcontext ctx = context_for_stream(cu_stream);
-  const Plan plan = make_plan(prob, impl_->context_info(ctx).limits, impl_->options.kernel_config);
+  const Plan plan = impl_->plans.get_or_create(PlanKey{desc_fields(desc), ctx}, [&] {
+    return make_plan(prob, impl_->context_info(ctx).limits, impl_->options.kernel_config);
+  });
   impl_->launch(plan, tensors, cu_stream, ctx);
 }
 
