@@ -89,19 +89,6 @@ class Timer {
   int warmup_, iters_;
 };
 
-std::vector<double> gpu_reference(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,
-                                  const Stream& stream) {
-  std::vector<double> reference(static_cast<size_t>(data.output_elements));
-  DeviceBuffer device_reference(reference.size() * sizeof(double));
-  fill_nan(device_reference);
-  Conv3dTensors tensors = data.tensors();
-  tensors.output = device_reference.ptr();
-  engine.run_reference(desc, tensors, stream.get());
-  stream.synchronize();
-  copy_to_host(device_reference, reference.data());
-  return reference;
-}
-
 // One untimed run into a NaN-poisoned output, compared with the reference, then the timing.
 Measured measure(const std::function<void()>& call, const ProblemData& data,
                  const std::vector<double>& reference, Tolerance tol, const Stream& stream, Timer& timer) {
@@ -124,7 +111,7 @@ Row bench_row(const NamedDesc& named, uint64_t seed, Engine& engine, const Cudnn
   const Conv3dDesc& desc = named.desc;
   const ProblemData data(desc, seed);
   row.traffic_bytes = static_cast<double>(data.traffic_bytes());
-  const std::vector<double> reference = gpu_reference(engine, desc, data, stream);
+  const std::vector<double> reference = reference_output(engine, desc, data, stream, /*on_gpu=*/true);
   const Tolerance tol = tolerance(desc.precision);
   // A failure of either side (a forced --config that does not fit, a cuDNN refusal) is reported
   // in its row, and the other side still runs.

@@ -22,25 +22,6 @@ struct VerifyOptions {
   bool json = false;
 };
 
-// The float64 oracle for data's inputs, on the CPU or the GPU.
-std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,
-                                     const Stream& stream, bool on_gpu) {
-  std::vector<double> reference(static_cast<size_t>(data.output_elements));
-  if (!on_gpu) {
-    reference_conv3d(desc, data.input.data(), data.weight.data(),
-                     desc.bias ? data.bias.data() : nullptr, reference.data());
-    return reference;
-  }
-  DeviceBuffer device_reference(reference.size() * sizeof(double));
-  fill_nan(device_reference);
-  Conv3dTensors tensors = data.tensors();
-  tensors.output = device_reference.ptr();
-  engine.run_reference(desc, tensors, stream.get());
-  stream.synchronize();
-  copy_to_host(device_reference, reference.data());
-  return reference;
-}
-
 int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
   const Conv3dDesc& desc = options.shape.desc;
   require_valid(desc);

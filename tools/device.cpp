@@ -1,5 +1,8 @@
 #include "device.hpp"
 
+#include "conv3djit/engine.hpp"
+#include "conv3djit/reference.hpp"
+
 #include <random>
 #include <utility>
 
@@ -123,6 +126,24 @@ Conv3dTensors ProblemData::tensors() const {
 
 uint64_t ProblemData::traffic_bytes() const {
   return d_input.bytes() + d_weight.bytes() + d_bias.bytes() + d_output.bytes();
+}
+
+std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,
+                                     const Stream& stream, bool on_gpu) {
+  std::vector<double> reference(static_cast<size_t>(data.output_elements));
+  if (!on_gpu) {
+    reference_conv3d(desc, data.input.data(), data.weight.data(),
+                     desc.bias ? data.bias.data() : nullptr, reference.data());
+    return reference;
+  }
+  DeviceBuffer device_reference(reference.size() * sizeof(double));
+  fill_nan(device_reference);
+  Conv3dTensors tensors = data.tensors();
+  tensors.output = device_reference.ptr();
+  engine.run_reference(desc, tensors, stream.get());
+  stream.synchronize();
+  copy_to_host(device_reference, reference.data());
+  return reference;
 }
 
 }  // namespace conv3djit::cli

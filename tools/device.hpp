@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "conv3djit/conv3d.hpp"
+#include "conv3djit/engine.hpp"
 #include "driver_api.hpp"
 
 namespace conv3djit::cli {
@@ -82,5 +83,10 @@ struct ProblemData {
   int64_t output_elements = 0;
   DeviceBuffer d_input, d_weight, d_bias, d_output;
 };
+
+/// The float64 oracle for data's inputs: reference_conv3d on the CPU, or Engine::run_reference
+/// on the GPU (for problems too big for the CPU).
+std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,
+                                     const Stream& stream, bool on_gpu);
 
 }  // namespace conv3djit::cli
