@@ -127,6 +127,9 @@ std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits&
       int cc = chunk_channels(prob);
       TiledGeometry g = geometry(prob, wk, ws, wr, cc, tw);
       while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, ws, wr, cc = (cc + 1) / 2, tw);
+      // Two blocks per SM cap a single-chunk kernel at 128 registers: TK x TW accumulators plus
+      // a row of NX inputs must fit, or it spills (seen with TW = 8, stride 2, KW = 7: NX = 21).
+      if (g.chunks == 1 && g.tk * tw + g.nx > 80) continue;
       const int bpsm = blocks_per_sm(g, limits);
       if (bpsm == 0) continue;
       const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
