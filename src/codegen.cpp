@@ -28,6 +28,13 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
                                       k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh,
                                       k.dw, k.config[0], k.config[1], k.config[2], k.config[3]);
       break;
+    case Algorithm::ImplicitGemm:
+      g.source = "#include \"igemm_tf32.cu\"\n";
+      g.name_expression = fmt::format("conv3djit::igemm_tf32<{},{},{},{},{},{},{},{},{},{},{},{},{}>",
+                                      k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh,
+                                      k.dw, k.config[0], k.config[1],
+                                      k.precision == Precision::Fp32 ? 1 : 0);  // 3xTF32 or TF32
+      break;
     case Algorithm::ReferenceFp64:
       g.source = "#include \"reference_fp64.cu\"\n";
       g.name_expression = "conv3djit::reference_fp64";

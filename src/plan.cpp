@@ -209,6 +209,27 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
   return std::nullopt;
 }
 
+// Tensor cores (mma.sync TF32) need sm_80; the tile needs BM x BN / 32 threads <= 1024.
+bool igemm_fits(const Problem& prob, const DeviceLimits& limits, int bm, int bn) {
+  return prob.desc.groups == 1 && limits.cc_major >= 8 && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 &&
+         bn >= 32 && bm * bn / 32 <= 1024 && bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0;
+}
+
+Plan plan_igemm(const Problem& prob, int bm, int bn) {
+  Plan plan;
+  plan.params = make_params(prob);
+  plan.key = shape_key(prob, Algorithm::ImplicitGemm);
+  plan.key.config[0] = bm;
+  plan.key.config[1] = bn;
+  plan.block = static_cast<unsigned>(bm * bn / 32);
+  const long long blocks = ceil_div(prob.output_elements / prob.out.k, bm) * ceil_div(prob.out.k, bn);
+  if (blocks > 0x7fffffffLL) {
+    throw Error(ErrorCategory::Unsupported, fmt::format("implicit GEMM: {} blocks exceed the grid limit", blocks));
+  }
+  plan.grid = static_cast<unsigned>(blocks);
+  return plan;
+}
+
 Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   int a = 0, b = 0, c = 0, d = 0, e = 0;
   char tail = 0;
@@ -244,9 +265,17 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_grouped(prob, choice, g);
   }
+  if (std::sscanf(forced.c_str(), "igemm:%d,%d%c", &a, &b, &tail) == 2) {
+    if (!igemm_fits(prob, limits, a, b)) {
+      throw Error(ErrorCategory::InvalidArgument,
+                  fmt::format("config = '{}': igemm needs groups == 1, sm_80 or newer, BM and BN multiples "
+                              "of 32 with BN >= 32 and BM * BN / 32 threads in [BM, 1024]", forced));
+    }
+    return plan_igemm(prob, a, b);
+  }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW or grouped:BH,BW,TW,ODT",
-                          forced));
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT "
+                          "or igemm:BM,BN", forced));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ case $what in sweep|all)
 esac
 case $what in bench|all)
   $cli precompile --manifest bench/suite.jsonl >/dev/null 2>&1
-  $cli bench --manifest bench/suite.jsonl --json >"$out/bench.json" 2>"$out/bench.log"
+  $cli bench --manifest bench/suite.jsonl --json ${BENCH_CONFIG:+--config $BENCH_CONFIG} >"$out/bench.json" 2>"$out/bench.log"
   echo "bench exit $?"; tail -5 "$out/bench.log"
   python3 - "$out/bench.json" <<'PY'
 import json, sys
@@ -39,6 +39,6 @@ print(r["device"], r.get("cudnn_version"), "geomean", r.get("geomean_speedup"))
 f = lambda v, p: "n/a" if v is None else f"{v:.{p}g}"
 for row in r["rows"]:
     print(f'{row["name"]:22} {row["precision"]:5} c3j {f(row["conv3djit_ms"],4):>8} cudnn {f(row["cudnn_ms"],4):>8} x{f(row["speedup"],3):>6}'
-          f' err {f(row["conv3djit_rel_l2"],2)}/{f(row["cudnn_rel_l2"],2)} {row.get("kernel","")[:60]}')
+          f' err {f(row["conv3djit_rel_l2"],2)}/{f(row["cudnn_rel_l2"],2)} {(row.get("kernel") or row.get("conv3djit_error") or "")[:60]}')
 PY
 esac

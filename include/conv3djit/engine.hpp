@@ -20,7 +20,8 @@ struct EngineOptions {
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
   /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice:
-  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW" or "grouped:BH,BW,TW,ODT" (see src/plan.hpp).
+  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TW,ODT" or "igemm:BM,BN"
+  /// (see src/plan.hpp).
   std::string kernel_config;
 };
 

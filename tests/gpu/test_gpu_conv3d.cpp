@@ -183,7 +183,11 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
       make(1, 8, {6, 11, 21}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true),
       make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, Padding::same(), {2, 1, 2}),
       make(1, 48, {4, 7, 9}, 70, {3, 3, 3}, 1, 1, 1, 1, true),  // C * 27 > 1024: chunked
+      make(1, 512, {5, 6, 7}, 9, {3, 3, 3}, 1, 1, 1, 1, true),  // 13824-term reduction
   };
+  std::vector<Conv3dDesc> dense_tf32 = dense;
+  dense_tf32.push_back(make(1, 512, {5, 6, 7}, 9, {3, 3, 3}, 1, 1, 1, 1, true));  // 13824-term reduction
+  for (Conv3dDesc& d : dense_tf32) d.precision = Precision::Tf32;
   const std::vector<Conv3dDesc> grouped = {
       make(2, 16, {5, 19, 70}, 16, {3, 3, 3}, 1, 1, 1, 16, true),        // depthwise, W > 64
       make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),        // channel multiplier 2
@@ -199,7 +203,9 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
                         {"tiled:3,1,1,3,8", &dense}, {"tiled:2,2,8,1,4", &dense}, {"tiled:4,2,4,3,8", &dense},
                         {"tiled:1,8,2,2,4", &dense}, {"tiled:2,4,2,8,4", &dense},
                         {"grouped:16,64,8,1", &grouped}, {"grouped:8,32,4,4", &grouped},
-                        {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped}};
+                        {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped},
+                        {"igemm:128,64", &dense}, {"igemm:64,32", &dense}, {"igemm:32,128", &dense},
+                        {"igemm:128,64", &dense_tf32}};
   std::random_device seeds;
   for (const Case& c : cases) {
     EngineOptions options;
@@ -213,7 +219,7 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
     }
   }
   // The heuristic's own choices for these shapes too.
-  for (const auto* descs : {&dense, &grouped}) {
+  for (const std::vector<Conv3dDesc>* descs : {&dense, &grouped, static_cast<const std::vector<Conv3dDesc>*>(&dense_tf32)}) {
     for (const Conv3dDesc& d : *descs) {
       DYNAMIC_SECTION("auto " << describe(d)) {
         require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));

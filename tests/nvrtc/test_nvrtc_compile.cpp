@@ -53,6 +53,25 @@ TEST_CASE("kernel templates compile for sm_80 and sm_90 quickly") {
   CHECK(engine.stats().compiles == 12);
 }
 
+TEST_CASE("the tensor-core kernel compiles for sm_80 and sm_90 in both accuracy classes") {
+  EngineOptions options;
+  options.disk_cache = false;
+  options.kernel_config = "igemm:128,64";
+  Engine engine(options);
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      Conv3dDesc d = desc(3, {3, 5, 7});
+      d.precision = precision;
+      const PrecompileResult r = engine.precompile(d, arch);
+      INFO(arch << " " << r.kernel);
+      CHECK(r.compiled);
+      CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1>" : ",0>") != std::string::npos);
+    }
+  }
+  Conv3dDesc old_gpu = desc(3, {3, 3, 3});
+  CHECK_THROWS_AS(engine.precompile(old_gpu, "sm_75"), Error);  // no TF32 tensor cores there
+}
+
 TEST_CASE("a second engine on the same folder reads from disk instead of compiling") {
   EngineOptions options;
   options.cache_dir = temp_dir("nvrtc-disk");
