@@ -209,10 +209,20 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
   return std::nullopt;
 }
 
-// Tensor cores (mma.sync TF32) need sm_80; the tile needs BM x BN / 32 threads <= 1024.
+int igemm_shared(const Problem& prob, int bm, int bn) {
+  const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  return igemm_shared_bytes(static_cast<int>(kred), bm, bn, prob.desc.precision == Precision::Fp32 ? 1 : 0);
+}
+
+// Tensor cores (mma.sync TF32) need sm_80; the tile needs BM x BN / 32 threads <= 1024; the
+// gather table holds 32-bit offsets within one image and 10-bit tap displacements.
 bool igemm_fits(const Problem& prob, const DeviceLimits& limits, int bm, int bn) {
-  return prob.desc.groups == 1 && limits.cc_major >= 8 && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 &&
-         bn >= 32 && bm * bn / 32 <= 1024 && bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0;
+  const Conv3dDesc& d = prob.desc;
+  const bool taps_fit = (d.kernel.d - 1) * d.dilation.d < 1024 && (d.kernel.h - 1) * d.dilation.h < 1024 &&
+                        (d.kernel.w - 1) * d.dilation.w < 1024;
+  return d.groups == 1 && limits.cc_major >= 8 && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 && bn >= 32 &&
+         bm * bn / 32 <= 1024 && bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0 && taps_fit &&
+         d.c * d.d * d.h * d.w < (int64_t{1} << 31) && igemm_shared(prob, bm, bn) <= limits.max_smem_per_block_optin;
 }
 
 Plan plan_igemm(const Problem& prob, int bm, int bn) {
@@ -222,6 +232,7 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
   plan.key.config[0] = bm;
   plan.key.config[1] = bn;
   plan.block = static_cast<unsigned>(bm * bn / 32);
+  plan.shared_bytes = static_cast<unsigned>(igemm_shared(prob, bm, bn));
   const long long blocks = ceil_div(prob.output_elements / prob.out.k, bm) * ceil_div(prob.out.k, bn);
   if (blocks > 0x7fffffffLL) {
     throw Error(ErrorCategory::Unsupported, fmt::format("implicit GEMM: {} blocks exceed the grid limit", blocks));
@@ -269,7 +280,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     if (!igemm_fits(prob, limits, a, b)) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': igemm needs groups == 1, sm_80 or newer, BM and BN multiples "
-                              "of 32 with BN >= 32 and BM * BN / 32 threads in [BM, 1024]", forced));
+                              "of 32 with BN >= 32, BM * BN / 32 threads in [BM, 1024], and its tables must fit", forced));
     }
     return plan_igemm(prob, a, b);
   }
