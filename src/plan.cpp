@@ -241,6 +241,17 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
   return plan;
 }
 
+// Tensor cores or FFMA, from the H200 suite (bench/NOTES.md): the implicit GEMM wins once the
+// reduction has many channels (C/groups >= 16: 1.1-2.9x the FFMA kernel) or is long
+// (>= 1000 terms), and for the tf32 class; small C with a short reduction (stems, C3D conv1, the
+// reference problem in the fp32 class) and K < 16 (whose columns would mostly be padding) stay
+// on FFMA.
+bool prefer_igemm(const Problem& prob) {
+  const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  if (prob.desc.groups != 1 || prob.out.k < 16) return false;
+  return prob.c_per_group >= 16 || kred >= 1000 || prob.desc.precision == Precision::Tf32;
+}
+
 Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   int a = 0, b = 0, c = 0, d = 0, e = 0;
   char tail = 0;
@@ -318,6 +329,10 @@ DeviceLimits limits_for_arch(const std::string& arch) {
 
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   if (!forced.empty()) return forced_plan(prob, limits, forced);
+  if (prefer_igemm(prob)) {
+    const int bn = prob.out.k <= 32 ? 32 : 64;
+    if (igemm_fits(prob, limits, 128, bn)) return plan_igemm(prob, 128, bn);
+  }
   if (auto tiled = choose_tiled(prob, limits)) return plan_tiled(prob, limits, *tiled);
   if (auto grouped = choose_grouped(prob, limits)) return *grouped;
   // Four outputs along W per thread reuse each weight four times; narrow outputs take one.
