@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "conv3djit/error.hpp"
@@ -57,9 +58,14 @@ DriverApi load_driver() {
   return api;
 }
 
+std::atomic<const DriverApi*> g_fake_driver{nullptr};
+
 }  // namespace
 
+void set_driver_for_testing(const DriverApi* fake) noexcept { g_fake_driver.store(fake); }
+
 const DriverApi& driver() {
+  if (const DriverApi* fake = g_fake_driver.load(std::memory_order_acquire)) return *fake;
   // A failed load is retried on the next call (the exception propagates out of call_once), so a
   // process that gains a driver later is not stuck; the success is cached.
   static std::once_flag once;

@@ -30,6 +30,10 @@ struct DriverApi {
 /// libcuda.so.1 and Error(DriverError) if cuInit fails. Thread-safe; loads once.
 const DriverApi& driver();
 
+/// Tests only: serve `fake` instead of the loaded driver (nullptr: back to the real one). Lets CPU
+/// tests drive the launch path, e.g. several contexts, without a GPU.
+void set_driver_for_testing(const DriverApi* fake) noexcept;
+
 /// Throws Error(DriverError) naming `what` and the driver's error name/string unless ok.
 void check_cu(CUresult result, const char* what);
 

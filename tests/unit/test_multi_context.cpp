@@ -1,0 +1,133 @@
+// Several devices in one process, on the CPU: a fake Driver API with two contexts (two "GPUs" of
+// one arch) stands in for libcuda. It proves the per-context design: each specialisation is
+// compiled once per arch and loaded once per context, every launch uses a function loaded into
+// the context of the caller's stream, and threads on both devices can call at once.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "catch.hpp"
+#include "conv3djit/engine.hpp"
+#include "driver_api.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+// Handles are small integers cast to pointers: context 1 and 2, streams 11 and 12 (in context 1
+// and 2), modules and functions 1000 * context + n.
+CUcontext ctx_handle(int i) { return reinterpret_cast<CUcontext>(static_cast<uintptr_t>(i)); }
+int ctx_index(CUcontext c) { return static_cast<int>(reinterpret_cast<uintptr_t>(c)); }
+CUstream stream_of(int ctx) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(10 + ctx)); }
+
+struct FakeState {
+  std::mutex mutex;
+  std::map<int, int> module_loads;  // per context
+  std::atomic<int> launches{0}, wrong_context_launches{0}, next_module{0};
+} state;
+thread_local std::vector<CUcontext> current_stack{nullptr};
+
+CUresult ctx_get_current(CUcontext* c) { *c = current_stack.back(); return CUDA_SUCCESS; }
+CUresult ctx_set_current(CUcontext c) { current_stack.back() = c; return CUDA_SUCCESS; }
+CUresult ctx_push(CUcontext c) { current_stack.push_back(c); return CUDA_SUCCESS; }
+CUresult ctx_pop(CUcontext* c) {
+  *c = current_stack.back();
+  current_stack.pop_back();
+  return CUDA_SUCCESS;
+}
+CUresult ctx_get_device(CUdevice* d) { *d = ctx_index(current_stack.back()) - 1; return CUDA_SUCCESS; }
+CUresult stream_get_ctx(CUstream s, CUcontext* c) {
+  *c = ctx_handle(static_cast<int>(reinterpret_cast<uintptr_t>(s)) - 10);
+  return CUDA_SUCCESS;
+}
+CUresult device_attribute(int* v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 227 * 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = 228 * 1024; break;
+    default: *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult module_load(CUmodule* m, const void* image) {
+  const int ctx = ctx_index(current_stack.back());
+  if (ctx == 0 || image == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  ++state.module_loads[ctx];
+  *m = reinterpret_cast<CUmodule>(static_cast<uintptr_t>(1000 * ctx + ++state.next_module));
+  return CUDA_SUCCESS;
+}
+CUresult module_get_function(CUfunction* f, CUmodule m, const char*) {
+  *f = reinterpret_cast<CUfunction>(m);  // remembers the module, hence the context
+  return CUDA_SUCCESS;
+}
+CUresult func_set_attribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s,
+                void**, void**) {
+  CUcontext stream_ctx = nullptr;
+  stream_get_ctx(s, &stream_ctx);
+  if (static_cast<int>(reinterpret_cast<uintptr_t>(f) / 1000) != ctx_index(stream_ctx)) ++state.wrong_context_launches;
+  ++state.launches;
+  return CUDA_SUCCESS;
+}
+
+detail::DriverApi fake_driver() {
+  detail::DriverApi api;
+  api.cuCtxGetCurrent = ctx_get_current;
+  api.cuCtxSetCurrent = ctx_set_current;
+  api.cuCtxPushCurrent = ctx_push;
+  api.cuCtxPopCurrent = ctx_pop;
+  api.cuCtxGetDevice = ctx_get_device;
+  api.cuStreamGetCtx = stream_get_ctx;
+  api.cuDeviceGetAttribute = device_attribute;
+  api.cuModuleLoadData = module_load;
+  api.cuModuleGetFunction = module_get_function;
+  api.cuFuncSetAttribute = func_set_attribute;
+  api.cuLaunchKernel = launch;
+  return api;
+}
+
+Conv3dDesc shape(int64_t c, int64_t k, Dims3 kernel, int64_t groups = 1) {
+  Conv3dDesc d;
+  d.n = 2; d.c = c; d.d = 6; d.h = 9; d.w = 17; d.k = k; d.kernel = kernel; d.groups = groups; d.padding = 1;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("two contexts: one compile per kernel, one load per kernel and context, right-device launches") {
+  static const detail::DriverApi api = fake_driver();
+  detail::set_driver_for_testing(&api);
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  // Three kernels (FFMA tiled, grouped, tensor-core) on both devices.
+  const std::vector<Conv3dDesc> shapes = {shape(3, 16, {3, 5, 7}), shape(8, 8, {3, 3, 3}, 8),
+                                          shape(32, 32, {3, 3, 3})};
+  static float dummy[4];
+  const Conv3dTensors tensors{dummy, dummy, nullptr, dummy};
+  constexpr int kCallsPerThread = 30;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {  // 2 threads per device, mixed shapes, all at once
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        engine.run(shapes[(t + i) % shapes.size()], tensors, stream_of(1 + t % 2));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  detail::set_driver_for_testing(nullptr);
+
+  const EngineStats s = engine.stats();
+  CHECK(s.compiles == shapes.size());         // once per arch, not per device
+  CHECK(s.module_loads == 2 * shapes.size()); // once per kernel and context
+  CHECK(state.module_loads[1] == static_cast<int>(shapes.size()));
+  CHECK(state.module_loads[2] == static_cast<int>(shapes.size()));
+  CHECK(state.launches.load() == 4 * kCallsPerThread);
+  CHECK(state.wrong_context_launches.load() == 0);
+  CHECK(s.memory_hits == 4 * kCallsPerThread - 2 * shapes.size());
+}
