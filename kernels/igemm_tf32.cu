@@ -35,6 +35,31 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// A warp's 32 x 32 accumulator tile: 2 m16 x 4 n8 fragments of 4 floats.
+using WarpTile = float[2][4][4];
+
+__device__ __forceinline__ void zero(WarpTile& a) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[i][j][e] = 0.f;
+}
+
+// to += from (round-to-nearest FADD); from is zeroed when `reset`.
+__device__ __forceinline__ void add_into(WarpTile& to, WarpTile& from, bool reset) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        to[i][j][e] += from[i][j][e];
+        if (reset) from[i][j][e] = 0.f;
+      }
+}
+
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int BM, int BN,
           int SPLIT>
 __global__ void __launch_bounds__(BM * BN / 32)
@@ -125,21 +150,9 @@ igemm_tf32(const float* __restrict__ in, const float* __restrict__ wt, const flo
     }
   };
 
-  float sum[2][4][4], total[BLOCKED ? 2 : 1][BLOCKED ? 4 : 1][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sum[i][j][e] = 0.f;
-  if constexpr (BLOCKED) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) total[i][j][e] = 0.f;
-  }
+  WarpTile sum, total;  // total: only with blocked summation (otherwise optimised away)
+  zero(sum);
+  zero(total);
 
   load_global(0);
   store_shared(0);
@@ -148,13 +161,8 @@ igemm_tf32(const float* __restrict__ in, const float* __restrict__ wt, const flo
   for (int kt = 0; kt < KTILES; ++kt) {
     const int buf = kt & 1;
     if (kt + 1 < KTILES) load_global(kt + 1);          // in flight during the multiplies below
-    float acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+    WarpTile acc;
+    zero(acc);
 #pragma unroll
     for (int ks = 0; ks < BK; ks += 8) {
       unsigned a[PARTS][2][4], b[PARTS][4][2];
@@ -186,26 +194,11 @@ igemm_tf32(const float* __restrict__ in, const float* __restrict__ wt, const flo
           mma_tf32(acc[i][j], a[0][i], b[0][j]);
         }
     }
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sum[i][j][e] += acc[i][j][e];
+    add_into(sum, acc, false);
     if (kt + 1 < KTILES) store_shared(buf ^ 1);
     __syncthreads();
     if constexpr (BLOCKED) {
-      if ((kt + 1) % CHUNK_TILES == 0 || kt + 1 == KTILES) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              total[i][j][e] += sum[i][j][e];
-              sum[i][j][e] = 0.f;
-            }
-      }
+      if ((kt + 1) % CHUNK_TILES == 0 || kt + 1 == KTILES) add_into(total, sum, true);
     }
   }
 
