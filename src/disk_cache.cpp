@@ -8,18 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <system_error>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "conv3djit/error.hpp"
+#include "cache_file.hpp"
 #include "hash.hpp"
 #include "log.hpp"
 
@@ -28,143 +26,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// File: magic, u32 format version, u32 key size, key, u64 payload size, payload, u64 FNV-1a of
-// all bytes before it; integers little-endian.
-constexpr std::string_view kMagic = "C3JCUBIN";
-// Bump on any change to the layout or meaning of a cache file: old files then fail the check and
-// are rebuilt instead of being misread.
-constexpr uint32_t kFormatVersion = 1;
 // Archive: magic, u64 count, count x (u64 size, cache file bytes), u64 FNV-1a of all before it.
 constexpr std::string_view kArchiveMagic = "C3JARCH1";
-constexpr std::string_view kTempPrefix = ".tmp-";
 constexpr std::string_view kEntrySuffix = ".cubin";
 constexpr size_t kNameDigits = 32;
 // A temp file this old belongs to a writer that died; a younger one may still be renamed.
 constexpr int64_t kStaleTempNs = 3600ll * 1000000000ll;
 
-std::string errno_text() { return std::generic_category().message(errno); }
-
-template <class T>
-void put(std::string& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-
-// Take `size` bytes, or a little-endian integer, off the front of `in`; false if too short.
-bool take(std::string_view& in, uint64_t size, std::string_view* out) {
-  if (size > in.size()) return false;
-  *out = in.substr(0, size);
-  in.remove_prefix(size);
-  return true;
-}
-
-template <class T>
-bool take(std::string_view& in, T* out) {
-  std::string_view b;
-  if (!take(in, sizeof(T), &b)) return false;
-  *out = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) *out |= T{static_cast<unsigned char>(b[i])} << (8 * i);
-  return true;
-}
-
-std::string encode_entry(std::string_view key, std::string_view payload) {
-  std::string out;
-  out.reserve(kMagic.size() + 16 + key.size() + payload.size() + 8);
-  out += kMagic;
-  put<uint32_t>(out, kFormatVersion);
-  put(out, static_cast<uint32_t>(key.size()));
-  out += key;
-  put<uint64_t>(out, payload.size());
-  out += payload;
-  put(out, fnv1a64(out));
-  return out;
-}
-
-// Checks every field of a cache file; returns what is wrong, or "" with key and payload set.
-std::string decode_entry(std::string_view file, std::string_view* key, std::string_view* payload) {
-  if (file.empty()) return "empty file";
-  std::string_view in = file, magic;
-  uint32_t version = 0, key_size = 0;
-  uint64_t payload_size = 0, checksum = 0;
-  if (!take(in, kMagic.size(), &magic) || magic != kMagic) return "not a cache file (bad magic)";
-  if (!take(in, &version)) return "truncated header";
-  if (version != kFormatVersion) {
-    return fmt::format("format version {}, expected {}", version, kFormatVersion);
-  }
-  if (!take(in, &key_size) || !take(in, key_size, key) || !take(in, &payload_size) ||
-      !take(in, payload_size, payload) || !take(in, &checksum)) {
-    return "truncated";
-  }
-  if (!in.empty()) return "trailing bytes";
-  if (checksum != fnv1a64(file.substr(0, file.size() - 8))) return "checksum mismatch";
-  return "";
-}
-
 fs::path entry_path(const std::string& dir, std::string_view key) {
   const std::string name = hash128_hex(key);
   return fs::path(dir) / name.substr(0, 2) / (name + std::string(kEntrySuffix));
-}
-
-struct Fd {  // closes on scope exit
-  int fd;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-bool read_fd(int fd, std::string* out) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return false;
-  out->assign(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  out->resize(done);
-  return true;
-}
-
-// Reads a whole file; false (errno set) if it cannot.
-bool read_file(const std::string& path, std::string* out) {
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  return fd.fd >= 0 && read_fd(fd.fd, out);
-}
-
-// Writes data to a fresh temp file beside `path`, then renames it over `path`: a reader sees the
-// old file or the new one, never a part. No fsync: after a power loss the checksum turns a torn
-// file into a miss. Returns "" or what failed.
-std::string write_atomically(const fs::path& path, std::string_view data) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path temp =
-      path.parent_path() / fmt::format("{}{}-{:x}-{}", kTempPrefix, ::getpid(),
-                                       std::hash<std::thread::id>{}(std::this_thread::get_id()),
-                                       counter++);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return fmt::format("cannot create '{}': {}", temp.string(), errno_text());
-  std::string error;
-  for (std::string_view rest = data; !rest.empty() && error.empty();) {
-    const ssize_t n = ::write(fd, rest.data(), rest.size());
-    if (n > 0) {
-      rest.remove_prefix(static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      error = fmt::format("cannot write '{}': {}", temp.string(), errno_text());
-    }
-  }
-  if (::close(fd) != 0 && error.empty()) {
-    error = fmt::format("cannot write '{}': {}", temp.string(), errno_text());
-  }
-  if (error.empty() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    error =
-        fmt::format("cannot rename '{}' to '{}': {}", temp.string(), path.string(), errno_text());
-  }
-  if (!error.empty()) ::unlink(temp.c_str());
-  return error;
 }
 
 // Deletes a bad file, unless a writer has meanwhile renamed a good one over its name.
