@@ -111,40 +111,47 @@ int chunk_channels(const Problem& prob) {
   return static_cast<int>(std::max<long long>(1, std::min<long long>(prob.c_per_group, 512 / kvol)));
 }
 
-// The best feasible tiled configuration, scored by the fraction of useful work in the padded
-// tiles and by occupancy; nullopt if the kernel cannot serve the problem.
+// One tiled candidate: its channel chunk shrunk until it fits, and its score (the fraction of
+// useful work in the padded tiles, times occupancy); nullopt if it cannot run or would spill.
+std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& prob, const DeviceLimits& limits,
+                                                              int wk, int ws, int wr, int tw) {
+  int cc = chunk_channels(prob);
+  TiledGeometry g = geometry(prob, wk, ws, wr, cc, tw);
+  while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, ws, wr, cc = (cc + 1) / 2, tw);
+  // Two blocks per SM cap a single-chunk kernel at 128 registers: TK x TW accumulators plus a
+  // row of NX inputs must fit, or it spills (seen with TW = 8, stride 2, KW = 7: NX = 21).
+  if (g.chunks == 1 && g.tk * tw + g.nx > 80) return std::nullopt;
+  const int bpsm = blocks_per_sm(g, limits);
+  if (bpsm == 0) return std::nullopt;
+  const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
+  const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, g.rows) * g.rows);
+  const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
+  // Latency hiding wants >= 8 resident warps per SM; below that, score by the fraction.
+  const double occupancy = std::min(1.0, bpsm * g.threads / 32 / 8.0);
+  const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
+  return std::make_pair(score, TiledChoice{wk, ws, wr, cc, tw, g, bpsm});
+}
+
+// The best feasible tiled configuration; nullopt if the kernel cannot serve the problem. Up to 8
+// warps a block: WK channel groups (as many as K needs) times WS row bands; fewer channel groups
+// only when nothing else fits (large kernels' weights).
 std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups != 1 || prob.out.k < 4) return std::nullopt;
-  // Up to 8 warps a block: WK channel groups (as many as K needs) times WS row bands. Fewer
-  // channel groups only when nothing else fits (large kernels' weights).
   std::optional<TiledChoice> best;
   double best_score = 0;
   for (int wk = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8))); wk >= 1 && !best; wk /= 2) {
-  for (int ws = 8 / wk; ws >= 1; ws /= 2) {
-  for (int tw : {8, 4}) {
-    for (int wr : {1, 2, 4, 8, 16, 32}) {
-      if (ws * wr > 32) continue;
-      int cc = chunk_channels(prob);
-      TiledGeometry g = geometry(prob, wk, ws, wr, cc, tw);
-      while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, ws, wr, cc = (cc + 1) / 2, tw);
-      // Two blocks per SM cap a single-chunk kernel at 128 registers: TK x TW accumulators plus
-      // a row of NX inputs must fit, or it spills (seen with TW = 8, stride 2, KW = 7: NX = 21).
-      if (g.chunks == 1 && g.tk * tw + g.nx > 80) continue;
-      const int bpsm = blocks_per_sm(g, limits);
-      if (bpsm == 0) continue;
-      const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
-      const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, g.rows) * g.rows);
-      const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
-      // Latency hiding wants >= 8 resident warps per SM; below that, score by the fraction.
-      const double occupancy = std::min(1.0, bpsm * g.threads / 32 / 8.0);
-      const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
-      if (score > best_score) {
-        best_score = score;
-        best = TiledChoice{wk, ws, wr, cc, tw, g, bpsm};
+    for (int ws = 8 / wk; ws >= 1; ws /= 2) {
+      for (int tw : {8, 4}) {
+        for (int wr : {1, 2, 4, 8, 16, 32}) {
+          if (ws * wr > 32) continue;
+          auto candidate = tiled_candidate(prob, limits, wk, ws, wr, tw);
+          if (candidate && candidate->first > best_score) {
+            best_score = candidate->first;
+            best = candidate->second;
+          }
+        }
       }
     }
-  }
-  }
   }
   return best;
 }
