@@ -1,10 +1,11 @@
 #include "device.hpp"
 
-#include "conv3djit/engine.hpp"
-#include "conv3djit/reference.hpp"
-
 #include <random>
 #include <utility>
+
+#include "conv3djit/engine.hpp"
+#include "conv3djit/reference.hpp"
+#include "module_loader.hpp"
 
 namespace conv3djit::cli {
 
@@ -12,19 +13,9 @@ using detail::check_cu;
 using detail::driver;
 
 void make_context_current() {
-  const detail::DriverApi& d = driver();  // throws Error(NoDevice) without a driver
-  CUcontext current = nullptr;
-  check_cu(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-  if (current != nullptr) return;
-  int count = 0;
-  check_cu(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
-  if (count == 0) throw Error(ErrorCategory::NoDevice, "no CUDA device");
-  CUdevice device = 0;
-  check_cu(d.cuDeviceGet(&device, 0), "cuDeviceGet");
-  // The primary context is the one the runtime API and PyTorch share; it lives until exit.
-  CUcontext context = nullptr;
-  check_cu(d.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
-  check_cu(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  // The library's own rule for the null stream: the current context, else device 0's primary
+  // context (shared with the runtime API and PyTorch), made current.
+  detail::context_for_stream(nullptr);
 }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
