@@ -19,33 +19,10 @@
 // NVRTC compiles a specialisation in well under a second and the kernel does not spill.
 #pragma once
 #include "common.cuh"
+#include "async_copy.cuh"
 #include "tile_geometry.cuh"
 
 namespace conv3djit {
-
-// 4-byte global -> shared copy that zero-fills when !valid (src is then not read).
-__device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0));
-#else
-  *dst = valid ? __ldg(src) : 0.f;
-#endif
-}
-
-__device__ __forceinline__ void copies_commit() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-// Waits until at most N committed copy groups are still in flight (this thread's copies only).
-template <int N>
-__device__ __forceinline__ void copies_wait() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
           int WK, int WS, int WR, int CC, int TW>

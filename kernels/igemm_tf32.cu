@@ -17,15 +17,10 @@
 // round-to-nearest FADD, and every 32 slices (512 terms) that sum joins a separate total.
 #pragma once
 #include "common.cuh"
+#include "tf32.cuh"
 #include "tile_geometry.cuh"
 
 namespace conv3djit {
-
-__device__ __forceinline__ float to_tf32(float x) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-}
 
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   asm volatile(

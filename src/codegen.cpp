@@ -8,6 +8,7 @@ namespace conv3djit::detail {
 
 GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
   GeneratedKernel g;
+  std::string target = arch;
   switch (k.algorithm) {
     case Algorithm::DirectGeneric:
       g.source = "#include \"direct_fp32.cu\"\n";
@@ -35,6 +36,15 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
                                       k.dw, k.config[0], k.config[1],
                                       k.precision == Precision::Fp32 ? 1 : 0);  // 3xTF32 or TF32
       break;
+    case Algorithm::ImplicitGemmSm90:
+      g.source = "#include \"igemm_sm90.cu\"\n";
+      g.name_expression = fmt::format(
+          "conv3djit::igemm_sm90<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>", k.c_per_group, k.kd, k.kh,
+          k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw, k.config[0], k.config[1], k.config[2], k.config[3],
+          k.config[4], k.config[5], k.precision == Precision::Fp32 ? 1 : 0);
+      // wgmma exists only on the arch-specific target (sm_90a, i.e. compute_90a).
+      if (arch.back() != 'a') target += "a";
+      break;
     case Algorithm::ReferenceFp64:
       g.source = "#include \"reference_fp64.cu\"\n";
       g.name_expression = "conv3djit::reference_fp64";
@@ -42,7 +52,7 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
   }
   // No fast-math: the fp32 class must match float64 within 1e-6 rel-L2. FMA contraction stays on
   // (it only makes results more accurate).
-  g.options = {"--gpu-architecture=" + arch, "-std=c++17", "--fmad=true"};
+  g.options = {"--gpu-architecture=" + target, "-std=c++17", "--fmad=true"};
   std::sort(g.options.begin(), g.options.end());
   return g;
 }

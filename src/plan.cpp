@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <regex>
 
@@ -248,6 +249,135 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
   return plan;
 }
 
+// --- igemm_sm90 -------------------------------------------------------------------------------
+
+struct Sm90Choice {
+  int th, tw, bn, rp, pp, cp;
+  Sm90Geometry g;
+};
+
+// Bank conflicts of the A gather with these tile pitches: a warp's load for one slice and one
+// half (k = t or t + 4) has lanes (g, t) at g * SW + offset(term); count lane pairs that hit one
+// bank at different words, over every slice of the reduction.
+int sm90_bank_conflicts(const Problem& prob, int rp, int pp, int cp) {
+  const Conv3dDesc& d = prob.desc;
+  const int cg = static_cast<int>(prob.c_per_group), kd = static_cast<int>(d.kernel.d),
+            kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
+  const int kvol = kd * kh * kw, kred = cg * kvol, sw = static_cast<int>(d.stride.w);
+  auto offset = [&](int r) {
+    if (r >= kred) return cg * cp;
+    const int c = r / kvol, tap = r % kvol;
+    return c * cp + tap / (kh * kw) * pp + tap / kw % kh * static_cast<int>(d.dilation.h) * rp +
+           tap % kw * static_cast<int>(d.dilation.w);
+  };
+  int conflicts = 0;
+  for (int first = 0; first < (kred + 7) / 8 * 8; first += 4) {
+    int o[4];
+    for (int t = 0; t < 4; ++t) o[t] = offset(first + t);
+    for (int t1 = 0; t1 < 4; ++t1)
+      for (int t2 = t1 + 1; t2 < 4; ++t2)
+        for (int g1 = 0; g1 < 8; ++g1)
+          for (int g2 = 0; g2 < 8; ++g2) {
+            const int diff = (g1 - g2) * sw + o[t1] - o[t2];
+            conflicts += diff != 0 && diff % 32 == 0;
+          }
+  }
+  return conflicts;
+}
+
+// Pitches of the input tile (row, plane, channel), each the first of the 32 values at or above
+// its minimum with the fewest gather bank conflicts.
+std::array<int, 3> sm90_pitches(const Problem& prob, int in_h, int in_w) {
+  const int kd = static_cast<int>(prob.desc.kernel.d);
+  auto best = [&](int lo, auto&& conflicts_at) {
+    int pick = lo, fewest = conflicts_at(lo);
+    for (int v = lo + 1; v < lo + 32 && fewest > 0; ++v) {
+      const int c = conflicts_at(v);
+      if (c < fewest) { fewest = c; pick = v; }
+    }
+    return pick;
+  };
+  const int rp = best(in_w, [&](int v) { return sm90_bank_conflicts(prob, v, in_h * v, kd * in_h * v); });
+  const int pp = best(in_h * rp, [&](int v) { return sm90_bank_conflicts(prob, rp, v, kd * v); });
+  const int cp = best(kd * pp, [&](int v) { return sm90_bank_conflicts(prob, rp, pp, v); });
+  return {rp, pp, cp};
+}
+
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cp) {
+  const Conv3dDesc& d = prob.desc;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
+                       i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cp,
+                       d.precision == Precision::Fp32 ? 1 : 0);
+}
+
+// wgmma needs sm_90a, so exactly compute capability 9.0; the kernel keeps the whole reduction's
+// weights and two input tiles in shared memory; up to 4 warpgroups, whole warps of 8 + 8 rows.
+std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn) {
+  const Conv3dDesc& d = prob.desc;
+  if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
+  if ((bn != 32 && bn != 64 && bn != 128) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
+      th * tw > 256) {
+    return std::nullopt;
+  }
+  // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
+  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, 0);
+  const long long tile_floats = prob.c_per_group * d.kernel.d * rough.in_h * rough.in_w;
+  if (4 * (rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) return std::nullopt;
+  const auto [rp, pp, cp] = sm90_pitches(prob, rough.in_h, rough.in_w);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cp);
+  if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
+  return Sm90Choice{th, tw, bn, rp, pp, cp, g};
+}
+
+// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Tile: the least padded
+// of TW in {64, 32, 16, 8} x TH rows for 3, 2, 4 or 1 warpgroups (earlier ones win ties: wide
+// tiles load fewer halo columns, three warpgroups hide each other's gathers).
+std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
+  if (prob.out.k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
+  const int bn = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
+  std::optional<Sm90Choice> best;
+  double best_eff = 0;
+  for (int tw : {64, 32, 16, 8}) {
+    for (int wgs : {3, 2, 4, 1}) {
+      const int th = 64 * wgs / tw;
+      const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) *
+                         double(prob.out.h) / double(ceil_div(prob.out.h, th) * th);
+      if (eff <= best_eff * 1.01) continue;
+      if (auto c = sm90_candidate(prob, limits, th, tw, bn)) {
+        best = c;
+        best_eff = eff;
+      }
+    }
+  }
+  return best;
+}
+
+Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
+  Plan plan;
+  plan.params = make_params(prob);
+  plan.key = shape_key(prob, Algorithm::ImplicitGemmSm90);
+  const int cfg[6] = {c.th, c.tw, c.bn, c.rp, c.pp, c.cp};
+  std::copy(cfg, cfg + 6, plan.key.config);
+  plan.block = static_cast<unsigned>(c.g.threads);
+  plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
+  // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
+  // channel blocks) and walks spatial tiles. Registers (measured 127-175 a thread) and shared
+  // memory bound the blocks per SM.
+  const int regs = c.bn > 64 ? 192 : 160;
+  const int per_sm = std::max(1, std::min({limits.max_smem_per_sm / (c.g.shared_bytes + kSharedPerBlockReserved),
+                                           65536 / (regs * c.g.threads), 2048 / c.g.threads}));
+  const long long k_blocks = ceil_div(prob.out.k, c.bn);
+  const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.th) * ceil_div(prob.out.w, c.tw);
+  const long long resident = 1LL * limits.sm_count * per_sm;
+  const long long grid = tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
+  if (grid > 0x7fffffffLL) {
+    throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm90: {} blocks exceed the grid limit", grid));
+  }
+  plan.grid = static_cast<unsigned>(grid);
+  return plan;
+}
+
 // Tensor cores or FFMA, from the H200 suite (bench/NOTES.md): the implicit GEMM wins once the
 // reduction has many channels (C/groups >= 16: 1.1-2.9x the FFMA kernel) or is long
 // (>= 1000 terms), and for the tf32 class; small C with a short reduction (stems, C3D conv1, the
@@ -302,9 +432,19 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_igemm(prob, a, b);
   }
+  if (std::sscanf(forced.c_str(), "sm90:%d,%d,%d%c", &a, &b, &c, &tail) == 3) {
+    const auto choice = sm90_candidate(prob, limits, a, b, c);
+    if (!choice) {
+      throw Error(ErrorCategory::InvalidArgument,
+                  fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64 or 128, "
+                              "TW a multiple of 8, TH x TW a multiple of 64 up to 256, and the weights and two "
+                              "input tiles must fit in shared memory", forced));
+    }
+    return plan_sm90(prob, limits, *choice);
+  }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT "
-                          "or igemm:BM,BN", forced));
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT, "
+                          "igemm:BM,BN or sm90:TH,TW,BN", forced));
 }
 
 }  // namespace
@@ -336,6 +476,7 @@ DeviceLimits limits_for_arch(const std::string& arch) {
 
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   if (!forced.empty()) return forced_plan(prob, limits, forced);
+  if (auto sm90 = choose_sm90(prob, limits)) return plan_sm90(prob, limits, *sm90);
   if (prefer_igemm(prob)) {
     const int bn = prob.out.k <= 32 ? 32 : 64;
     if (igemm_fits(prob, limits, 128, bn)) return plan_igemm(prob, 128, bn);

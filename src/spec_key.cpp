@@ -15,6 +15,7 @@ const char* to_string(Algorithm a) noexcept {
     case Algorithm::DirectTiled: return "direct_tiled_fp32";
     case Algorithm::Grouped: return "grouped_fp32";
     case Algorithm::ImplicitGemm: return "igemm_tf32";
+    case Algorithm::ImplicitGemmSm90: return "igemm_sm90";
     case Algorithm::ReferenceFp64: return "reference_fp64";
   }
   return "unknown";

@@ -178,7 +178,7 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   cli::Stream stream;
   // Tiles that end mid-row and mid-column, K not a multiple of the block, single and chunked
   // channel staging, both thread widths, strides and dilations.
-  const std::vector<Conv3dDesc> dense = {
+  std::vector<Conv3dDesc> dense = {
       make(2, 3, {9, 13, 37}, 13, {3, 5, 7}),
       make(1, 8, {6, 11, 21}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true),
       make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, Padding::same(), {2, 1, 2}),
@@ -188,12 +188,24 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   std::vector<Conv3dDesc> dense_tf32 = dense;
   dense_tf32.push_back(make(1, 512, {5, 6, 7}, 9, {3, 3, 3}, 1, 1, 1, 1, true));  // 13824-term reduction
   for (Conv3dDesc& d : dense_tf32) d.precision = Precision::Tf32;
-  const std::vector<Conv3dDesc> grouped = {
+  std::vector<Conv3dDesc> grouped = {
       make(2, 16, {5, 19, 70}, 16, {3, 3, 3}, 1, 1, 1, 16, true),        // depthwise, W > 64
       make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),        // channel multiplier 2
       make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4),  // grouped, dilated
       make(1, 6, {4, 33, 17}, 9, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
   };
+  // igemm_sm90 keeps the whole reduction in shared memory: short reductions only. Outputs that
+  // end mid-tile in W and H, K below, at and above the 32/64/128-column blocks (2 blocks of 128),
+  // padding terms in the last slice (C * KVOL % 8 != 0), strides, dilation, pointwise.
+  std::vector<Conv3dDesc> short_reduction = {
+      dense[0], dense[1], dense[2],
+      make(2, 3, {5, 21, 70}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      make(1, 24, {3, 9, 30}, 130, {1, 1, 1}, 1, 0, 1, 1, true),
+      make(1, 3, {6, 23, 29}, 40, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}),
+      make(1, 7, {5, 12, 17}, 17, {3, 3, 3}, 1, 2, 2),
+  };
+  std::vector<Conv3dDesc> short_reduction_tf32 = short_reduction;
+  for (Conv3dDesc& d : short_reduction_tf32) d.precision = Precision::Tf32;
   struct Case {
     const char* config;
     const std::vector<Conv3dDesc>* descs;
@@ -205,7 +217,9 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
                         {"grouped:16,64,8,1", &grouped}, {"grouped:8,32,4,4", &grouped},
                         {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped},
                         {"igemm:128,64", &dense}, {"igemm:64,32", &dense}, {"igemm:32,128", &dense},
-                        {"igemm:128,64", &dense_tf32}};
+                        {"igemm:128,64", &dense_tf32}, {"sm90:3,64,64", &short_reduction},
+                        {"sm90:8,8,32", &short_reduction}, {"sm90:4,32,128", &short_reduction},
+                        {"sm90:2,32,64", &short_reduction_tf32}, {"sm90:16,16,128", &short_reduction_tf32}};
   std::random_device seeds;
   for (const Case& c : cases) {
     EngineOptions options;
@@ -219,7 +233,7 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
     }
   }
   // The heuristic's own choices for these shapes too.
-  for (const std::vector<Conv3dDesc>* descs : {&dense, &grouped, static_cast<const std::vector<Conv3dDesc>*>(&dense_tf32)}) {
+  for (const std::vector<Conv3dDesc>* descs : {&dense, &grouped, &dense_tf32, &short_reduction, &short_reduction_tf32}) {
     for (const Conv3dDesc& d : *descs) {
       DYNAMIC_SECTION("auto " << describe(d)) {
         require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));

@@ -72,6 +72,30 @@ TEST_CASE("the tensor-core kernel compiles for sm_80 and sm_90 in both accuracy 
   CHECK_THROWS_AS(engine.precompile(old_gpu, "sm_75"), Error);  // no TF32 tensor cores there
 }
 
+TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned only for compute capability 9.0") {
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    Conv3dDesc d = desc(3, {3, 5, 7});
+    d.precision = precision;
+    const PrecompileResult r = engine.precompile(d, "sm_90");
+    INFO(r.kernel << " " << r.key);
+    CHECK(r.compiled);
+    CHECK(r.compile_ms < 5000);
+    CHECK(r.kernel.find("conv3djit::igemm_sm90<3,3,5,7,") == 0);
+    CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1>" : ",0>") != std::string::npos);
+    CHECK(r.key.find("--gpu-architecture=sm_90a") != std::string::npos);
+    CHECK(engine.kernel_for(d, "sm_80").find("igemm_sm90") == std::string::npos);
+    CHECK(engine.kernel_for(d, "sm_100").find("igemm_sm90") == std::string::npos);
+  }
+  EngineOptions forced = options;
+  forced.kernel_config = "sm90:3,64,64";
+  Engine forced_engine(forced);
+  CHECK_THROWS_AS(forced_engine.precompile(desc(3, {3, 5, 7}), "sm_80"), Error);
+  CHECK_THROWS_AS(forced_engine.precompile(desc(512, {3, 3, 3}), "sm_90"), Error);  // weights exceed shared memory
+}
+
 TEST_CASE("a second engine on the same folder reads from disk instead of compiling") {
   EngineOptions options;
   options.cache_dir = temp_dir("nvrtc-disk");

@@ -1,0 +1,30 @@
+#pragma once
+// cp.async helpers (sm_80+; older archs fall back to a plain load and store).
+
+namespace conv3djit {
+
+// 4-byte global -> shared copy that zero-fills when !valid (src is then not read).
+__device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0));
+#else
+  *dst = valid ? __ldg(src) : 0.f;
+#endif
+}
+
+__device__ __forceinline__ void copies_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N committed copy groups are still in flight (this thread's copies only).
+template <int N>
+__device__ __forceinline__ void copies_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+}  // namespace conv3djit
