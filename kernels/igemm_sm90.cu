@@ -44,15 +44,19 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 
   extern __shared__ float4 shared4[];
   float* const w_s = reinterpret_cast<float*>(shared4);                   // [PARTS][S][NB][2][8][4]
-  int2* const table = reinterpret_cast<int2*>(w_s + G.weight_floats);     // [S][4]: k = t, t + 4
-  float* const tiles = reinterpret_cast<float*>(table) + G.table_ints;    // [2][tile_floats]
+  int2* const table = reinterpret_cast<int2*>(w_s + G.weight_floats);     // [S][4]: k = t, t + 4 (bytes)
+  float* const bias_s = reinterpret_cast<float*>(table) + G.table_ints;   // [BN]
+  float* const tiles = bias_s + BN;                                       // [2][tile_floats]
 
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const long long k_blocks = (p.k + BN - 1) / BN;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  // 32-bit extents and tile counts: the planner keeps each below 2^31.
+  const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
+  const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
+  const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
-  const long long tiles_h = (p.oh + TH - 1) / TH, tiles_w = (p.ow + TW - 1) / TW;
-  const long long n_tiles = p.n * p.od * tiles_h * tiles_w;
-  const long long step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
+  const unsigned tiles_h = (OH + TH - 1) / TH, tiles_w = (OW + TW - 1) / TW;
+  const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * tiles_h * tiles_w;
+  const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
 
   // Weights of channels kb * BN ...: element (n, r) goes to core matrix (s, n / 8, k half) row n % 8.
   for (int i = tid; i < S * 8 * BN; i += THREADS) {
@@ -69,7 +73,11 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     const int c = r / KVOL, tap = r % KVOL;
     const int off = r < G.kred ? c * CP + tap / (KH * KW) * PP + tap / KW % KH * DH * RP + tap % KW * DW : CG * CP;
     int* entry = reinterpret_cast<int*>(&table[r / 8 * 4 + r % 4]);
-    entry[(r % 8) / 4] = off;
+    entry[(r % 8) / 4] = off * 4;
+  }
+  for (int i = tid; i < BN; i += THREADS) {
+    const int k = kb * BN + i;
+    bias_s[i] = p.has_bias && k < K ? __ldg(bias + k) : 0.f;
   }
   if (G.zero_channel) {
     for (int i = tid; i < CP; i += THREADS) tiles[CG * CP + i] = tiles[G.tile_floats + CG * CP + i] = 0.f;
@@ -79,42 +87,53 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   __syncthreads();
   const unsigned long long w_desc = wgmma::descriptor(w_s);
 
-  // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64.
-  const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g, pb = pa + 8;
-  const int base_a = pa / TW * SH * RP + pa % TW * SW, base_b = pb / TW * SH * RP + pb % TW * SW;
+  // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64; in the input tile
+  // the second is a compile-time distance from the first.
+  const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g, row_a = pa / TW, col_a = pa % TW;
+  const int base_a = row_a * SH * RP + col_a * SW;
+  constexpr int B_BYTES = 4 * (TW >= 16 ? 8 * SW : SH * RP);
 
-  auto tile_origin = [&](long long tile, long long& n, long long& od, long long& oh0, long long& ow0) {
-    ow0 = tile % tiles_w * TW;
-    oh0 = tile / tiles_w % tiles_h * TH;
-    od = tile / (tiles_w * tiles_h) % p.od;
-    n = tile / (tiles_w * tiles_h * p.od);
+  struct Origin {
+    int n, od, oh0, ow0;
   };
-  auto stage = [&](long long tile, int buf) {
-    long long n, od, oh0, ow0;
-    tile_origin(tile, n, od, oh0, ow0);
-    const long long id0 = od * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
-    const float* in_n = in + n * p.c * p.d * p.h * p.w;
+  auto origin = [&](unsigned tile) {
+    const unsigned plane = tile / tiles_w / tiles_h;
+    return Origin{static_cast<int>(plane / OD), static_cast<int>(plane % OD),
+                  static_cast<int>(tile / tiles_w % tiles_h) * TH, static_cast<int>(tile % tiles_w) * TW};
+  };
+  // A warp copies whole tile rows: the row's coordinates and bounds once, then lanes along W.
+  constexpr int ROWS = CG * KD * G.in_h, WARPS = THREADS / 32;
+  auto stage = [&](const Origin& o, int buf) {
+    const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
+    const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
     float* dst = tiles + buf * G.tile_floats;
-    for (int i = tid; i < CG * KD * G.in_h * G.in_w; i += THREADS) {
-      const int x = i % G.in_w, y = i / G.in_w % G.in_h, z = i / (G.in_w * G.in_h) % KD, c = i / (G.in_w * G.in_h * KD);
-      const long long id = id0 + z * DD, ih = ih0 + y, iw = iw0 + x;
-      const bool ok = id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w;
-      copy_or_zero(dst + c * CP + z * PP + y * RP + x, ok ? in_n + ((c * p.d + id) * p.h + ih) * p.w + iw : in, ok);
+    for (int row = warp; row < ROWS; row += WARPS) {
+      const int y = row % G.in_h, z = row / G.in_h % KD, c = row / (G.in_h * KD);
+      const int id = id0 + z * DD, ih = ih0 + y;
+      const bool row_ok = static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
+                          static_cast<unsigned>(ih) < static_cast<unsigned>(H);
+      const float* src = in_n + (static_cast<long long>(c * D + id) * H + ih) * W + iw0;
+      float* d = dst + c * CP + z * PP + y * RP;
+      for (int x = lane; x < G.in_w; x += 32) {
+        const bool ok = row_ok && static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W);
+        copy_or_zero(d + x, ok ? src + x : in, ok);
+      }
     }
   };
 
-  long long tile = blockIdx.x / k_blocks;
-  if (tile < n_tiles) stage(tile, 0);
+  unsigned tile = blockIdx.x / k_blocks;
+  if (tile < n_tiles) stage(origin(tile), 0);
   copies_commit();
 #pragma unroll 1
   for (int it = 0; tile < n_tiles; ++it, tile += step) {
     const int buf = it & 1;
-    if (tile + step < n_tiles) stage(tile + step, buf ^ 1);
+    if (tile + step < n_tiles) stage(origin(tile + step), buf ^ 1);
     copies_commit();
     copies_wait<1>();  // this tile's copies (the next tile's stay in flight)
     __syncthreads();
 
-    const float* tb = tiles + buf * G.tile_floats;
+    const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
+    auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
     unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
     auto gather = [&](int group, unsigned (&frag)[CHAIN][PARTS][4]) {
 #pragma unroll
@@ -122,7 +141,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         const int s = group * CHAIN + j;
         if (s >= S) break;
         const int2 o = table[s * 4 + t];
-        const float x[4] = {tb[base_a + o.x], tb[base_b + o.x], tb[base_a + o.y], tb[base_b + o.y]};
+        const float x[4] = {at(o.x), at(o.x + B_BYTES), at(o.y), at(o.y + B_BYTES)};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float big = to_tf32(x[e]);
@@ -180,22 +199,21 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       for (int i = 0; i < R; ++i) sum[i] = acc[i];
     }
 
-    long long n, od, oh0, ow0;
-    tile_origin(tile, n, od, oh0, ow0);
-    const long long out_vol = p.od * p.oh * p.ow;
+    // Accumulator j * 4 + half * 2 + e: position pa (+ 8 for half 1), channel kb * BN + 8j + 2t + e.
+    const Origin o = origin(tile);
+    const long long out_vol = static_cast<long long>(OD) * OH * OW;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int pos = half ? pb : pa;
-      const long long oh = oh0 + pos / TW, ow = ow0 + pos % TW;
-      if (oh >= p.oh || ow >= p.ow) continue;
-      float* o = out + n * p.k * out_vol + (od * p.oh + oh) * p.ow + ow;
+      const int pos = pa + 8 * half, oh = o.oh0 + pos / TW, ow = o.ow0 + pos % TW;
+      if (oh >= OH || ow >= OW) continue;
+      float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + (o.od * OH + oh) * OW + ow;
 #pragma unroll
-      for (int j = 0; j < NB; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const long long k = static_cast<long long>(kb) * BN + j * 8 + 2 * t + e;
-          if (k < p.k) o[k * out_vol] = sum[j * 4 + half * 2 + e] + (p.has_bias ? __ldg(bias + k) : 0.f);
-        }
+      for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+        const int k = kb * BN + j * 8 + 2 * t;
+        const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+        if (k < K) d0[0] = sum[j * 4 + half * 2] + b.x;
+        if (k + 1 < K) d0[out_vol] = sum[j * 4 + half * 2 + 1] + b.y;
+      }
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }

@@ -84,7 +84,7 @@ CONV3DJIT_HOST_DEVICE constexpr int igemm_shared_bytes(int kred, int bm, int bn,
 /// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
 /// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). Shared memory: the
 /// weights of its BN channels (PARTS x slices x BN x 8 floats, in wgmma's core-matrix layout),
-/// the gather table (4 int2 per slice of 8 reduction terms), then two input tiles of
+/// the gather table (4 int2 per slice of 8 reduction terms), the bias of its channels, then two input tiles of
 /// [CG (+1 zero channel)][KD][in_h rows of RP][planes PP][channels CP]; the pitches come from the planner.
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
@@ -108,7 +108,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.weight_floats = g.parts * g.slices * 8 * bn;
   g.table_ints = g.slices * 8;
   g.tile_floats = ((cg + g.zero_channel) * cp + 3) / 4 * 4;  // 16-byte aligned buffers
-  g.shared_bytes = 4 * (g.weight_floats + g.table_ints + 2 * g.tile_floats);
+  g.shared_bytes = 4 * (g.weight_floats + g.table_ints + bn + 2 * g.tile_floats);
   return g;
 }
 

@@ -320,6 +320,12 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
       th * tw > 256) {
     return std::nullopt;
   }
+  // The kernel counts tiles, extents and one image's offsets in 32 bits.
+  const long long n_tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, th) * ceil_div(prob.out.w, tw);
+  const long long limit = (1LL << 31) - 1;
+  if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit) {
+    return std::nullopt;
+  }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
   const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, 0);
   const long long tile_floats = prob.c_per_group * d.kernel.d * rough.in_h * rough.in_w;
