@@ -20,13 +20,17 @@ __device__ __forceinline__ unsigned long long descriptor(const void* smem) {
   return u64((addr & 0x3FFFF) >> 4) | (u64(kLbo >> 4) << 16) | (u64(kSbo >> 4) << 32);
 }
 
+// No "memory" clobbers below: B is written once before a __syncthreads and never again, and the
+// accumulators are ordered by settle(), so the compiler may move shared-memory loads of the next
+// A fragments across these (measured: the gather's load latency was the top stall).
+
 // Orders this thread's register writes (A fragments, accumulators) before the next wgmma.
-__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::); }
 // Waits until at most N committed groups are still running.
 template <int N>
 __device__ __forceinline__ void wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N));
 }
 
 // After wait(): the accumulators are read or written by ordinary code only from here on (keeps
@@ -34,7 +38,7 @@ __device__ __forceinline__ void wait() {
 template <int R>
 __device__ __forceinline__ void settle(float (&d)[R]) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]));
 }
 
 // d = (accumulate ? d : 0) + A * B for N = 32, 64 or 128 columns.

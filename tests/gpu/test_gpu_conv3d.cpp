@@ -206,6 +206,9 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   };
   std::vector<Conv3dDesc> short_reduction_tf32 = short_reduction;
   for (Conv3dDesc& d : short_reduction_tf32) d.precision = Precision::Tf32;
+  // 64-column tiles of 3 rows: all but the strided C = 8 problem (its 129-column input rows don't fit).
+  std::vector<Conv3dDesc> big_tiles = short_reduction;
+  big_tiles.erase(big_tiles.begin() + 1);
   // 128-column blocks: the 3xTF32 weights of 128 channels fit for reductions up to ~200 terms.
   const std::vector<Conv3dDesc> wide = {short_reduction[2], short_reduction[4], short_reduction[5]};
   std::vector<Conv3dDesc> wide_tf32 = {short_reduction[0], short_reduction[2], short_reduction[4], short_reduction[5]};
@@ -221,7 +224,7 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
                         {"grouped:16,64,8,1", &grouped}, {"grouped:8,32,4,4", &grouped},
                         {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped},
                         {"igemm:128,64", &dense}, {"igemm:64,32", &dense}, {"igemm:32,128", &dense},
-                        {"igemm:128,64", &dense_tf32}, {"sm90:3,64,64", &short_reduction},
+                        {"igemm:128,64", &dense_tf32}, {"sm90:3,64,64", &big_tiles},
                         {"sm90:8,8,32", &short_reduction}, {"sm90:4,32,128", &wide},
                         {"sm90:2,32,64", &short_reduction_tf32}, {"sm90:16,16,128", &wide_tf32}};
   std::random_device seeds;
