@@ -1,12 +1,13 @@
-// Implicit-GEMM convolution on Hopper's warpgroup tensor cores (wgmma, sm_90a), groups == 1, for
-// problems whose whole reduction (CG * KD * KH * KW terms) fits in shared memory with BN channels.
+// Implicit-GEMM convolution on Hopper's warpgroup tensor cores (wgmma, sm_90a), groups == 1.
 //
 // GEMM view: rows = output positions, columns = output channels, reduction = (c, kd, kh, kw). A
-// block is a persistent worker for one block of BN channels: it loads those channels' weights
-// once (rounded to TF32, split into big + small for 3xTF32, in wgmma's shared-memory layout) and
-// walks spatial tiles of TH x TW outputs of one (n, od). Each tile's input (CG x KD x rows x
-// columns, zero outside the input = padding) is copied with cp.async into one of two buffers
-// while the previous tile is computed.
+// block is a persistent worker for one block of BN channels walking spatial tiles of TH x TW
+// outputs of one (n, od). The reduction runs CC channels at a time: a work item is (tile, chunk).
+// Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied with
+// cp.async into one of two buffers while the previous item is computed. The weights are rounded
+// to TF32 (and split into big + small for 3xTF32) into wgmma's shared-memory layout: once per
+// block when the whole reduction is one chunk (CC == CG); else per item into the other of two
+// buffers, loaded into registers before the previous item's multiplies and stored after them.
 //
 // The im2col gather is what run-time specialisation buys: a thread's A fragment for reduction
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for
@@ -30,23 +31,25 @@
 namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
-          int RP, int PP, int CP, int SPLIT>
+          int CC, int RP, int PP, int CP, int SPLIT>
 __global__ void __launch_bounds__(TH* TW * 2, 1)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
            float* __restrict__ out, ConvParams p) {
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CP, SPLIT);
-  constexpr int KVOL = KD * KH * KW, S = G.slices, THREADS = G.threads, NB = BN / 8, PARTS = SPLIT ? 2 : 1;
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT);
+  constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
+  constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks;
   constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : 4;  // slices per wgmma group (and per fresh chain)
   constexpr int GROUPS = (S + CHAIN - 1) / CHAIN;
-  constexpr int R = BN / 2;  // accumulators per thread
+  constexpr int R = BN / 2;                                 // accumulators per thread
+  constexpr int W_ELEMS = S * 8 * BN;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
   static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= KD * PP, "tile pitches too small");
 
   extern __shared__ float4 shared4[];
-  float* const w_s = reinterpret_cast<float*>(shared4);                   // [PARTS][S][NB][2][8][4]
-  int2* const table = reinterpret_cast<int2*>(w_s + G.weight_floats);     // [S][4]: k = t, t + 4 (bytes)
-  float* const bias_s = reinterpret_cast<float*>(table) + G.table_ints;   // [BN]
-  float* const tiles = bias_s + BN;                                       // [2][tile_floats]
+  float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
+  int2* const table = reinterpret_cast<int2*>(w_s + G.weight_buffers * G.weight_floats);  // [S][4] bytes
+  float* const bias_s = reinterpret_cast<float*>(table) + G.table_ints;                   // [BN]
+  float* const tiles = bias_s + BN;                                                       // [2][tile_floats]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
@@ -58,20 +61,42 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * tiles_h * tiles_w;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
 
-  // Weights of channels kb * BN ...: element (n, r) goes to core matrix (s, n / 8, k half) row n % 8.
-  for (int i = tid; i < S * 8 * BN; i += THREADS) {
-    const int n = i / (S * 8), r = i % (S * 8);
-    const long long k = static_cast<long long>(kb) * BN + n;
-    const float x = (r < G.kred && k < p.k) ? __ldg(wt + k * G.kred + r) : 0.f;
-    const int at = (((r / 8 * NB + n / 8) * 2 + (r % 8) / 4) * 8 + n % 8) * 4 + r % 4;
-    const float big = to_tf32(x);
-    w_s[at] = big;
-    if (SPLIT) w_s[S * 8 * BN + at] = to_tf32(x - big);
-  }
-  // Tile offset of every reduction term; padding terms read the zero channel.
+  // Weights of one chunk for channels kb * BN ...: warp w loads rows n = w, w + WARPS, ... and
+  // its lanes terms r = lane, lane + 32, ... (so every address is one base plus compile-time
+  // offsets); element (n, r) goes to core matrix (slice r / 8, n / 8, k half), row n % 8.
+  constexpr int WARPS = THREADS / 32, W_ROWS = (BN + WARPS - 1) / WARPS, W_COLS = (S * 8 + 31) / 32;
+  float w_reg[W_ROWS][W_COLS];
+  auto load_weights = [&](int chunk) {
+    const float* w = wt + static_cast<long long>(kb * BN + warp) * KRED + chunk * G.kred + lane;
+#pragma unroll
+    for (int jn = 0; jn < W_ROWS; ++jn)
+#pragma unroll
+      for (int jr = 0; jr < W_COLS; ++jr) {
+        const int n = warp + jn * WARPS, r = lane + jr * 32;
+        const bool ok = n < BN && kb * BN + n < K && r < G.kred && (CG % CC == 0 || chunk * CC + r / KVOL < CG);
+        w_reg[jn][jr] = ok ? __ldg(w + jn * WARPS * KRED + jr * 32) : 0.f;
+      }
+  };
+  auto store_weights = [&](int buffer) {
+    float* w = w_s + buffer * G.weight_floats;
+#pragma unroll
+    for (int jn = 0; jn < W_ROWS; ++jn)
+#pragma unroll
+      for (int jr = 0; jr < W_COLS; ++jr) {
+        const int n = warp + jn * WARPS, r = lane + jr * 32;
+        if (n >= BN || r >= S * 8) continue;
+        const int at = (((r / 8 * NB + n / 8) * 2 + (r % 8) / 4) * 8 + n % 8) * 4 + r % 4;
+        const float big = to_tf32(w_reg[jn][jr]);
+        w[at] = big;
+        if (SPLIT) w[W_ELEMS + at] = to_tf32(w_reg[jn][jr] - big);
+      }
+    // The tensor cores read the weights through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  };
+  // Tile offset (bytes) of every term of a chunk; padding terms read the zero channel.
   for (int r = tid; r < S * 8; r += THREADS) {
     const int c = r / KVOL, tap = r % KVOL;
-    const int off = r < G.kred ? c * CP + tap / (KH * KW) * PP + tap / KW % KH * DH * RP + tap % KW * DW : CG * CP;
+    const int off = r < G.kred ? c * CP + tap / (KH * KW) * PP + tap / KW % KH * DH * RP + tap % KW * DW : CC * CP;
     int* entry = reinterpret_cast<int*>(&table[r / 8 * 4 + r % 4]);
     entry[(r % 8) / 4] = off * 4;
   }
@@ -80,11 +105,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     bias_s[i] = p.has_bias && k < K ? __ldg(bias + k) : 0.f;
   }
   if (G.zero_channel) {
-    for (int i = tid; i < CP; i += THREADS) tiles[CG * CP + i] = tiles[G.tile_floats + CG * CP + i] = 0.f;
+    for (int i = tid; i < CP; i += THREADS) tiles[CC * CP + i] = tiles[G.tile_floats + CC * CP + i] = 0.f;
   }
-  // The tensor cores read the weights through the async proxy.
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  __syncthreads();
   const unsigned long long w_desc = wgmma::descriptor(w_s);
 
   // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64; in the input tile
@@ -102,17 +124,17 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
                   static_cast<int>(tile / tiles_w % tiles_h) * TH, static_cast<int>(tile % tiles_w) * TW};
   };
   // A warp copies whole tile rows: the row's coordinates and bounds once, then lanes along W.
-  constexpr int ROWS = CG * KD * G.in_h, WARPS = THREADS / 32;
-  auto stage = [&](const Origin& o, int buf) {
+  constexpr int ROWS = CC * KD * G.in_h;
+  auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
     float* dst = tiles + buf * G.tile_floats;
     for (int row = warp; row < ROWS; row += WARPS) {
-      const int y = row % G.in_h, z = row / G.in_h % KD, c = row / (G.in_h * KD);
+      const int y = row % G.in_h, z = row / G.in_h % KD, c = row / (G.in_h * KD), cg = chunk * CC + c;
       const int id = id0 + z * DD, ih = ih0 + y;
-      const bool row_ok = static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
+      const bool row_ok = (CG % CC == 0 || cg < CG) && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
                           static_cast<unsigned>(ih) < static_cast<unsigned>(H);
-      const float* src = in_n + (static_cast<long long>(c * D + id) * H + ih) * W + iw0;
+      const float* src = in_n + (static_cast<long long>(cg * D + id) * H + ih) * W + iw0;
       float* d = dst + c * CP + z * PP + y * RP;
       for (int x = lane; x < G.in_w; x += 32) {
         const bool ok = row_ok && static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W);
@@ -121,20 +143,35 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     }
   };
 
+  float acc[R], sum[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
+  unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
+
   unsigned tile = blockIdx.x / k_blocks;
-  if (tile < n_tiles) stage(origin(tile), 0);
+  int chunk = 0;
+  if (tile < n_tiles) stage(origin(tile), 0, 0);
   copies_commit();
+  load_weights(0);
+  store_weights(0);
 #pragma unroll 1
-  for (int it = 0; tile < n_tiles; ++it, tile += step) {
+  for (int it = 0; tile < n_tiles; ++it) {
     const int buf = it & 1;
-    if (tile + step < n_tiles) stage(origin(tile + step), buf ^ 1);
+    if (CHUNKS == 1) chunk = 0;  // a constant for the compiler: nothing lives across tiles
+    const bool last_chunk = chunk == CHUNKS - 1;
+    const unsigned next_tile = last_chunk ? tile + step : tile;
+    const int next_chunk = last_chunk ? 0 : chunk + 1;
+    const bool has_next = next_tile < n_tiles;
+    if (has_next) {
+      stage(origin(next_tile), next_chunk, buf ^ 1);
+      if (CHUNKS > 1) load_weights(next_chunk);  // in flight during the multiplies below
+    }
     copies_commit();
-    copies_wait<1>();  // this tile's copies (the next tile's stay in flight)
+    copies_wait<1>();  // this item's copies (the next item's stay in flight)
     __syncthreads();
 
     const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
     auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
-    unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
     auto gather = [&](int group, unsigned (&frag)[CHAIN][PARTS][4]) {
 #pragma unroll
       for (int j = 0; j < CHAIN; ++j) {
@@ -150,9 +187,11 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         }
       }
     };
-    float acc[R], sum[R];
+    if (chunk == 0) {
 #pragma unroll
-    for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
+      for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
+    }
+    const unsigned long long w_item = w_desc + (CHUNKS > 1 ? buf * (G.weight_floats * 4 >> 4) : 0);
     // One group: its wgmmas on `cur`, then the next group's gather into `next`. The group loop
     // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
     // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
@@ -163,10 +202,10 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       for (int j = 0; j < CHAIN; ++j) {
         const int s = group * CHAIN + j;
         if (s >= S) break;
-        const unsigned long long big_b = w_desc + static_cast<unsigned>(s * NB * 2 * 128 >> 4);
-        const bool chained = SPLIT ? j > 0 : s > 0;
+        const unsigned long long big_b = w_item + static_cast<unsigned>(s * NB * 2 * 128 >> 4);
+        const bool chained = SPLIT ? j > 0 : (s > 0 || chunk > 0);
         if (SPLIT) {
-          const unsigned long long small_b = big_b + (S * NB * 2 * 128 >> 4);
+          const unsigned long long small_b = big_b + (W_ELEMS * 4 >> 4);
           wgmma::mma<BN>(acc, cur[j][PARTS - 1], big_b, chained);
           wgmma::mma<BN>(acc, cur[j][0], small_b, true);
           wgmma::mma<BN>(acc, cur[j][0], big_b, true);
@@ -194,28 +233,35 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     }
     wgmma::wait<0>();
     wgmma::settle(acc);
-    if (!SPLIT) {
-#pragma unroll
-      for (int i = 0; i < R; ++i) sum[i] = acc[i];
-    }
+    // The previous item's weight buffer is free now (every warpgroup passed the barrier above
+    // after finishing it).
+    if (CHUNKS > 1 && has_next) store_weights(buf ^ 1);
 
-    // Accumulator j * 4 + half * 2 + e: position pa (+ 8 for half 1), channel kb * BN + 8j + 2t + e.
-    const Origin o = origin(tile);
-    const long long out_vol = static_cast<long long>(OD) * OH * OW;
+    if (last_chunk) {
+      if (!SPLIT) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int pos = pa + 8 * half, oh = o.oh0 + pos / TW, ow = o.ow0 + pos % TW;
-      if (oh >= OH || ow >= OW) continue;
-      float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + (o.od * OH + oh) * OW + ow;
+        for (int i = 0; i < R; ++i) sum[i] = acc[i];
+      }
+      // Accumulator j * 4 + half * 2 + e: position pa (+ 8 for half 1), channel kb * BN + 8j + 2t + e.
+      const Origin o = origin(tile);
+      const long long out_vol = static_cast<long long>(OD) * OH * OW;
 #pragma unroll
-      for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-        const int k = kb * BN + j * 8 + 2 * t;
-        const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-        if (k < K) d0[0] = sum[j * 4 + half * 2] + b.x;
-        if (k + 1 < K) d0[out_vol] = sum[j * 4 + half * 2 + 1] + b.y;
+      for (int half = 0; half < 2; ++half) {
+        const int pos = pa + 8 * half, oh = o.oh0 + pos / TW, ow = o.ow0 + pos % TW;
+        if (oh >= OH || ow >= OW) continue;
+        float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + (o.od * OH + oh) * OW + ow;
+#pragma unroll
+        for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+          const int k = kb * BN + j * 8 + 2 * t;
+          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+          if (k < K) d0[0] = sum[j * 4 + half * 2] + b.x;
+          if (k + 1 < K) d0[out_vol] = sum[j * 4 + half * 2 + 1] + b.y;
+        }
       }
     }
-    __syncthreads();  // every warp is done with this buffer before it is refilled
+    __syncthreads();  // every warp is done with this item's buffers before they are refilled
+    tile = next_tile;
+    chunk = next_chunk;
   }
 }
 

@@ -82,33 +82,39 @@ CONV3DJIT_HOST_DEVICE constexpr int igemm_shared_bytes(int kred, int bm, int bn,
 }
 
 /// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
-/// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). Shared memory: the
-/// weights of its BN channels (PARTS x slices x BN x 8 floats, in wgmma's core-matrix layout),
-/// the gather table (4 int2 per slice of 8 reduction terms), the bias of its channels, then two input tiles of
-/// [CG (+1 zero channel)][KD][in_h rows of RP][planes PP][channels CP]; the pitches come from the planner.
+/// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). The reduction runs
+/// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
+/// slices x BN x 8 floats, in wgmma's core-matrix layout; two buffers when there are several
+/// chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of its
+/// channels, then two input tiles of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP]
+/// (channel pitch CP); the pitches come from the planner.
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
+  int chunks, weight_buffers;
   int in_h, in_w;
-  int zero_channel;  // 1 when the last slice has padding terms: they read an all-zero channel
+  int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
   int weight_floats, table_ints, tile_floats;
   int shared_bytes;
 };
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
-                                                           int dw, int th, int tw, int bn, int cp, int split) {
+                                                           int dw, int th, int tw, int bn, int cc, int cp,
+                                                           int split) {
   Sm90Geometry g{};
-  g.kred = cg * kd * kh * kw;
+  g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.slices = (g.kred + 7) / 8;
   g.parts = split ? 2 : 1;
   g.warpgroups = th * tw / 64;
   g.threads = 128 * g.warpgroups;
+  g.chunks = (cg + cc - 1) / cc;
+  g.weight_buffers = g.chunks > 1 ? 2 : 1;
   g.in_h = (th - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (tw - 1) * sw + (kw - 1) * dw + 1;
   g.zero_channel = g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
   g.table_ints = g.slices * 8;
-  g.tile_floats = ((cg + g.zero_channel) * cp + 3) / 4 * 4;  // 16-byte aligned buffers
-  g.shared_bytes = 4 * (g.weight_floats + g.table_ints + bn + 2 * g.tile_floats);
+  g.tile_floats = ((cc + g.zero_channel) * cp + 3) / 4 * 4;  // 16-byte aligned buffers
+  g.shared_bytes = 4 * (g.weight_buffers * g.weight_floats + g.table_ints + bn + 2 * g.tile_floats);
   return g;
 }
 

@@ -252,20 +252,19 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
 // --- igemm_sm90 -------------------------------------------------------------------------------
 
 struct Sm90Choice {
-  int th, tw, bn, rp, pp, cp;
+  int th, tw, bn, cc, rp, pp, cp;
   Sm90Geometry g;
 };
 
 // Bank conflicts of the A gather with these tile pitches: a warp's load for one slice and one
 // half (k = t or t + 4) has lanes (g, t) at g * SW + offset(term); count lane pairs that hit one
-// bank at different words, over every slice of the reduction.
-int sm90_bank_conflicts(const Problem& prob, int rp, int pp, int cp) {
+// bank at different words, over every slice of a chunk of cc channels.
+int sm90_bank_conflicts(const Problem& prob, int cc, int rp, int pp, int cp) {
   const Conv3dDesc& d = prob.desc;
-  const int cg = static_cast<int>(prob.c_per_group), kd = static_cast<int>(d.kernel.d),
-            kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
-  const int kvol = kd * kh * kw, kred = cg * kvol, sw = static_cast<int>(d.stride.w);
+  const int kd = static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
+  const int kvol = kd * kh * kw, kred = cc * kvol, sw = static_cast<int>(d.stride.w);
   auto offset = [&](int r) {
-    if (r >= kred) return cg * cp;
+    if (r >= kred) return cc * cp;
     const int c = r / kvol, tap = r % kvol;
     return c * cp + tap / (kh * kw) * pp + tap / kw % kh * static_cast<int>(d.dilation.h) * rp +
            tap % kw * static_cast<int>(d.dilation.w);
@@ -287,7 +286,7 @@ int sm90_bank_conflicts(const Problem& prob, int rp, int pp, int cp) {
 
 // Pitches of the input tile (row, plane, channel), each the first of the 32 values at or above
 // its minimum with the fewest gather bank conflicts.
-std::array<int, 3> sm90_pitches(const Problem& prob, int in_h, int in_w) {
+std::array<int, 3> sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
   const int kd = static_cast<int>(prob.desc.kernel.d);
   auto best = [&](int lo, auto&& conflicts_at) {
     int pick = lo, fewest = conflicts_at(lo);
@@ -297,27 +296,41 @@ std::array<int, 3> sm90_pitches(const Problem& prob, int in_h, int in_w) {
     }
     return pick;
   };
-  const int rp = best(in_w, [&](int v) { return sm90_bank_conflicts(prob, v, in_h * v, kd * in_h * v); });
-  const int pp = best(in_h * rp, [&](int v) { return sm90_bank_conflicts(prob, rp, v, kd * v); });
-  const int cp = best(kd * pp, [&](int v) { return sm90_bank_conflicts(prob, rp, pp, v); });
+  const int rp = best(in_w, [&](int v) { return sm90_bank_conflicts(prob, cc, v, in_h * v, kd * in_h * v); });
+  const int pp = best(in_h * rp, [&](int v) { return sm90_bank_conflicts(prob, cc, rp, v, kd * v); });
+  const int cp = best(kd * pp, [&](int v) { return sm90_bank_conflicts(prob, cc, rp, pp, v); });
   return {rp, pp, cp};
 }
 
-Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cp) {
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
-                       i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cp,
+                       i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
                        d.precision == Precision::Fp32 ? 1 : 0);
 }
 
-// wgmma needs sm_90a, so exactly compute capability 9.0; the kernel keeps the whole reduction's
-// weights and two input tiles in shared memory; up to 4 warpgroups, whole warps of 8 + 8 rows.
-std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn) {
+// Registers a thread of igemm_sm90 needs (ptxas -v on sm_90a, 2026-11-29): accumulators (and the
+// 3xTF32 running sums), plus with several chunks the next chunk's weights it holds; resident
+// 3xTF32, BN 64: 123; chunked 3xTF32, BN 64 with 32 weights: 194; BN 128: 235 (with 48: spills
+// at 255); TF32 BN 128: 168.
+int sm90_registers(const Sm90Geometry& g, int bn) {
+  const bool split = g.parts == 2;
+  if (g.chunks == 1) return (split ? bn : bn / 2) + 59;
+  const int warps = g.threads / 32;
+  const int held = (bn + warps - 1) / warps * ((g.slices * 8 + 31) / 32);
+  return (split ? bn : bn / 2) + held + (split ? 80 : 90);
+}
+
+// wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows
+// (3 with several chunks), within the registers a thread may have at that size; weights and two
+// input tiles must fit in shared memory.
+std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
+                                         int cc) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
   if ((bn != 32 && bn != 64 && bn != 128) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
-      th * tw > 256) {
+      th * tw > 256 || cc < 1 || cc > prob.c_per_group) {
     return std::nullopt;
   }
   // The kernel counts tiles, extents and one image's offsets in 32 bits.
@@ -327,35 +340,52 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
-  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, 0);
-  const long long tile_floats = prob.c_per_group * d.kernel.d * rough.in_h * rough.in_w;
-  if (4 * (rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) return std::nullopt;
-  const auto [rp, pp, cp] = sm90_pitches(prob, rough.in_h, rough.in_w);
-  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cp);
+  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0);
+  if (rough.chunks > 1 && rough.warpgroups > 3) return std::nullopt;
+  if (sm90_registers(rough, bn) > std::min(255, 65536 / rough.threads / 8 * 8)) return std::nullopt;
+  const long long tile_floats = cc * d.kernel.d * rough.in_h * rough.in_w;
+  if (4 * (rough.weight_buffers * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
+    return std::nullopt;
+  }
+  const auto [rp, pp, cp] = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  return Sm90Choice{th, tw, bn, rp, pp, cp, g};
+  return Sm90Choice{th, tw, bn, cc, rp, pp, cp, g};
 }
 
-// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Tile: the least padded
-// of TW in {64, 32, 16, 8} x TH rows for 4, 3, 2 or 1 warpgroups (earlier ones win ties: wide
-// tiles load fewer halo columns; more warpgroups hide each other's gathers: on the reference
-// problem 4 / 3 / 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32).
+// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
+// whole group when its weights fit (loaded once per block), else the chunk that wastes the
+// fewest reduction slots. Tile: the least padded of TW in {64, 32, 16, 8} x TH rows for 4, 3 or
+// 2 warpgroups (earlier ones win ties: wide tiles load fewer halo columns; more warpgroups hide
+// each other's gathers: on the reference problem 4 / 3 / 2 warpgroups took 1.86 / 2.08 / 2.42 ms
+// with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one warpgroup took 2x as long again).
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
   if (prob.out.k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
   const int bn = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
+  const int cg = static_cast<int>(prob.c_per_group);
+  const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  std::vector<int> chunk_sizes = {cg};
+  for (int cc : {32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
+    if (cc < cg) chunk_sizes.push_back(cc);
+  }
   std::optional<Sm90Choice> best;
   double best_eff = 0;
-  for (int tw : {64, 32, 16, 8}) {
-    for (int wgs : {4, 3, 2, 1}) {
-      const int th = 64 * wgs / tw;
-      const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) *
-                         double(prob.out.h) / double(ceil_div(prob.out.h, th) * th);
-      if (eff <= best_eff * 1.01) continue;
-      if (auto c = sm90_candidate(prob, limits, th, tw, bn)) {
-        best = c;
-        best_eff = eff;
+  for (int cc : chunk_sizes) {
+    const long long chunks = ceil_div(cg, cc);
+    const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
+    for (int tw : {64, 32, 16, 8}) {
+      for (int wgs : {4, 3, 2}) {
+        const int th = 64 * wgs / tw;
+        const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
+                           double(ceil_div(prob.out.h, th) * th) * eff_r;
+        if (eff <= best_eff * 1.01) continue;
+        if (auto c = sm90_candidate(prob, limits, th, tw, bn, cc)) {
+          best = c;
+          best_eff = eff;
+        }
       }
     }
+    if (best && cc == cg) break;  // weights resident: no per-tile weight traffic
   }
   return best;
 }
@@ -364,8 +394,8 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::ImplicitGemmSm90);
-  const int cfg[6] = {c.th, c.tw, c.bn, c.rp, c.pp, c.cp};
-  std::copy(cfg, cfg + 6, plan.key.config);
+  const int cfg[7] = {c.th, c.tw, c.bn, c.cc, c.rp, c.pp, c.cp};
+  std::copy(cfg, cfg + 7, plan.key.config);
   plan.block = static_cast<unsigned>(c.g.threads);
   plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
@@ -439,19 +469,20 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_igemm(prob, a, b);
   }
-  if (std::sscanf(forced.c_str(), "sm90:%d,%d,%d%c", &a, &b, &c, &tail) == 3) {
-    const auto choice = sm90_candidate(prob, limits, a, b, c);
+  if (std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
+    const auto choice = sm90_candidate(prob, limits, a, b, c, std::min<int>(d, static_cast<int>(prob.c_per_group)));
     if (!choice) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64 or 128, "
-                              "TW a multiple of 8, TH x TW a multiple of 64 up to 256, and the weights and two "
-                              "input tiles must fit in shared memory", forced));
+                              "TW a multiple of 8, TH x TW a multiple of 64 up to 256 (192 with several channel "
+                              "chunks), CC >= 1, and the weights and two input tiles must fit in shared memory",
+                              forced));
     }
     return plan_sm90(prob, limits, *choice);
   }
   throw Error(ErrorCategory::InvalidArgument,
               fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT, "
-                          "igemm:BM,BN or sm90:TH,TW,BN", forced));
+                          "igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
 }
 
 }  // namespace

@@ -31,13 +31,14 @@ bool SpecKey::operator==(const SpecKey& o) const noexcept {
 size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
   // FNV-1a over the fields; on the hot path of every conv3d call, so no string building.
   const int32_t fields[] = {static_cast<int32_t>(k.algorithm), static_cast<int32_t>(k.precision),
-                            k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw,
-                            k.config[0], k.config[1], k.config[2], k.config[3], k.config[4], k.config[5]};
+                            k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw};
   uint64_t h = 1469598103934665603ull;
-  for (int32_t f : fields) {
+  auto mix = [&h](int32_t f) {
     h ^= static_cast<uint32_t>(f);
     h *= 1099511628211ull;
-  }
+  };
+  for (int32_t f : fields) mix(f);
+  for (int32_t f : k.config) mix(f);
   return static_cast<size_t>(h);
 }
 

@@ -194,7 +194,7 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
       make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4),  // grouped, dilated
       make(1, 6, {4, 33, 17}, 9, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
   };
-  // igemm_sm90 keeps the whole reduction in shared memory: short reductions only. Outputs that
+  // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
   // end mid-tile in W and H, K below, at and above the 32/64/128-column blocks (2 blocks of 128),
   // padding terms in the last slice (C * KVOL % 8 != 0), strides, dilation, pointwise.
   std::vector<Conv3dDesc> short_reduction = {
@@ -224,9 +224,11 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
                         {"grouped:16,64,8,1", &grouped}, {"grouped:8,32,4,4", &grouped},
                         {"grouped:4,16,4,2", &grouped}, {"grouped:1,64,8,3", &grouped},
                         {"igemm:128,64", &dense}, {"igemm:64,32", &dense}, {"igemm:32,128", &dense},
-                        {"igemm:128,64", &dense_tf32}, {"sm90:3,64,64", &big_tiles},
-                        {"sm90:8,8,32", &short_reduction}, {"sm90:4,32,128", &wide},
-                        {"sm90:2,32,64", &short_reduction_tf32}, {"sm90:16,16,128", &wide_tf32}};
+                        {"igemm:128,64", &dense_tf32}, {"sm90:3,64,64,512", &big_tiles},
+                        {"sm90:8,8,32,512", &short_reduction}, {"sm90:4,32,128,512", &wide},
+                        {"sm90:2,32,64,512", &short_reduction_tf32}, {"sm90:16,16,128,512", &wide_tf32},
+                        {"sm90:2,64,64,4", &dense}, {"sm90:8,16,32,3", &dense_tf32},
+                        {"sm90:3,32,128,2", &short_reduction}};
   std::random_device seeds;
   for (const Case& c : cases) {
     EngineOptions options;

@@ -90,10 +90,15 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
     CHECK(engine.kernel_for(d, "sm_100").find("igemm_sm90") == std::string::npos);
   }
   EngineOptions forced = options;
-  forced.kernel_config = "sm90:3,64,64";
+  forced.kernel_config = "sm90:3,64,64,512";
   Engine forced_engine(forced);
   CHECK_THROWS_AS(forced_engine.precompile(desc(3, {3, 5, 7}), "sm_80"), Error);
-  CHECK_THROWS_AS(forced_engine.precompile(desc(512, {3, 3, 3}), "sm_90"), Error);  // weights exceed shared memory
+  CHECK_THROWS_AS(forced_engine.precompile(desc(512, {3, 3, 3}), "sm_90"), Error);  // all weights: too big
+  EngineOptions chunked = options;
+  chunked.kernel_config = "sm90:3,64,32,8";
+  const PrecompileResult r = Engine(chunked).precompile(desc(512, {3, 3, 3}), "sm_90");
+  CHECK(r.compiled);
+  CHECK(r.kernel.find("conv3djit::igemm_sm90<512,3,3,3,1,1,1,1,1,1,3,64,32,8,") == 0);
 }
 
 TEST_CASE("a second engine on the same folder reads from disk instead of compiling") {
