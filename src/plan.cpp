@@ -310,16 +310,16 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
                        d.precision == Precision::Fp32 ? 1 : 0);
 }
 
-// Registers a thread of igemm_sm90 needs (ptxas -v on sm_90a, 2026-11-29): accumulators (and the
-// 3xTF32 running sums), plus with several chunks the next chunk's weights it holds; resident
-// 3xTF32, BN 64: 123; chunked 3xTF32, BN 64 with 32 weights: 194; BN 128: 235 (with 48: spills
-// at 255); TF32 BN 128: 168.
+// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums), plus with
+// several chunks the next chunk's weights it holds. An upper bound fitted to ptxas -v on sm_90a
+// (2026-11-29): resident 3xTF32, BN 64: 123; chunked 3xTF32, BN 64 holding 24 weights: 168 and
+// spills at 3 warpgroups, holding 32: 194; BN 128 holding 48 spills at 255.
 int sm90_registers(const Sm90Geometry& g, int bn) {
   const bool split = g.parts == 2;
   if (g.chunks == 1) return (split ? bn : bn / 2) + 59;
   const int warps = g.threads / 32;
   const int held = (bn + warps - 1) / warps * ((g.slices * 8 + 31) / 32);
-  return (split ? bn : bn / 2) + held + (split ? 80 : 90);
+  return (split ? bn : bn / 2) + held + 90;
 }
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows
@@ -361,7 +361,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
 // with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one warpgroup took 2x as long again).
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
   if (prob.out.k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
-  const int bn = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
+  const int wide = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
   const int cg = static_cast<int>(prob.c_per_group);
   const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
   std::vector<int> chunk_sizes = {cg};
@@ -372,6 +372,9 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   double best_eff = 0;
   for (int cc : chunk_sizes) {
     const long long chunks = ceil_div(cg, cc);
+    // Chunked 3xTF32 with 128 columns holds 128 accumulators and sums: one slice per chain, 64
+    // FADDs per 3 wgmma, 2 warpgroups at 235 registers; two blocks of 64 columns run faster.
+    const int bn = chunks > 1 && prob.desc.precision == Precision::Fp32 ? std::min(wide, 64) : wide;
     const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
     for (int tw : {64, 32, 16, 8}) {
       for (int wgs : {4, 3, 2}) {
