@@ -353,42 +353,30 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   return Sm90Choice{th, tw, bn, cc, rp, pp, cp, g};
 }
 
-// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
-// whole group when its weights fit (loaded once per block), else the chunk that wastes the
-// fewest reduction slots. Tile: the least padded of TW in {64, 32, 16, 8} x TH rows for 4, 3 or
-// 2 warpgroups (earlier ones win ties: wide tiles load fewer halo columns; more warpgroups hide
-// each other's gathers: on the reference problem 4 / 3 / 2 warpgroups took 1.86 / 2.08 / 2.42 ms
-// with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one warpgroup took 2x as long again).
+// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Tile: the least padded
+// of TW in {64, 32, 16, 8} x TH rows for 4, 3 or 2 warpgroups (earlier ones win ties: wide tiles
+// load fewer halo columns; more warpgroups hide each other's gathers: on the reference problem
+// 4 / 3 / 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one
+// warpgroup took 2x as long again). Only when the whole reduction's weights stay in shared memory:
+// with channel chunks (sm90:TH,TW,BN,CC) the per-chunk weight staging and barriers made 11 of the
+// 14 large-C suite layers 5-130 % slower than igemm_tf32 (bench/NOTES.md).
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
   if (prob.out.k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
-  const int wide = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
+  const int bn = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
   const int cg = static_cast<int>(prob.c_per_group);
-  const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
-  std::vector<int> chunk_sizes = {cg};
-  for (int cc : {32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
-    if (cc < cg) chunk_sizes.push_back(cc);
-  }
   std::optional<Sm90Choice> best;
   double best_eff = 0;
-  for (int cc : chunk_sizes) {
-    const long long chunks = ceil_div(cg, cc);
-    // Chunked 3xTF32 with 128 columns holds 128 accumulators and sums: one slice per chain, 64
-    // FADDs per 3 wgmma, 2 warpgroups at 235 registers; two blocks of 64 columns run faster.
-    const int bn = chunks > 1 && prob.desc.precision == Precision::Fp32 ? std::min(wide, 64) : wide;
-    const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
-    for (int tw : {64, 32, 16, 8}) {
-      for (int wgs : {4, 3, 2}) {
-        const int th = 64 * wgs / tw;
-        const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
-                           double(ceil_div(prob.out.h, th) * th) * eff_r;
-        if (eff <= best_eff * 1.01) continue;
-        if (auto c = sm90_candidate(prob, limits, th, tw, bn, cc)) {
-          best = c;
-          best_eff = eff;
-        }
+  for (int tw : {64, 32, 16, 8}) {
+    for (int wgs : {4, 3, 2}) {
+      const int th = 64 * wgs / tw;
+      const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
+                         double(ceil_div(prob.out.h, th) * th);
+      if (eff <= best_eff * 1.01) continue;
+      if (auto c = sm90_candidate(prob, limits, th, tw, bn, cg)) {
+        best = c;
+        best_eff = eff;
       }
     }
-    if (best && cc == cg) break;  // weights resident: no per-tile weight traffic
   }
   return best;
 }

@@ -7,6 +7,7 @@
 
 #include "catch.hpp"
 #include "codegen.hpp"
+#include "config_cases.hpp"
 #include "conv3djit/engine.hpp"
 #include "nvrtc_compiler.hpp"
 
@@ -99,6 +100,20 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
   const PrecompileResult r = Engine(chunked).precompile(desc(512, {3, 3, 3}), "sm_90");
   CHECK(r.compiled);
   CHECK(r.kernel.find("conv3djit::igemm_sm90<512,3,3,3,1,1,1,1,1,1,3,64,32,8,") == 0);
+}
+
+TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
+  // A configuration that does not fit a listed problem would only show up on the GPU machine.
+  for (const test::ConfigCase& c : test::config_cases().forced) {
+    EngineOptions options;
+    options.disk_cache = false;
+    options.kernel_config = c.config;
+    Engine engine(options);
+    for (const Conv3dDesc& d : c.descs) {
+      INFO(c.config << " " << describe(d));
+      CHECK_NOTHROW(engine.kernel_for(d, "sm_90"));
+    }
+  }
 }
 
 TEST_CASE("a second engine on the same folder reads from disk instead of compiling") {

@@ -1,0 +1,85 @@
+#include "config_cases.hpp"
+
+namespace conv3djit::test {
+
+Conv3dDesc make(int64_t n, int64_t c, Dims3 in, int64_t k, Dims3 kernel, Dims3 stride, Padding pad, Dims3 dil,
+                int64_t groups, bool bias) {
+  Conv3dDesc d;
+  d.n = n; d.c = c; d.d = in.d; d.h = in.h; d.w = in.w; d.k = k;
+  d.kernel = kernel; d.stride = stride; d.padding = pad; d.dilation = dil; d.groups = groups; d.bias = bias;
+  return d;
+}
+
+ConfigCases config_cases() {
+  // Tiles that end mid-row and mid-column, K not a multiple of the block, single and chunked
+  // channel staging, both thread widths, strides and dilations.
+  const std::vector<Conv3dDesc> dense = {
+      make(2, 3, {9, 13, 37}, 13, {3, 5, 7}),
+      make(1, 8, {6, 11, 21}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true),
+      make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, Padding::same(), {2, 1, 2}),
+      make(1, 48, {4, 7, 9}, 70, {3, 3, 3}, 1, 1, 1, 1, true),  // C * 27 > 1024: chunked
+      make(1, 512, {5, 6, 7}, 9, {3, 3, 3}, 1, 1, 1, 1, true),  // 13824-term reduction
+  };
+  std::vector<Conv3dDesc> dense_tf32 = dense;
+  for (Conv3dDesc& d : dense_tf32) d.precision = Precision::Tf32;
+  std::vector<Conv3dDesc> grouped = {
+      make(2, 16, {5, 19, 70}, 16, {3, 3, 3}, 1, 1, 1, 16, true),        // depthwise, W > 64
+      make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),        // channel multiplier 2
+      make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4),  // grouped, dilated
+      make(1, 6, {4, 33, 17}, 9, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
+  };
+  // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
+  // end mid-tile in W and H, K below, at and above the 32/64/128-column blocks (2 blocks of 128),
+  // padding terms in the last slice (C * KVOL % 8 != 0), strides, dilation, pointwise.
+  std::vector<Conv3dDesc> short_reduction = {
+      dense[0], dense[1], dense[2],
+      make(2, 3, {5, 21, 70}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      make(1, 24, {3, 9, 30}, 130, {1, 1, 1}, 1, 0, 1, 1, true),
+      make(1, 3, {6, 23, 29}, 40, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}),
+      make(1, 7, {5, 12, 17}, 17, {3, 3, 3}, 1, 2, 2),
+  };
+  std::vector<Conv3dDesc> short_reduction_tf32 = short_reduction;
+  for (Conv3dDesc& d : short_reduction_tf32) d.precision = Precision::Tf32;
+  // 64-column tiles of 3 rows: all but the strided C = 8 problem (its 129-column input rows don't fit).
+  std::vector<Conv3dDesc> big_tiles = short_reduction;
+  big_tiles.erase(big_tiles.begin() + 1);
+  // 128-column blocks: the 3xTF32 weights of 128 channels fit for reductions up to ~200 terms.
+  const std::vector<Conv3dDesc> wide = {short_reduction[2], short_reduction[4], short_reduction[5]};
+  std::vector<Conv3dDesc> wide_tf32 = {short_reduction[0], short_reduction[2], short_reduction[4], short_reduction[5]};
+  for (Conv3dDesc& d : wide_tf32) d.precision = Precision::Tf32;
+  // Chunks of 2 channels with 128 columns: partial last chunk (C = 7), strides, pointwise.
+  const std::vector<Conv3dDesc> chunked_wide = {short_reduction[1], short_reduction[4], short_reduction[6]};
+  return ConfigCases{
+      {
+          {"generic", dense},
+          {"generic", grouped},
+          {"generic:1", dense},
+          {"generic:8", grouped},
+          {"tiled:8,1,4,1,8", dense},
+          {"tiled:1,1,32,2,4", dense},
+          {"tiled:3,1,1,3,8", dense},
+          {"tiled:2,2,8,1,4", dense},
+          {"tiled:4,2,4,3,8", dense},
+          {"tiled:1,8,2,2,4", dense},
+          {"tiled:2,4,2,8,4", dense},
+          {"grouped:16,64,8,1", grouped},
+          {"grouped:8,32,4,4", grouped},
+          {"grouped:4,16,4,2", grouped},
+          {"grouped:1,64,8,3", grouped},
+          {"igemm:128,64", dense},
+          {"igemm:64,32", dense},
+          {"igemm:32,128", dense},
+          {"igemm:128,64", dense_tf32},
+          {"sm90:3,64,64,512", big_tiles},
+          {"sm90:8,8,32,512", short_reduction},
+          {"sm90:4,32,128,512", wide},
+          {"sm90:2,32,64,512", short_reduction_tf32},
+          {"sm90:16,16,128,512", wide_tf32},
+          {"sm90:2,64,64,4", dense},
+          {"sm90:8,16,32,3", dense_tf32},
+          {"sm90:2,64,128,2", chunked_wide},
+      },
+      {dense, grouped, dense_tf32, short_reduction, short_reduction_tf32}};
+}
+
+}  // namespace conv3djit::test
