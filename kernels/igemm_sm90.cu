@@ -4,10 +4,12 @@
 // block is a persistent worker for one block of BN channels walking spatial tiles of TH x TW
 // outputs of one (n, od). The reduction runs CC channels at a time: a work item is (tile, chunk).
 // Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied with
-// cp.async into one of two buffers while the previous item is computed. The weights are rounded
-// to TF32 (and split into big + small for 3xTF32) into wgmma's shared-memory layout: once per
-// block when the whole reduction is one chunk (CC == CG); else per item into the other of two
-// buffers, loaded into registers before the previous item's multiplies and stored after them.
+// cp.async into one of two buffers while the previous item is computed. The weights go to shared
+// memory rounded to TF32 (and split into big + small for 3xTF32) in wgmma's layout: when the whole
+// reduction is one chunk (CC == CG) the block converts them itself, once; with several chunks,
+// sm90_weights (below, launched just before on the same stream) has written every chunk in that
+// form to a workspace, `wt` points there, and each item's chunk is a plain cp.async copy into the
+// other of two buffers, next to the input.
 //
 // The im2col gather is what run-time specialisation buys: a thread's A fragment for reduction
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for
@@ -30,6 +32,12 @@
 
 namespace conv3djit {
 
+// Where weight (column n, reduction term r) of one chunk goes: core matrix (slice r / 8, column
+// block n / 8, k half), row n % 8, element r % 4 (see wgmma.cuh).
+__device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
+  return (((r / 8 * nb + n / 8) * 2 + (r % 8) / 4) * 8 + n % 8) * 4 + r % 4;
+}
+
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
           int CC, int RP, int PP, int CP, int SPLIT>
 __global__ void __launch_bounds__(TH* TW * 2, 1)
@@ -41,7 +49,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : 4;  // slices per wgmma group (and per fresh chain)
   constexpr int GROUPS = (S + CHAIN - 1) / CHAIN;
   constexpr int R = BN / 2;                                 // accumulators per thread
-  constexpr int W_ELEMS = S * 8 * BN;
+  constexpr int W_ELEMS = S * 8 * BN, WARPS = THREADS / 32;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
   static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= KD * PP, "tile pitches too small");
 
@@ -61,37 +69,25 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * tiles_h * tiles_w;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
 
-  // Weights of one chunk for channels kb * BN ...: warp w loads rows n = w, w + WARPS, ... and
-  // its lanes terms r = lane, lane + 32, ... (so every address is one base plus compile-time
-  // offsets); element (n, r) goes to core matrix (slice r / 8, n / 8, k half), row n % 8.
-  constexpr int WARPS = THREADS / 32, W_ROWS = (BN + WARPS - 1) / WARPS, W_COLS = (S * 8 + 31) / 32;
-  float w_reg[W_ROWS][W_COLS];
-  auto load_weights = [&](int chunk) {
-    const float* w = wt + static_cast<long long>(kb * BN + warp) * KRED + chunk * G.kred + lane;
-#pragma unroll
-    for (int jn = 0; jn < W_ROWS; ++jn)
-#pragma unroll
-      for (int jr = 0; jr < W_COLS; ++jr) {
-        const int n = warp + jn * WARPS, r = lane + jr * 32;
-        const bool ok = n < BN && kb * BN + n < K && r < G.kred && (CG % CC == 0 || chunk * CC + r / KVOL < CG);
-        w_reg[jn][jr] = ok ? __ldg(w + jn * WARPS * KRED + jr * 32) : 0.f;
+  if (CHUNKS == 1) {
+    // Element (n, r) of channels kb * BN ...: warp w converts rows n = w, w + WARPS, ..., its
+    // lanes terms r = lane, lane + 32, ...
+    for (int n = warp; n < BN; n += WARPS) {
+      for (int r = lane; r < S * 8; r += 32) {
+        const bool ok = kb * BN + n < K && r < KRED;
+        const float x = ok ? __ldg(wt + static_cast<long long>(kb * BN + n) * KRED + r) : 0.f;
+        const int at = sm90_weight_index(n, r, NB);
+        const float big = to_tf32(x);
+        w_s[at] = big;
+        if (SPLIT) w_s[W_ELEMS + at] = to_tf32(x - big);
       }
-  };
-  auto store_weights = [&](int buffer) {
-    float* w = w_s + buffer * G.weight_floats;
-#pragma unroll
-    for (int jn = 0; jn < W_ROWS; ++jn)
-#pragma unroll
-      for (int jr = 0; jr < W_COLS; ++jr) {
-        const int n = warp + jn * WARPS, r = lane + jr * 32;
-        if (n >= BN || r >= S * 8) continue;
-        const int at = (((r / 8 * NB + n / 8) * 2 + (r % 8) / 4) * 8 + n % 8) * 4 + r % 4;
-        const float big = to_tf32(w_reg[jn][jr]);
-        w[at] = big;
-        if (SPLIT) w[W_ELEMS + at] = to_tf32(w_reg[jn][jr] - big);
-      }
-    // The tensor cores read the weights through the async proxy.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+  }
+  // One chunk of prepared weights, contiguous in the workspace, copied 16 bytes at a time.
+  auto copy_weights = [&](int chunk, int buffer) {
+    const float* src = wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats;
+    float* dst = w_s + buffer * G.weight_floats;
+    for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy16(dst + i, src + i);
   };
   // Tile offset (bytes) of every term of a chunk; padding terms read the zero channel.
   for (int r = tid; r < S * 8; r += THREADS) {
@@ -150,10 +146,11 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 
   unsigned tile = blockIdx.x / k_blocks;
   int chunk = 0;
-  if (tile < n_tiles) stage(origin(tile), 0, 0);
+  if (tile < n_tiles) {
+    stage(origin(tile), 0, 0);
+    if (CHUNKS > 1) copy_weights(0, 0);
+  }
   copies_commit();
-  load_weights(0);
-  store_weights(0);
 #pragma unroll 1
   for (int it = 0; tile < n_tiles; ++it) {
     const int buf = it & 1;
@@ -164,10 +161,12 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     const bool has_next = next_tile < n_tiles;
     if (has_next) {
       stage(origin(next_tile), next_chunk, buf ^ 1);
-      if (CHUNKS > 1) load_weights(next_chunk);  // in flight during the multiplies below
+      if (CHUNKS > 1) copy_weights(next_chunk, buf ^ 1);
     }
     copies_commit();
     copies_wait<1>();  // this item's copies (the next item's stay in flight)
+    // The tensor cores read the weights (stored or copied above) through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
 
     const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
@@ -233,9 +232,6 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     }
     wgmma::wait<0>();
     wgmma::settle(acc);
-    // The previous item's weight buffer is free now (every warpgroup passed the barrier above
-    // after finishing it).
-    if (CHUNKS > 1 && has_next) store_weights(buf ^ 1);
 
     if (last_chunk) {
       if (!SPLIT) {
@@ -262,6 +258,30 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     __syncthreads();  // every warp is done with this item's buffers before they are refilled
     tile = next_tile;
     chunk = next_chunk;
+  }
+}
+
+// Rounds (and for 3xTF32 splits) the weights of every (channel block, chunk) of igemm_sm90 with
+// the same template arguments into the layout its shared memory wants, chunk after chunk, so
+// that the convolution copies each chunk as is. Arguments as the convolution's; `in` and `bias`
+// unused, `out` is the workspace (k_blocks x chunks x weight_floats floats).
+template <int CG, int KD, int KH, int KW, int BN, int CC, int SPLIT>
+__global__ void __launch_bounds__(256)
+sm90_weights(const float* __restrict__, const float* __restrict__ wt, const float* __restrict__,
+             float* __restrict__ out, ConvParams p) {
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, 1, 1, 1, 1, 8, 8, BN, CC, 0, SPLIT);
+  constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, NB = BN / 8, W_ELEMS = G.slices * 8 * BN;
+  const long long total = (p.k + BN - 1) / BN * G.chunks * W_ELEMS;
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < total; i += gridDim.x * 256LL) {
+    const int block = static_cast<int>(i / W_ELEMS), e = static_cast<int>(i % W_ELEMS);
+    const int kb = block / G.chunks, chunk = block % G.chunks, n = e / (G.slices * 8), r = e % (G.slices * 8);
+    const long long k = static_cast<long long>(kb) * BN + n;
+    const bool ok = k < p.k && r < G.kred && chunk * CC + r / KVOL < CG;
+    const float x = ok ? __ldg(wt + k * KRED + chunk * G.kred + r) : 0.f;
+    float* dst = out + static_cast<long long>(block) * G.weight_floats + sm90_weight_index(n, r, NB);
+    const float big = to_tf32(x);
+    dst[0] = big;
+    if (SPLIT) dst[W_ELEMS] = to_tf32(x - big);
   }
 }
 

@@ -45,6 +45,12 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
       // wgmma exists only on the arch-specific target (sm_90a, i.e. compute_90a).
       if (arch.back() != 'a') target += "a";
       break;
+    case Algorithm::Sm90Weights:
+      g.source = "#include \"igemm_sm90.cu\"\n";
+      g.name_expression = fmt::format("conv3djit::sm90_weights<{},{},{},{},{},{},{}>", k.c_per_group, k.kd, k.kh,
+                                      k.kw, k.config[0], k.config[1], k.precision == Precision::Fp32 ? 1 : 0);
+      if (arch.back() != 'a') target += "a";  // same source as igemm_sm90
+      break;
     case Algorithm::ReferenceFp64:
       g.source = "#include \"reference_fp64.cu\"\n";
       g.name_expression = "conv3djit::reference_fp64";

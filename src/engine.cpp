@@ -131,24 +131,24 @@ struct Engine::Impl {
     }, hit);
   }
 
-  CUfunction function(const Plan& plan, CUcontext ctx) {
+  CUfunction function(const SpecKey& key, unsigned shared_bytes, CUcontext ctx) {
     bool hit = false;
-    CUfunction fn = functions.get_or_create(FunctionKey{plan.key, ctx}, [&] {
+    CUfunction fn = functions.get_or_create(FunctionKey{key, ctx}, [&] {
       const ContextInfo& info = context_info(ctx);
-      BinaryPtr bin = binary(plan.key, info.arch);
+      BinaryPtr bin = binary(key, info.arch);
       module_loads.fetch_add(1);
       try {
-        return load_kernel(ctx, *bin, plan.shared_bytes);
+        return load_kernel(ctx, *bin, shared_bytes);
       } catch (const Error& e) {
         if (!bin->from_disk) throw;
         // A cached cubin the driver refuses is a miss: forget it everywhere and build it afresh.
         log().warn("driver refused a cached kernel, rebuilding: {}", e.what());
-        const GeneratedKernel gen = generate(plan.key, info.arch);
-        disk->remove(cache_key_text(plan.key, info.arch, gen.options));
-        binaries.erase(BinaryKey{plan.key, info.arch});
-        bin = binary(plan.key, info.arch);
+        const GeneratedKernel gen = generate(key, info.arch);
+        disk->remove(cache_key_text(key, info.arch, gen.options));
+        binaries.erase(BinaryKey{key, info.arch});
+        bin = binary(key, info.arch);
         module_loads.fetch_add(1);
-        return load_kernel(ctx, *bin, plan.shared_bytes);
+        return load_kernel(ctx, *bin, shared_bytes);
       }
     }, &hit);
     if (hit) memory_hits.fetch_add(1, std::memory_order_relaxed);
@@ -156,7 +156,7 @@ struct Engine::Impl {
   }
 
   void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, CUcontext ctx) {
-    CUfunction fn = function(plan, ctx);
+    CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
     const void* in = t.input;
     const void* wt = t.weight;
     // The kernels read bias only when has_bias; any valid pointer will do otherwise.
@@ -164,8 +164,22 @@ struct Engine::Impl {
     void* out = t.output;
     ConvParams params = plan.params;
     void* args[] = {&in, &wt, &bias, &out, &params};
+    // With a preparation step the convolution reads the prepared weights instead: stream-ordered
+    // scratch memory, so concurrent calls on other streams and graph capture stay safe.
+    CUdeviceptr workspace = 0;
+    if (plan.prep) {
+      CUfunction prep_fn = function(plan.prep->key, 0, ctx);
+      check_cu(driver().cuMemAllocAsync(&workspace, plan.prep->workspace_bytes, stream), "cuMemAllocAsync");
+      void* prepared = reinterpret_cast<void*>(workspace);
+      void* prep_args[] = {&in, &wt, &bias, &prepared, &params};
+      check_cu(driver().cuLaunchKernel(prep_fn, plan.prep->grid, 1, 1, plan.prep->block, 1, 1, 0, stream, prep_args,
+                                       nullptr),
+               "cuLaunchKernel");
+      wt = prepared;
+    }
     check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),
              "cuLaunchKernel");
+    if (plan.prep) check_cu(driver().cuMemFreeAsync(workspace, stream), "cuMemFreeAsync");
   }
 };
 
@@ -215,6 +229,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   DeviceLimits limits;
   const std::string target = target_arch(*impl_, arch, &limits);
   const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
+  if (plan.prep) impl_->binary(plan.prep->key, target);  // production must not compile it either
   bool hit = false;
   BinaryPtr bin = impl_->binary(plan.key, target, &hit);
   const GeneratedKernel gen = generate(plan.key, target);

@@ -310,21 +310,14 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
                        d.precision == Precision::Fp32 ? 1 : 0);
 }
 
-// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums), plus with
-// several chunks the next chunk's weights it holds. An upper bound fitted to ptxas -v on sm_90a
-// (2026-11-29): resident 3xTF32, BN 64: 123; chunked 3xTF32, BN 64 holding 24 weights: 168 and
-// spills at 3 warpgroups, holding 32: 194; BN 128 holding 48 spills at 255.
-int sm90_registers(const Sm90Geometry& g, int bn) {
-  const bool split = g.parts == 2;
-  if (g.chunks == 1) return (split ? bn : bn / 2) + 59;
-  const int warps = g.threads / 32;
-  const int held = (bn + warps - 1) / warps * ((g.slices * 8 + 31) / 32);
-  return (split ? bn : bn / 2) + held + 90;
-}
+// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums) plus the
+// rest, an upper bound fitted to ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123, BN 128: 168;
+// TF32 BN 64: 106-122, BN 128: 138.
+int sm90_registers(int bn, bool split) { return split ? bn + 59 : bn / 2 + 90; }
 
-// wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows
-// (3 with several chunks), within the registers a thread may have at that size; weights and two
-// input tiles must fit in shared memory.
+// wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
+// within the registers a thread may have at that size; the weights (one chunk, two buffers when
+// there are several) and two input tiles must fit in shared memory.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc) {
   const Conv3dDesc& d = prob.desc;
@@ -341,8 +334,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
   const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0);
-  if (rough.chunks > 1 && rough.warpgroups > 3) return std::nullopt;
-  if (sm90_registers(rough, bn) > std::min(255, 65536 / rough.threads / 8 * 8)) return std::nullopt;
+  if (sm90_registers(bn, rough.parts == 2) > std::min(255, 65536 / rough.threads / 8 * 8)) return std::nullopt;
   const long long tile_floats = cc * d.kernel.d * rough.in_h * rough.in_w;
   if (4 * (rough.weight_buffers * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
     return std::nullopt;
@@ -353,30 +345,40 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   return Sm90Choice{th, tw, bn, cc, rp, pp, cp, g};
 }
 
-// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Tile: the least padded
-// of TW in {64, 32, 16, 8} x TH rows for 4, 3 or 2 warpgroups (earlier ones win ties: wide tiles
-// load fewer halo columns; more warpgroups hide each other's gathers: on the reference problem
-// 4 / 3 / 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one
-// warpgroup took 2x as long again). Only when the whole reduction's weights stay in shared memory:
-// with channel chunks (sm90:TH,TW,BN,CC) the per-chunk weight staging and barriers made 11 of the
-// 14 large-C suite layers 5-130 % slower than igemm_tf32 (bench/NOTES.md).
+// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
+// whole group when its weights fit (converted once per block), else the chunk size that wastes
+// the fewest reduction slots (ties: the larger, fewer items). Tile: the least padded of TW in
+// {64, 32, 16, 8} x TH rows for 4, 3 or 2 warpgroups (earlier ones win ties: wide tiles load
+// fewer halo columns; more warpgroups hide each other's gathers: on the reference problem 4 / 3 /
+// 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one
+// warpgroup took 2x as long again).
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
   if (prob.out.k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
   const int bn = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
   const int cg = static_cast<int>(prob.c_per_group);
+  const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  std::vector<int> chunk_sizes = {cg};
+  for (int cc : {64, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
+    if (cc < cg) chunk_sizes.push_back(cc);
+  }
   std::optional<Sm90Choice> best;
   double best_eff = 0;
-  for (int tw : {64, 32, 16, 8}) {
-    for (int wgs : {4, 3, 2}) {
-      const int th = 64 * wgs / tw;
-      const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
-                         double(ceil_div(prob.out.h, th) * th);
-      if (eff <= best_eff * 1.01) continue;
-      if (auto c = sm90_candidate(prob, limits, th, tw, bn, cg)) {
-        best = c;
-        best_eff = eff;
+  for (int cc : chunk_sizes) {
+    const long long chunks = ceil_div(cg, cc);
+    const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
+    for (int tw : {64, 32, 16, 8}) {
+      for (int wgs : {4, 3, 2}) {
+        const int th = 64 * wgs / tw;
+        const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
+                           double(ceil_div(prob.out.h, th) * th) * eff_r;
+        if (eff <= best_eff * 1.01) continue;
+        if (auto c = sm90_candidate(prob, limits, th, tw, bn, cc)) {
+          best = c;
+          best_eff = eff;
+        }
       }
     }
+    if (best && cc == cg) break;  // resident weights
   }
   return best;
 }
@@ -403,6 +405,19 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
     throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm90: {} blocks exceed the grid limit", grid));
   }
   plan.grid = static_cast<unsigned>(grid);
+  if (c.g.chunks > 1) {
+    // Every (channel block, chunk) of weights, prepared once per call for all blocks to copy.
+    PrepPlan prep;
+    prep.key = shape_key(prob, Algorithm::Sm90Weights);
+    prep.key.sd = prep.key.sh = prep.key.sw = prep.key.dd = prep.key.dh = prep.key.dw = 0;  // not used
+    prep.key.config[0] = c.bn;
+    prep.key.config[1] = c.cc;
+    prep.block = 256;
+    const long long elems = k_blocks * c.g.chunks * c.g.weight_floats;
+    prep.grid = stride_grid(elems / c.g.parts, prep.block, limits, 8);
+    prep.workspace_bytes = static_cast<uint64_t>(elems) * 4;
+    plan.prep = prep;
+  }
   return plan;
 }
 

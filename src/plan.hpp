@@ -1,6 +1,8 @@
 #pragma once
 // Plan: which kernel serves a Problem on a device, and how it is launched. The planner is a
 // heuristic over the extents and the device; only plan.key goes into the cubin.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common.cuh"
@@ -20,11 +22,20 @@ struct DeviceLimits {
 /// Limits of a typical device of an arch ("sm_90"), for planning without a GPU (precompile).
 DeviceLimits limits_for_arch(const std::string& arch);
 
+/// A kernel that runs before the convolution on the same stream, writing `workspace_bytes` of
+/// stream-ordered scratch memory that the convolution then reads in place of the weights.
+struct PrepPlan {
+  SpecKey key;
+  unsigned grid = 1, block = 1;
+  uint64_t workspace_bytes = 0;
+};
+
 struct Plan {
   SpecKey key;
   unsigned grid = 1, block = 1;
   unsigned shared_bytes = 0;  // dynamic shared memory
   ConvParams params{};
+  std::optional<PrepPlan> prep;
 };
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and

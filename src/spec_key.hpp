@@ -17,7 +17,8 @@ enum class Algorithm : uint8_t {
   DirectTiled,     // kernels/direct_tiled_fp32.cu: register-blocked, groups == 1
   Grouped,         // kernels/grouped_fp32.cu: streaming, groups > 1 (depthwise included)
   ImplicitGemm,    // kernels/igemm_tf32.cu: tensor cores, 3xTF32 (fp32 class) or TF32, groups == 1
-  ImplicitGemmSm90,  // kernels/igemm_sm90.cu: Hopper wgmma, whole reduction in shared memory
+  ImplicitGemmSm90,  // kernels/igemm_sm90.cu: Hopper wgmma, groups == 1
+  Sm90Weights,       // kernels/igemm_sm90.cu: igemm_sm90's weights, prepared chunk by chunk
   ReferenceFp64,   // kernels/reference_fp64.cu: the GPU oracle, shape-generic
 };
 const char* to_string(Algorithm a) noexcept;
