@@ -480,8 +480,8 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     if (!choice) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64 or 128, "
-                              "TW a multiple of 8, TH x TW a multiple of 64 up to 256 (192 with several channel "
-                              "chunks), CC >= 1, and the weights and two input tiles must fit in shared memory",
+                              "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
+                              "may have, CC >= 1, and the weights and two input tiles must fit in shared memory",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);

@@ -51,7 +51,9 @@ TEST_CASE("kernel templates compile for sm_80 and sm_90 quickly") {
       CHECK_FALSE(engine.precompile(d, arch).compiled);  // memory hit
     }
   }
-  CHECK(engine.stats().compiles == 12);
+  // 12 convolution kernels, plus the weight preparation kernel of the C = 256 problem, which
+  // runs on sm_90's wgmma kernel in channel chunks.
+  CHECK(engine.stats().compiles == 13);
 }
 
 TEST_CASE("the tensor-core kernel compiles for sm_80 and sm_90 in both accuracy classes") {

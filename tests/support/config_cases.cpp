@@ -74,7 +74,7 @@ ConfigCases config_cases() {
           {"sm90:8,8,32,512", short_reduction},
           {"sm90:4,32,128,512", wide},
           {"sm90:2,32,64,512", short_reduction_tf32},
-          {"sm90:16,16,128,512", wide_tf32},
+          {"sm90:8,16,128,512", wide_tf32},
           {"sm90:2,64,64,4", dense},
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},

@@ -26,6 +26,7 @@ struct FakeState {
   std::mutex mutex;
   std::map<int, int> module_loads;  // per context
   std::atomic<int> launches{0}, wrong_context_launches{0}, next_module{0};
+  std::atomic<int> allocations{0}, frees{0};
 } state;
 thread_local std::vector<CUcontext> current_stack{nullptr};
 
@@ -75,6 +76,17 @@ CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, 
   return CUDA_SUCCESS;
 }
 
+// Stream-ordered scratch memory (the wgmma kernel's prepared weights).
+CUresult mem_alloc_async(CUdeviceptr* p, size_t bytes, CUstream) {
+  *p = bytes > 0 ? 0x1000 : 0;
+  ++state.allocations;
+  return CUDA_SUCCESS;
+}
+CUresult mem_free_async(CUdeviceptr, CUstream) {
+  ++state.frees;
+  return CUDA_SUCCESS;
+}
+
 detail::DriverApi fake_driver() {
   detail::DriverApi api;
   api.cuCtxGetCurrent = ctx_get_current;
@@ -88,6 +100,8 @@ detail::DriverApi fake_driver() {
   api.cuModuleGetFunction = module_get_function;
   api.cuFuncSetAttribute = func_set_attribute;
   api.cuLaunchKernel = launch;
+  api.cuMemAllocAsync = mem_alloc_async;
+  api.cuMemFreeAsync = mem_free_async;
   return api;
 }
 
@@ -105,9 +119,11 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
   EngineOptions options;
   options.disk_cache = false;
   Engine engine(options);
-  // Three kernels (FFMA tiled, grouped, tensor-core) on both devices.
+  // On both devices: wgmma with its weights resident, grouped, and wgmma with channel chunks,
+  // which launches a weight preparation kernel first (four kernels in all).
   const std::vector<Conv3dDesc> shapes = {shape(3, 16, {3, 5, 7}), shape(8, 8, {3, 3, 3}, 8),
                                           shape(32, 32, {3, 3, 3})};
+  const size_t kernels = shapes.size() + 1;
   static float dummy[4];
   const Conv3dTensors tensors{dummy, dummy, nullptr, dummy};
   constexpr int kCallsPerThread = 30;
@@ -123,11 +139,16 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
   detail::set_driver_for_testing(nullptr);
 
   const EngineStats s = engine.stats();
-  CHECK(s.compiles == shapes.size());         // once per arch, not per device
-  CHECK(s.module_loads == 2 * shapes.size()); // once per kernel and context
-  CHECK(state.module_loads[1] == static_cast<int>(shapes.size()));
-  CHECK(state.module_loads[2] == static_cast<int>(shapes.size()));
-  CHECK(state.launches.load() == 4 * kCallsPerThread);
+  CHECK(engine.kernel_for(shapes[2], "sm_90").find("conv3djit::igemm_sm90<32,") == 0);
+  const int chunked_calls = 4 * kCallsPerThread / static_cast<int>(shapes.size());
+  const int launches = 4 * kCallsPerThread + chunked_calls;  // + a preparation launch each
+  CHECK(s.compiles == kernels);          // once per arch, not per device
+  CHECK(s.module_loads == 2 * kernels);  // once per kernel and context
+  CHECK(state.module_loads[1] == static_cast<int>(kernels));
+  CHECK(state.module_loads[2] == static_cast<int>(kernels));
+  CHECK(state.launches.load() == launches);
   CHECK(state.wrong_context_launches.load() == 0);
-  CHECK(s.memory_hits == 4 * kCallsPerThread - 2 * shapes.size());
+  CHECK(state.allocations.load() == chunked_calls);
+  CHECK(state.frees.load() == chunked_calls);
+  CHECK(s.memory_hits == launches - 2 * kernels);
 }
