@@ -1,9 +1,11 @@
 // Direct convolution for grouped and depthwise problems (groups > 1), fp32 FFMA. These do little
-// arithmetic per byte, so the kernel is built to stream: one block per (n, k, ODT x BH x BW output
-// tile) stages the input the tile needs (CG channels x its input planes, zero-filled for padding)
-// in shared memory once, so neighbouring output planes share their input planes instead of each
-// re-reading KD of them; each thread computes TW outputs along W on each of the ODT planes; the
-// block writes its outputs row by row through shared memory, so every store is coalesced.
+// arithmetic per byte, so the kernel is built to stream: one block per (n, KB output channels of
+// one group, ODT x BH x BW output tile) stages the input the tile needs (CG channels x its input
+// planes, zero-filled for padding) in shared memory once, so neighbouring output planes share
+// their input planes instead of each re-reading KD of them, and the KB channels share the whole
+// tile (ResNeXt's 8 channels per group read it once instead of 8 times); each thread computes TW
+// outputs along W on each of the ODT planes for each of the KB channels; the block writes its
+// outputs row by row through shared memory, so every store is coalesced.
 #pragma once
 #include "common.cuh"
 #include "tile_geometry.cuh"
@@ -11,13 +13,14 @@
 namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int BH, int BW,
-          int TW, int ODT>
+          int TW, int ODT, int KB>
 __global__ void __launch_bounds__(BH * BW / TW)
 grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
              const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
-  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TW, ODT);
+  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TW, ODT, KB);
+  constexpr int WK = CG * G.kvol;  // one output channel's weights
   extern __shared__ float shared[];
-  __shared__ float w_s[CG * G.kvol];
+  __shared__ float w_s[KB * WK];
 
   long long b = blockIdx.x;
   const long long tiles_w = (p.ow + BW - 1) / BW;
@@ -26,11 +29,12 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   const long long ow0 = (b % tiles_w) * BW;  b /= tiles_w;
   const long long oh0 = (b % tiles_h) * BH;  b /= tiles_h;
   const long long od0 = (b % tiles_d) * ODT; b /= tiles_d;
-  const long long k = b % p.k;
-  const long long n = b / p.k;
-  const long long g = k / p.k_per_group;
+  const long long k_blocks = p.k / KB;  // KB divides the channels per group
+  const long long k0 = b % k_blocks * KB;
+  const long long n = b / k_blocks;
+  const long long g = k0 / p.k_per_group;
 
-  for (int i = threadIdx.x; i < CG * G.kvol; i += G.threads) w_s[i] = __ldg(wt + k * (CG * G.kvol) + i);
+  for (int i = threadIdx.x; i < KB * WK; i += G.threads) w_s[i] = __ldg(wt + k0 * WK + i);
 
   const long long id0 = od0 * SD - p.pad_d;
   const long long ih0 = oh0 * SH - p.pad_h;
@@ -66,11 +70,13 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 
   const int row = threadIdx.x / G.segs;
   const int seg = threadIdx.x % G.segs;
-  float acc[ODT][TW];
+  float acc[KB][ODT][TW];
 #pragma unroll
-  for (int z = 0; z < ODT; ++z)
+  for (int j = 0; j < KB; ++j)
 #pragma unroll
-    for (int x = 0; x < TW; ++x) acc[z][x] = 0.f;
+    for (int z = 0; z < ODT; ++z)
+#pragma unroll
+      for (int x = 0; x < TW; ++x) acc[j][z][x] = 0.f;
 #pragma unroll 1
   for (int c = 0; c < CG; ++c) {
 #pragma unroll 1
@@ -88,7 +94,11 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 #pragma unroll
           for (int kw = 0; kw < KW; ++kw) {
 #pragma unroll
-            for (int x = 0; x < TW; ++x) acc[z][x] = fmaf(w[kw], xin[x * SW + kw * DW], acc[z][x]);
+            for (int j = 0; j < KB; ++j) {
+              const float wv = w[j * WK + kw];
+#pragma unroll
+              for (int x = 0; x < TW; ++x) acc[j][z][x] = fmaf(wv, xin[x * SW + kw * DW], acc[j][z][x]);
+            }
           }
         }
       }
@@ -97,16 +107,18 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 
   __syncthreads();  // the input tile is consumed: reuse it to stage the outputs
 #pragma unroll
-  for (int z = 0; z < ODT; ++z)
+  for (int j = 0; j < KB; ++j)
 #pragma unroll
-    for (int x = 0; x < TW; ++x) shared[(z * BH + row) * BW + seg * TW + x] = acc[z][x];
+    for (int z = 0; z < ODT; ++z)
+#pragma unroll
+      for (int x = 0; x < TW; ++x) shared[((j * ODT + z) * BH + row) * BW + seg * TW + x] = acc[j][z][x];
   __syncthreads();
-  const float bv = p.has_bias ? __ldg(bias + k) : 0.f;
-  for (int i = threadIdx.x; i < ODT * BH * BW; i += G.threads) {
-    const int z = i / (BH * BW), r = (i / BW) % BH, col = i % BW;
-    const long long od = od0 + z;
+  for (int i = threadIdx.x; i < KB * ODT * BH * BW; i += G.threads) {
+    const int j = i / (ODT * BH * BW), z = i / (BH * BW) % ODT, r = (i / BW) % BH, col = i % BW;
+    const long long od = od0 + z, k = k0 + j;
     if (od < p.od && oh0 + r < p.oh && ow0 + col < p.ow) {
-      out[(((n * p.k + k) * p.od + od) * p.oh + oh0 + r) * p.ow + ow0 + col] = shared[i] + bv;
+      out[(((n * p.k + k) * p.od + od) * p.oh + oh0 + r) * p.ow + ow0 + col] =
+          shared[i] + (p.has_bias ? __ldg(bias + k) : 0.f);
     }
   }
 }

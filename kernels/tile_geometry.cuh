@@ -50,17 +50,18 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   return g;
 }
 
-/// grouped_fp32: one block per (n, k, ODT x BH x BW outputs), TW outputs along W per thread.
+/// grouped_fp32: one block per (n, KB channels, ODT x BH x BW outputs), TW outputs along W per thread.
 struct GroupedGeometry {
   int segs, threads;
   int in_d, in_h, in_w, nx, kvol;
   int in_floats;
   int shared_floats;  // dynamic shared memory: the input tile, reused to stage the outputs
+  int weight_floats;  // static shared memory: KB channels' weights
 };
 
 CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
                                                                  int sw, int dd, int dh, int dw, int bh, int bw,
-                                                                 int tw, int odt) {
+                                                                 int tw, int odt, int kb) {
   GroupedGeometry g{};
   g.segs = bw / tw;
   g.threads = bh * g.segs;
@@ -70,7 +71,8 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd,
   g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
   g.kvol = kd * kh * kw;
   g.in_floats = cg * g.in_d * g.in_h * g.in_w;
-  g.shared_floats = g.in_floats > odt * bh * bw ? g.in_floats : odt * bh * bw;
+  g.shared_floats = g.in_floats > kb * odt * bh * bw ? g.in_floats : kb * odt * bh * bw;
+  g.weight_floats = kb * cg * g.kvol;
   return g;
 }
 

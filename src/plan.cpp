@@ -157,32 +157,35 @@ std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits&
   return best;
 }
 
-GroupedGeometry grouped_geom(const Problem& prob, int bh, int bw, int tw, int odt) {
+GroupedGeometry grouped_geom(const Problem& prob, int bh, int bw, int tw, int odt, int kb) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return grouped_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.d),
                           i(d.stride.h), i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), bh,
-                          bw, tw, odt);
-}
-
-// The grouped kernel keeps a group's weights in static shared memory (<= 16 KB) and wants at
-// least two blocks per SM for its input tiles.
-bool grouped_fits(const Problem& prob, const GroupedGeometry& g, const DeviceLimits& limits) {
-  return prob.c_per_group * g.kvol <= 4096 && g.shared_floats * 4 <= limits.max_smem_per_block_optin / 2;
+                          bw, tw, odt, kb);
 }
 
 struct GroupedChoice {
-  int bh, bw, tw, odt;
+  int bh, bw, tw, odt, kb;
 };
+
+// The grouped kernel keeps its KB channels' weights in static shared memory (<= 16 KB), its KB
+// channels lie in one group, a thread holds KB x ODT x TW <= 64 accumulators, and it wants at
+// least two blocks per SM for its input tiles.
+bool grouped_fits(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g, const DeviceLimits& limits) {
+  return g.weight_floats <= 4096 && prob.k_per_group % c.kb == 0 && c.kb * c.odt * c.tw <= 64 &&
+         g.shared_floats * 4 <= limits.max_smem_per_block_optin / 2;
+}
 
 Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g) {
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::Grouped);
   plan.key.config[0] = c.bh; plan.key.config[1] = c.bw; plan.key.config[2] = c.tw; plan.key.config[3] = c.odt;
+  plan.key.config[4] = c.kb;
   plan.block = static_cast<unsigned>(g.threads);
   plan.shared_bytes = static_cast<unsigned>(g.shared_floats * 4);
-  const long long blocks = prob.out.n * prob.out.k * ceil_div(prob.out.d, c.odt) * ceil_div(prob.out.h, c.bh) *
+  const long long blocks = prob.out.n * (prob.out.k / c.kb) * ceil_div(prob.out.d, c.odt) * ceil_div(prob.out.h, c.bh) *
                            ceil_div(prob.out.w, c.bw);
   if (blocks > 0x7fffffffLL) {
     throw Error(ErrorCategory::Unsupported, fmt::format("grouped kernel: {} blocks exceed the grid limit", blocks));
@@ -203,16 +206,20 @@ int least_waste(long long extent, int hi, int lo) {
 }
 
 // Block width: the narrowest of 16, 32, 64 columns that covers OW (64 beyond); height and depth:
-// the least wasteful of 16..4 rows and 4..1 planes (several planes share their input planes).
+// the least wasteful of 16..4 rows and 4..1 planes (several planes share their input planes);
+// channels per block: as many of a group's as divide it, up to 8, before extra planes (each
+// channel reuses the whole input tile, a plane only part of it).
 std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups == 1) return std::nullopt;
   GroupedChoice c;
   c.bw = prob.out.w <= 16 ? 16 : prob.out.w <= 32 ? 32 : 64;
   c.tw = c.bw == 16 ? 4 : 8;
   c.bh = least_waste(prob.out.h, 16, 4);
-  for (c.odt = least_waste(prob.out.d, 4, 1); c.odt >= 1; c.odt /= 2) {
-    const GroupedGeometry g = grouped_geom(prob, c.bh, c.bw, c.tw, c.odt);
-    if (grouped_fits(prob, g, limits)) return plan_grouped(prob, c, g);
+  for (c.kb = 8; c.kb >= 1; c.kb /= 2) {
+    for (c.odt = least_waste(prob.out.d, 4, 1); c.odt >= 1; c.odt /= 2) {
+      const GroupedGeometry g = grouped_geom(prob, c.bh, c.bw, c.tw, c.odt, c.kb);
+      if (grouped_fits(prob, c, g, limits)) return plan_grouped(prob, c, g);
+    }
   }
   return std::nullopt;
 }
@@ -380,9 +387,12 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
     }
     if (best && cc == cg) break;  // resident weights
   }
-  // Below 85 % useful tile area the flat rows of igemm_tf32 win (pointwise_512: 14 x 14 outputs
-  // in 16 x 8 tiles, 77 %: 0.58 ms against 0.38).
-  if (best && best_eff / (double(cg * kvol) / double(best->g.chunks * best->g.slices * 8)) < 0.85) return std::nullopt;
+  // A pointwise kernel has no halo to share, and below 85 % useful tile area the flat rows of
+  // igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
+  // at 87.5 % igemm_sm90 won: 0.33 against 0.45 and 0.18 against 0.20).
+  if (best && kvol == 1 && best_eff / (double(cg) / double(best->g.chunks * best->g.slices * 8)) < 0.85) {
+    return std::nullopt;
+  }
   return best;
 }
 
@@ -458,15 +468,18 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm});
   }
-  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
-    const GroupedChoice choice{a, b, c, d};
+  e = 1;  // KB, optional
+  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail) == 5 ||
+      std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
+    const GroupedChoice choice{a, b, c, d, e};
     const bool ok = (a == 1 || a == 2 || a == 4 || a == 8 || a == 16) && (b == 16 || b == 32 || b == 64) &&
-                    (c == 4 || c == 8) && d >= 1 && d <= 8;
-    const GroupedGeometry g = ok ? grouped_geom(prob, a, b, c, d) : GroupedGeometry{};
-    if (!ok || !grouped_fits(prob, g, limits)) {
+                    (c == 4 || c == 8) && d >= 1 && d <= 8 && e >= 1;
+    const GroupedGeometry g = ok ? grouped_geom(prob, a, b, c, d, e) : GroupedGeometry{};
+    if (!ok || !grouped_fits(prob, choice, g, limits)) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': BH in 1..16 (powers of 2), BW 16, 32 or 64, TW 4 or 8, ODT in "
-                              "[1, 8], and the tile must fit in shared memory", forced));
+                              "[1, 8], KB dividing the channels per group with KB x ODT x TW <= 64, and the "
+                              "tile must fit in shared memory", forced));
     }
     return plan_grouped(prob, choice, g);
   }
@@ -490,7 +503,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     return plan_sm90(prob, limits, *choice);
   }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT, "
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT[,KB], "
                           "igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
 }
 

@@ -28,6 +28,13 @@ ConfigCases config_cases() {
       make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4),  // grouped, dilated
       make(1, 6, {4, 33, 17}, 9, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
   };
+  // Several channels of a group per block: 8 (ResNeXt-like, K not a multiple of the tile's
+  // planes), 2 and 4 channels per group with strides and valid padding.
+  const std::vector<Conv3dDesc> grouped_multi = {
+      make(1, 16, {5, 10, 30}, 32, {3, 3, 3}, 1, 1, 1, 4, true),
+      make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),
+      make(1, 6, {4, 33, 17}, 12, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
+  };
   // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
   // end mid-tile in W and H, K below, at and above the 32/64/128-column blocks (2 blocks of 128),
   // padding terms in the last slice (C * KVOL % 8 != 0), strides, dilation, pointwise.
@@ -66,6 +73,8 @@ ConfigCases config_cases() {
           {"grouped:8,32,4,4", grouped},
           {"grouped:4,16,4,2", grouped},
           {"grouped:1,64,8,3", grouped},
+          {"grouped:4,32,8,1,2", grouped_multi},
+          {"grouped:4,16,4,2,8", {grouped_multi[0]}},
           {"igemm:128,64", dense},
           {"igemm:64,32", dense},
           {"igemm:32,128", dense},
@@ -79,7 +88,7 @@ ConfigCases config_cases() {
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},
       },
-      {dense, grouped, dense_tf32, short_reduction, short_reduction_tf32}};
+      {dense, grouped, grouped_multi, dense_tf32, short_reduction, short_reduction_tf32}};
 }
 
 }  // namespace conv3djit::test
