@@ -317,10 +317,14 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
                        d.precision == Precision::Fp32 ? 1 : 0);
 }
 
-// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums) plus the
-// rest, an upper bound fitted to ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123, BN 128: 168;
-// TF32 BN 64: 106-122, BN 128: 138.
-int sm90_registers(int bn, bool split) { return split ? bn + 59 : bn / 2 + 90; }
+// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums and, past
+// 512 terms, blocked totals) plus the rest, an upper bound fitted to ptxas -v on sm_90a
+// (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN 128: 168 (blocked: 232); TF32 BN 64:
+// 106-122, BN 128: 138.
+int sm90_registers(int bn, bool split, long long kred) {
+  if (!split) return bn / 2 + 90;
+  return bn + 59 + (kred > 512 ? bn / 2 : 0);
+}
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
@@ -341,7 +345,10 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
   const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0);
-  if (sm90_registers(bn, rough.parts == 2) > std::min(255, 65536 / rough.threads / 8 * 8)) return std::nullopt;
+  if (sm90_registers(bn, rough.parts == 2, prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w) >
+      std::min(255, 65536 / rough.threads / 8 * 8)) {
+    return std::nullopt;
+  }
   const long long tile_floats = cc * d.kernel.d * rough.in_h * rough.in_w;
   if (4 * (rough.weight_buffers * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
     return std::nullopt;
