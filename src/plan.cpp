@@ -383,8 +383,11 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
     for (int tw : {64, 32, 16, 8}) {
       for (int wgs : {4, 3, 2}) {
         const int th = 64 * wgs / tw;
+        // Useful fraction of the padded work, times the speed of this many warpgroups relative
+        // to 4 (the reference problem's times above).
+        const double speed = wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
         const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
-                           double(ceil_div(prob.out.h, th) * th) * eff_r;
+                           double(ceil_div(prob.out.h, th) * th) * eff_r * speed;
         if (eff <= best_eff * 1.01) continue;
         if (auto c = sm90_candidate(prob, limits, th, tw, bn, cc)) {
           best = c;
@@ -397,8 +400,10 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // A pointwise kernel has no halo to share, and below 85 % useful tile area the flat rows of
   // igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
   // at 87.5 % igemm_sm90 won: 0.33 against 0.45 and 0.18 against 0.20).
-  if (best && kvol == 1 && best_eff / (double(cg) / double(best->g.chunks * best->g.slices * 8)) < 0.85) {
-    return std::nullopt;
+  if (best && kvol == 1) {
+    const double area = double(prob.out.w) / double(ceil_div(prob.out.w, best->tw) * best->tw) *
+                        double(prob.out.h) / double(ceil_div(prob.out.h, best->th) * best->th);
+    if (area < 0.85) return std::nullopt;
   }
   return best;
 }
