@@ -1,0 +1,129 @@
+// The planner, without a GPU: which kernel family serves which problem on which arch, and that
+// every plan it makes fits the device (shared memory, threads, the wgmma kernel's tile pitches and
+// its weight preparation step).
+#include <set>
+
+#include "catch.hpp"
+#include "config_cases.hpp"
+#include "plan.hpp"
+#include "problem.hpp"
+#include "tile_geometry.cuh"
+
+using namespace conv3djit;
+using detail::Algorithm;
+
+namespace {
+
+detail::Plan plan_for(const Conv3dDesc& d, const std::string& arch, const std::string& forced = "") {
+  return detail::make_plan(detail::make_problem(d), detail::limits_for_arch(arch), forced);
+}
+
+Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}); }
+
+// The igemm_sm90 geometry a plan's key describes.
+Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
+  return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.config[0], k.config[1],
+                       k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0);
+}
+
+}  // namespace
+
+TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one block per SM") {
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    Conv3dDesc d = reference_problem();
+    d.precision = precision;
+    const detail::Plan plan = plan_for(d, "sm_90");
+    CHECK(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(plan.key.config[0] == 4);   // TH: 4 warpgroups of one 64-wide row each
+    CHECK(plan.key.config[1] == 64);  // TW
+    CHECK(plan.key.config[2] == 64);  // BN = K
+    CHECK(plan.key.config[3] == 3);   // CC = C: the weights stay in shared memory
+    CHECK_FALSE(plan.prep);
+    CHECK(plan.block == 512);
+    CHECK(plan.grid == 132);
+    CHECK(plan.shared_bytes == static_cast<unsigned>(sm90_geometry_of(d, plan.key).shared_bytes));
+    CHECK(plan.shared_bytes <= 227u * 1024);
+  }
+}
+
+TEST_CASE("wgmma is planned only for compute capability 9.0") {
+  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}) {
+    INFO(arch);
+    CHECK(plan_for(reference_problem(), arch).key.algorithm != Algorithm::ImplicitGemmSm90);
+    CHECK_THROWS_AS(plan_for(reference_problem(), arch, "sm90:4,64,64,3"), Error);
+  }
+}
+
+TEST_CASE("a long reduction runs in channel chunks whose weights are prepared first") {
+  const Conv3dDesc d = test::make(2, 32, {64, 64, 64}, 64, {3, 3, 3}, 1, 1);  // unet3d encoder
+  const detail::Plan plan = plan_for(d, "sm_90");
+  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+  CHECK(g.chunks > 1);
+  CHECK(g.weight_buffers == 2);
+  REQUIRE(plan.prep);
+  CHECK(plan.prep->key.algorithm == Algorithm::Sm90Weights);
+  CHECK(plan.prep->key.config[0] == plan.key.config[2]);  // BN
+  CHECK(plan.prep->key.config[1] == plan.key.config[3]);  // CC
+  const long long k_blocks = (64 + plan.key.config[2] - 1) / plan.key.config[2];
+  CHECK(plan.prep->workspace_bytes == static_cast<uint64_t>(k_blocks * g.chunks * g.weight_floats) * 4);
+  CHECK(plan.grid % k_blocks == 0);
+  // One preparation kernel serves every stride and dilation of the same weights' shape.
+  Conv3dDesc strided = d;
+  strided.stride = Dims3{1, 2, 2};
+  const detail::Plan other = plan_for(strided, "sm_90");
+  if (other.prep && other.key.config[2] == plan.key.config[2] && other.key.config[3] == plan.key.config[3]) {
+    CHECK(other.prep->key == plan.prep->key);
+  }
+}
+
+TEST_CASE("pointwise layers with small planes stay on the flat-row tensor-core kernel") {
+  const Conv3dDesc small_planes = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});  // pointwise_512
+  CHECK(plan_for(small_planes, "sm_90").key.algorithm == Algorithm::ImplicitGemm);
+  const Conv3dDesc large_planes = test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1});  // pointwise_128
+  CHECK(plan_for(large_planes, "sm_90").key.algorithm == Algorithm::ImplicitGemmSm90);
+}
+
+TEST_CASE("grouped layers put all channels of a group in one block, up to 8") {
+  const Conv3dDesc resnext = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32);
+  const detail::Plan plan = plan_for(resnext, "sm_90");
+  CHECK(plan.key.algorithm == Algorithm::Grouped);
+  CHECK(plan.key.config[4] == 8);
+  const Conv3dDesc depthwise = test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64);
+  CHECK(plan_for(depthwise, "sm_90").key.config[4] == 1);
+  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,8,1,3"), Error);  // 3 does not divide 8
+  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,8,4,8"), Error);  // 256 accumulators
+}
+
+TEST_CASE("every plan for the GPU suite's problems fits its device") {
+  std::set<Algorithm> seen;
+  const test::ConfigCases cases = test::config_cases();
+  std::vector<Conv3dDesc> all = {reference_problem()};
+  for (const auto& list : cases.automatic) all.insert(all.end(), list.begin(), list.end());
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    const detail::DeviceLimits limits = detail::limits_for_arch(arch);
+    for (const Conv3dDesc& d : all) {
+      INFO(arch << " " << describe(d));
+      const detail::Plan plan = plan_for(d, arch);
+      seen.insert(plan.key.algorithm);
+      CHECK(plan.grid >= 1);
+      CHECK(plan.block >= 16);  // the grouped kernel's 4 x 16 tiles for small planes: half a warp
+      CHECK(plan.block <= 1024);
+      CHECK(plan.shared_bytes <= static_cast<unsigned>(limits.max_smem_per_block_optin));
+      if (plan.key.algorithm == Algorithm::ImplicitGemmSm90) {
+        const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+        const int rp = plan.key.config[4], pp = plan.key.config[5], cp = plan.key.config[6];
+        CHECK(rp >= g.in_w);
+        CHECK(pp >= g.in_h * rp);
+        CHECK(cp >= plan.key.kd * pp);
+        CHECK(plan.block == static_cast<unsigned>(g.threads));
+        CHECK(plan.prep.has_value() == (g.chunks > 1));
+      }
+    }
+  }
+  // The list reaches every kernel family the planner picks on its own.
+  CHECK(seen.count(Algorithm::ImplicitGemmSm90) == 1);
+  CHECK(seen.count(Algorithm::ImplicitGemm) == 1);
+  CHECK(seen.count(Algorithm::Grouped) == 1);
+  CHECK(seen.count(Algorithm::DirectTiled) == 1);
+}
