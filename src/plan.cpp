@@ -425,7 +425,8 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   const long long k_blocks = ceil_div(prob.out.k, c.bn);
   const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.th) * ceil_div(prob.out.w, c.tw);
   const long long resident = 1LL * limits.sm_count * per_sm;
-  const long long grid = tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
+  const long long grid =
+      tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
   if (grid > 0x7fffffffLL) {
     throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm90: {} blocks exceed the grid limit", grid));
   }
