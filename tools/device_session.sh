@@ -3,6 +3,7 @@
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
 # Usage: tools/device_session.sh [tests|sweep|bench|all]
+# (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS)
 set -u -o pipefail
 what=${1:-all}
 out=${OUT:-device-out}
@@ -29,8 +30,9 @@ case $what in sweep|all)
   done | tee "$out/sweep.txt"
 esac
 case $what in bench|all)
-  $cli precompile --manifest bench/suite.jsonl >/dev/null 2>&1
-  $cli bench --manifest bench/suite.jsonl --json ${BENCH_CONFIG:+--config $BENCH_CONFIG} >"$out/bench.json" 2>"$out/bench.log"
+  manifest=${BENCH_MANIFEST:-bench/suite.jsonl}
+  $cli precompile --manifest "$manifest" >/dev/null 2>&1
+  $cli bench --manifest "$manifest" --json ${BENCH_CONFIG:+--config $BENCH_CONFIG} >"$out/bench.json" 2>"$out/bench.log"
   echo "bench exit $?"; tail -5 "$out/bench.log"
   python3 - "$out/bench.json" <<'PY'
 import json, sys
