@@ -93,8 +93,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   };
   // Tile offset (bytes) of every term of a chunk; padding terms read the zero channel.
   for (int r = tid; r < S * 8; r += THREADS) {
-    const int c = r / KVOL, tap = r % KVOL;
-    const int off = r < G.kred ? c * CP + tap / (KH * KW) * PP + tap / KW % KH * DH * RP + tap % KW * DW : CC * CP;
+    const int off = sm90_term_offset(r, CC, KD, KH, KW, DH, DW, RP, PP, CP);
     int* entry = reinterpret_cast<int*>(&table[r / 8 * 4 + r % 4]);
     entry[(r % 8) / 4] = off * 4;
   }

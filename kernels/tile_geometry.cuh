@@ -99,6 +99,15 @@ struct Sm90Geometry {
   int shared_bytes;
 };
 
+/// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
+/// the kernel's gather table, and the planner's bank-conflict search over the same offsets.
+/// Terms past the chunk's cc * kd * kh * kw read the all-zero channel cc.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int kh, int kw, int dh, int dw, int rp,
+                                                     int pp, int cp) {
+  const int kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
+  return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw : cc * cp;
+}
+
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
                                                            int split) {

@@ -6,6 +6,11 @@
 
 namespace conv3djit::detail {
 
+namespace {
+// wgmma exists only on the arch-specific target: sm_90 -> sm_90a (compute_90a).
+std::string arch_specific(const std::string& arch) { return arch.back() == 'a' ? arch : arch + "a"; }
+}  // namespace
+
 GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
   GeneratedKernel g;
   std::string target = arch;
@@ -42,14 +47,13 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
           "conv3djit::igemm_sm90<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>", k.c_per_group, k.kd, k.kh,
           k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw, k.config[0], k.config[1], k.config[2], k.config[3],
           k.config[4], k.config[5], k.config[6], k.precision == Precision::Fp32 ? 1 : 0);
-      // wgmma exists only on the arch-specific target (sm_90a, i.e. compute_90a).
-      if (arch.back() != 'a') target += "a";
+      target = arch_specific(arch);
       break;
     case Algorithm::Sm90Weights:
       g.source = "#include \"igemm_sm90.cu\"\n";
       g.name_expression = fmt::format("conv3djit::sm90_weights<{},{},{},{},{},{},{}>", k.c_per_group, k.kd, k.kh,
                                       k.kw, k.config[0], k.config[1], k.precision == Precision::Fp32 ? 1 : 0);
-      if (arch.back() != 'a') target += "a";  // same source as igemm_sm90
+      target = arch_specific(arch);  // same source as igemm_sm90
       break;
     case Algorithm::ReferenceFp64:
       g.source = "#include \"reference_fp64.cu\"\n";

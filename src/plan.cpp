@@ -270,12 +270,8 @@ int sm90_bank_conflicts(const Problem& prob, int cc, int rp, int pp, int cp) {
   const Conv3dDesc& d = prob.desc;
   const int kd = static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
   const int kvol = kd * kh * kw, kred = cc * kvol, sw = static_cast<int>(d.stride.w);
-  auto offset = [&](int r) {
-    if (r >= kred) return cc * cp;
-    const int c = r / kvol, tap = r % kvol;
-    return c * cp + tap / (kh * kw) * pp + tap / kw % kh * static_cast<int>(d.dilation.h) * rp +
-           tap % kw * static_cast<int>(d.dilation.w);
-  };
+  const int dh = static_cast<int>(d.dilation.h), dw = static_cast<int>(d.dilation.w);
+  auto offset = [&](int r) { return sm90_term_offset(r, cc, kd, kh, kw, dh, dw, rp, pp, cp); };
   int conflicts = 0;
   for (int first = 0; first < (kred + 7) / 8 * 8; first += 4) {
     int o[4];
