@@ -39,16 +39,17 @@ struct BinaryKeyHash {
     return SpecKeyHash{}(k.spec) ^ (std::hash<std::string>{}(k.arch) * 31);
   }
 };
-struct FunctionKey {
-  SpecKey spec;
+// Loaded functions and plans are per context: a key and the context it holds in.
+template <class Key, class KeyHash>
+struct InContext {
+  Key key;
   CUcontext ctx;
-  bool operator==(const FunctionKey& o) const { return spec == o.spec && ctx == o.ctx; }
+  bool operator==(const InContext& o) const { return key == o.key && ctx == o.ctx; }
+  struct Hash {
+    size_t operator()(const InContext& k) const { return KeyHash{}(k.key) ^ (std::hash<const void*>{}(k.ctx) * 31); }
+  };
 };
-struct FunctionKeyHash {
-  size_t operator()(const FunctionKey& k) const {
-    return SpecKeyHash{}(k.spec) ^ (std::hash<const void*>{}(k.ctx) * 31);
-  }
-};
+using FunctionKey = InContext<SpecKey, SpecKeyHash>;
 
 using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
@@ -61,18 +62,14 @@ DescFields desc_fields(const Conv3dDesc& d) {
           d.padding.amount.w, d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
           static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision), 0};
 }
-struct PlanKey {
-  DescFields desc;
-  CUcontext ctx;
-  bool operator==(const PlanKey& o) const { return desc == o.desc && ctx == o.ctx; }
-};
-struct PlanKeyHash {
-  size_t operator()(const PlanKey& k) const {
-    uint64_t h = std::hash<const void*>{}(k.ctx);
-    for (int64_t v : k.desc) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+struct DescFieldsHash {
+  size_t operator()(const DescFields& fields) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (int64_t v : fields) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
     return static_cast<size_t>(h);
   }
 };
+using PlanKey = InContext<DescFields, DescFieldsHash>;
 
 }  // namespace
 
@@ -85,8 +82,8 @@ struct Engine::Impl {
   EngineOptions options;
   std::unique_ptr<DiskCache> disk;
   MemoryCache<BinaryKey, BinaryPtr, BinaryKeyHash> binaries;
-  MemoryCache<FunctionKey, CUfunction, FunctionKeyHash> functions;
-  MemoryCache<PlanKey, Plan, PlanKeyHash> plans;
+  MemoryCache<FunctionKey, CUfunction, FunctionKey::Hash> functions;
+  MemoryCache<PlanKey, Plan, PlanKey::Hash> plans;
   std::mutex contexts_mutex;
   std::unordered_map<CUcontext, ContextInfo> contexts;
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0};
