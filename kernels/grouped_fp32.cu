@@ -1,125 +1,171 @@
 // Direct convolution for grouped and depthwise problems (groups > 1), fp32 FFMA. These do little
-// arithmetic per byte, so the kernel is built to stream: one block per (n, KB output channels of
-// one group, ODT x BH x BW output tile) stages the input the tile needs (CG channels x its input
-// planes, zero-filled for padding) in shared memory once, so neighbouring output planes share
-// their input planes instead of each re-reading KD of them, and the KB channels share the whole
-// tile (ResNeXt's 8 channels per group read it once instead of 8 times); each thread computes TW
-// outputs along W on each of the ODT planes for each of the KB channels; the block writes its
-// outputs row by row through shared memory, so every store is coalesced.
+// arithmetic per byte, so the kernel is built to stream. A block computes KB output channels of
+// one group (they share its input) for a BH x BW tile of up to ODB consecutive output planes,
+// walking the planes in order: the input planes flow through a ring of shared-memory slots
+// (cp.async, zero-filled for padding), each copied once and read by every output plane that
+// needs it, with the planes of the next two output planes in flight while this one is computed.
+// A thread owns TH rows x TW consecutive columns, so one input row it reads serves TW x KW terms
+// of up to TH rows; its stores go straight from registers (16-byte when the rows allow).
 #pragma once
+#include "async_copy.cuh"
 #include "common.cuh"
 #include "tile_geometry.cuh"
 
 namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int BH, int BW,
-          int TW, int ODT, int KB>
-__global__ void __launch_bounds__(BH * BW / TW)
+          int TH, int TW, int ODB, int KB>
+__global__ void __launch_bounds__(BH / TH * (BW / TW), 1)
 grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
              const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
-  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TW, ODT, KB);
-  constexpr int WK = CG * G.kvol;  // one output channel's weights
-  extern __shared__ float shared[];
-  __shared__ float w_s[KB * WK];
+  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB);
+  extern __shared__ __align__(16) float ring[];
+  __shared__ float w_s[G.weight_floats];
 
-  long long b = blockIdx.x;
-  const long long tiles_w = (p.ow + BW - 1) / BW;
-  const long long tiles_h = (p.oh + BH - 1) / BH;
-  const long long tiles_d = (p.od + ODT - 1) / ODT;
-  const long long ow0 = (b % tiles_w) * BW;  b /= tiles_w;
-  const long long oh0 = (b % tiles_h) * BH;  b /= tiles_h;
-  const long long od0 = (b % tiles_d) * ODT; b /= tiles_d;
-  const long long k_blocks = p.k / KB;  // KB divides the channels per group
-  const long long k0 = b % k_blocks * KB;
+  // The planner keeps every extent below 2^31. Block order: W tiles, H tiles, plane runs,
+  // channel blocks, images, so that blocks sharing halo rows run together.
+  const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
+  const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
+  int b = static_cast<int>(blockIdx.x);
+  const int tiles_w = (OW + BW - 1) / BW, tiles_h = (OH + BH - 1) / BH, runs = (OD + ODB - 1) / ODB;
+  const int ow0 = b % tiles_w * BW; b /= tiles_w;
+  const int oh0 = b % tiles_h * BH; b /= tiles_h;
+  const int od0 = b % runs * ODB;   b /= runs;
+  const int k_blocks = static_cast<int>(p.k / KB);  // KB divides the channels per group
+  const long long k0 = static_cast<long long>(b % k_blocks) * KB;
   const long long n = b / k_blocks;
   const long long g = k0 / p.k_per_group;
 
-  for (int i = threadIdx.x; i < KB * WK; i += G.threads) w_s[i] = __ldg(wt + k0 * WK + i);
-
-  const long long id0 = od0 * SD - p.pad_d;
-  const long long ih0 = oh0 * SH - p.pad_h;
-  const long long iw0 = ow0 * SW - p.pad_w;
-  const long long in_plane = p.h * p.w;
-  const float* in_g = in + (n * p.c + g * CG) * p.d * in_plane;
-  // Batches of 8 loads in flight per thread before any is stored.
-  constexpr int BATCH = 8;
-#pragma unroll 1
-  for (int base = threadIdx.x; base < G.in_floats; base += BATCH * G.threads) {
-    float v[BATCH];
+  for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = __ldg(wt + k0 * (CG * G.kvol) + i);
+  float bk[KB];
 #pragma unroll
-    for (int j = 0; j < BATCH; ++j) {
-      const int i = base + j * G.threads;
-      const int col = i % G.in_w;
-      const int row = (i / G.in_w) % G.in_h;
-      const int cz = i / (G.in_w * G.in_h);   // c_local * in_d + plane
-      const long long id = id0 + cz % G.in_d;
-      const long long ih = ih0 + row;
-      const long long iw = iw0 + col;
-      v[j] = 0.f;
-      if (i < G.in_floats && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w) {
-        v[j] = __ldg(in_g + ((cz / G.in_d) * p.d + id) * in_plane + ih * p.w + iw);
+  for (int j = 0; j < KB; ++j) bk[j] = p.has_bias ? __ldg(bias + k0 + j) : 0.f;
+
+  const int id0 = od0 * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
+  const float* in_g = in + (n * p.c + g * CG) * (static_cast<long long>(D) * H * W);
+  // This thread's first output column of channel k0, plane od0; channel j, plane s, row t
+  // lie (j * OD + s) * OH + t rows further.
+  float* out_t = out + (((n * p.k + k0) * OD + od0) * OH + oh0) * OW + ow0;
+  const int steps = min(ODB, OD - od0);
+  const int planes = (steps - 1) * SD + G.span;  // input planes of this run
+  // Copies the input planes that output plane u adds to the run (all of its span for the first)
+  // into their ring slots, zero-filled outside the input.
+  auto load = [&](int u) {
+    const int last = min(G.span + u * SD, planes);
+    for (int q = u == 0 ? 0 : G.span + (u - 1) * SD; q < last; ++q) {
+      const int id = id0 + q;
+      const bool plane_in = id >= 0 && id < D;
+      float* slot = ring + q % G.slots * G.plane_floats;
+      for (int i = threadIdx.x; i < CG * G.in_h * G.in_w; i += G.threads) {
+        const int col = i % G.in_w, row = i / G.in_w % G.in_h, c = i / (G.in_w * G.in_h);
+        const int ih = ih0 + row, iw = iw0 + col;
+        const bool valid = plane_in && ih >= 0 && ih < H && iw >= 0 && iw < W;
+        copy_or_zero(slot + (c * G.in_h + row) * G.pitch + col,
+                     in_g + (static_cast<long long>(c * D + id) * H + ih) * W + iw, valid);
       }
     }
-#pragma unroll
-    for (int j = 0; j < BATCH; ++j) {
-      const int i = base + j * G.threads;
-      if (i < G.in_floats) shared[i] = v[j];
-    }
-  }
-  __syncthreads();
+  };
 
-  const int row = threadIdx.x / G.segs;
-  const int seg = threadIdx.x % G.segs;
-  float acc[KB][ODT][TW];
-#pragma unroll
-  for (int j = 0; j < KB; ++j)
-#pragma unroll
-    for (int z = 0; z < ODT; ++z)
-#pragma unroll
-      for (int x = 0; x < TW; ++x) acc[j][z][x] = 0.f;
+  const int rg = threadIdx.x / G.segs, seg = threadIdx.x % G.segs;
+  const int ow = ow0 + seg * TW;
+  out_t += static_cast<long long>(rg * TH) * OW + seg * TW;
+  const bool vec_out = TW % 4 == 0 && OW % 4 == 0 && (reinterpret_cast<unsigned long long>(out) & 15) == 0;
+  // Iteration u loads output plane u's new input planes and computes plane s = u - 2, whose
+  // inputs landed while the two before it were computed.
 #pragma unroll 1
-  for (int c = 0; c < CG; ++c) {
+  for (int u = 0; u < steps + 2; ++u) {
+    const int s = u - 2;
+    if (s >= 0) {
+      copies_wait<1>();  // plane s's inputs have landed (plane s + 1's may still fly) ...
+      __syncthreads();   // ... for every thread, and every thread is done with plane s - 1
+    }
+    load(u);  // into the slots only plane s - 1 read
+    copies_commit();
+    if (s < 0) continue;
+
+    // Per-channel partial sums, added into the total: blocked summation keeps long group
+    // reductions (CG x KVOL terms) within the fp32 class.
+    float total[KB][TH][TW];
+#pragma unroll
+    for (int j = 0; j < KB; ++j)
+#pragma unroll
+      for (int t = 0; t < TH; ++t)
+#pragma unroll
+        for (int x = 0; x < TW; ++x) total[j][t][x] = 0.f;
+    const int first_slot = s * SD % G.slots;
 #pragma unroll 1
-    for (int kd = 0; kd < KD; ++kd) {
+    for (int c = 0; c < CG; ++c) {
+      float acc[KB][TH][TW];
 #pragma unroll
-      for (int z = 0; z < ODT; ++z) {
-        const int plane = c * G.in_d + z * SD + kd * DD;
+      for (int j = 0; j < KB; ++j)
 #pragma unroll
-        for (int kh = 0; kh < KH; ++kh) {
-          const float* src = shared + (plane * G.in_h + row * SH + kh * DH) * G.in_w + seg * TW * SW;
-          float xin[G.nx];
+        for (int t = 0; t < TH; ++t)
 #pragma unroll
-          for (int i = 0; i < G.nx; ++i) xin[i] = src[i];
-          const float* w = w_s + ((c * KD + kd) * KH + kh) * KW;
+          for (int x = 0; x < TW; ++x) acc[j][t][x] = 0.f;
 #pragma unroll
-          for (int kw = 0; kw < KW; ++kw) {
+      for (int kd = 0; kd < KD; ++kd) {
+        int slot = first_slot + kd * DD;
+        if (slot >= G.slots) slot -= G.slots;
+        const float* src = ring + slot * G.plane_floats + (c * G.in_h + rg * TH * SH) * G.pitch + seg * TW * SW;
 #pragma unroll
-            for (int j = 0; j < KB; ++j) {
-              const float wv = w[j * WK + kw];
+        for (int r = 0; r < G.rows; ++r) {
+          float xin[G.nxv];
+          if constexpr (G.vec) {
 #pragma unroll
-              for (int x = 0; x < TW; ++x) acc[j][z][x] = fmaf(wv, xin[x * SW + kw * DW], acc[j][z][x]);
+            for (int v = 0; v < G.nxv / 4; ++v) {
+              const float4 q = *reinterpret_cast<const float4*>(src + r * G.pitch + 4 * v);
+              xin[4 * v] = q.x; xin[4 * v + 1] = q.y; xin[4 * v + 2] = q.z; xin[4 * v + 3] = q.w;
             }
+          } else {
+#pragma unroll
+            for (int i = 0; i < G.nxv; ++i) xin[i] = src[r * G.pitch + i];
+          }
+          // Input row r serves output row t through kernel row kh when t * SH + kh * DH == r.
+#pragma unroll
+          for (int t = 0; t < TH; ++t) {
+            const int dr = r - t * SH;
+            if (dr < 0 || dr % DH != 0 || dr / DH >= KH) continue;
+            const float* w = w_s + (c * KD + kd) * KH * KW + dr / DH * KW;
+#pragma unroll
+            for (int kw = 0; kw < KW; ++kw)
+#pragma unroll
+              for (int j = 0; j < KB; ++j) {
+                const float wv = w[j * CG * G.kvol + kw];
+#pragma unroll
+                for (int x = 0; x < TW; ++x) acc[j][t][x] = fmaf(wv, xin[x * SW + kw * DW], acc[j][t][x]);
+              }
           }
         }
       }
+#pragma unroll
+      for (int j = 0; j < KB; ++j)
+#pragma unroll
+        for (int t = 0; t < TH; ++t)
+#pragma unroll
+          for (int x = 0; x < TW; ++x) total[j][t][x] += acc[j][t][x];
     }
-  }
 
-  __syncthreads();  // the input tile is consumed: reuse it to stage the outputs
 #pragma unroll
-  for (int j = 0; j < KB; ++j)
+    for (int j = 0; j < KB; ++j)
 #pragma unroll
-    for (int z = 0; z < ODT; ++z)
+      for (int t = 0; t < TH; ++t) {
+        const int oh = oh0 + rg * TH + t;
+        if (oh >= OH) continue;
+        float* dst = out_t + (static_cast<long long>(j * OD + s) * OH + t) * OW;
+        if (vec_out && ow + TW <= OW) {
 #pragma unroll
-      for (int x = 0; x < TW; ++x) shared[((j * ODT + z) * BH + row) * BW + seg * TW + x] = acc[j][z][x];
-  __syncthreads();
-  for (int i = threadIdx.x; i < KB * ODT * BH * BW; i += G.threads) {
-    const int j = i / (ODT * BH * BW), z = i / (BH * BW) % ODT, r = (i / BW) % BH, col = i % BW;
-    const long long od = od0 + z, k = k0 + j;
-    if (od < p.od && oh0 + r < p.oh && ow0 + col < p.ow) {
-      out[(((n * p.k + k) * p.od + od) * p.oh + oh0 + r) * p.ow + ow0 + col] =
-          shared[i] + (p.has_bias ? __ldg(bias + k) : 0.f);
-    }
+          for (int v = 0; v < TW / 4; ++v) {
+            __stcs(reinterpret_cast<float4*>(dst) + v,
+                   make_float4(total[j][t][4 * v] + bk[j], total[j][t][4 * v + 1] + bk[j],
+                               total[j][t][4 * v + 2] + bk[j], total[j][t][4 * v + 3] + bk[j]));
+          }
+        } else {
+#pragma unroll
+          for (int x = 0; x < TW; ++x) {
+            if (ow + x < OW) __stcs(dst + x, total[j][t][x] + bk[j]);
+          }
+        }
+      }
   }
 }
 

@@ -50,29 +50,47 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   return g;
 }
 
-/// grouped_fp32: one block per (n, KB channels, ODT x BH x BW outputs), TW outputs along W per thread.
+/// grouped_fp32: a block computes KB channels of one group for BH x BW outputs of up to ODB
+/// consecutive output planes, one plane after the other, while the input planes stream through a
+/// ring of shared-memory slots (each input plane is copied once per block, not once per output
+/// plane that reads it). A thread owns TH rows x TW columns of each plane for each of the KB channels.
 struct GroupedGeometry {
   int segs, threads;
-  int in_d, in_h, in_w, nx, kvol;
-  int in_floats;
-  int shared_floats;  // dynamic shared memory: the input tile, reused to stage the outputs
-  int weight_floats;  // static shared memory: KB channels' weights
+  int span;          // input planes one output plane reads
+  int slots;         // the ring: one span plus the SD-plane steps of two output planes in flight
+  int in_h, in_w;    // input rows and columns of one channel's plane in the tile
+  int rows;          // input rows a thread's TH output rows read
+  int nx;            // inputs along W one of those rows needs
+  int vec;           // rows are read as float4 (TW x SW a multiple of 4), nxv floats
+  int nxv;
+  int pitch;         // row pitch in floats: a multiple of 4, not of 32
+  int plane_floats;  // one slot: CG channels x in_h rows
+  int kvol;
+  int weight_floats; // static shared memory: KB channels' weights
+  int shared_bytes;  // dynamic: the ring
 };
 
 CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
                                                                  int sw, int dd, int dh, int dw, int bh, int bw,
-                                                                 int tw, int odt, int kb) {
+                                                                 int th, int tw, int kb) {
   GroupedGeometry g{};
   g.segs = bw / tw;
-  g.threads = bh * g.segs;
-  g.in_d = (odt - 1) * sd + (kd - 1) * dd + 1;
+  g.threads = bh / th * g.segs;
+  g.span = (kd - 1) * dd + 1;
+  g.slots = g.span + 2 * sd;
   g.in_h = (bh - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (bw - 1) * sw + (kw - 1) * dw + 1;
+  g.rows = (th - 1) * sh + (kh - 1) * dh + 1;
   g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
+  g.vec = tw * sw % 4 == 0 ? 1 : 0;
+  g.nxv = g.vec ? (g.nx + 3) / 4 * 4 : g.nx;
+  const int need = (g.segs - 1) * tw * sw + g.nxv;
+  g.pitch = ((need > g.in_w ? need : g.in_w) + 3) / 4 * 4;
+  if (g.pitch % 32 == 0) g.pitch += 4;
+  g.plane_floats = cg * g.in_h * g.pitch;
   g.kvol = kd * kh * kw;
-  g.in_floats = cg * g.in_d * g.in_h * g.in_w;
-  g.shared_floats = g.in_floats > kb * odt * bh * bw ? g.in_floats : kb * odt * bh * bw;
   g.weight_floats = kb * cg * g.kvol;
+  g.shared_bytes = 4 * g.slots * g.plane_floats;
   return g;
 }
 

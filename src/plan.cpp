@@ -157,69 +157,84 @@ std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits&
   return best;
 }
 
-GroupedGeometry grouped_geom(const Problem& prob, int bh, int bw, int tw, int odt, int kb) {
+struct GroupedChoice {
+  int bh, bw, th, tw, odb, kb;
+};
+
+GroupedGeometry grouped_geom(const Problem& prob, const GroupedChoice& c) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return grouped_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.d),
-                          i(d.stride.h), i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), bh,
-                          bw, tw, odt, kb);
+                          i(d.stride.h), i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), c.bh,
+                          c.bw, c.th, c.tw, c.kb);
 }
 
-struct GroupedChoice {
-  int bh, bw, tw, odt, kb;
-};
+long long grouped_blocks(const Problem& prob, const GroupedChoice& c) {
+  return prob.out.n * (prob.out.k / c.kb) * ceil_div(prob.out.d, c.odb) * ceil_div(prob.out.h, c.bh) *
+         ceil_div(prob.out.w, c.bw);
+}
 
-// The grouped kernel keeps its KB channels' weights in static shared memory (<= 16 KB), its KB
-// channels lie in one group, a thread holds KB x ODT x TW <= 64 accumulators, and it wants at
-// least two blocks per SM for its input tiles.
+// Blocks of the grouped kernel an SM holds: by warps, by shared memory (the ring and the static
+// weights) and by the 32-block limit.
+int grouped_per_sm(const GroupedGeometry& g, const DeviceLimits& limits) {
+  const int by_smem = limits.max_smem_per_sm / (g.shared_bytes + 4 * g.weight_floats + kSharedPerBlockReserved);
+  return std::min({32, 64 / ((g.threads + 31) / 32), by_smem});
+}
+
+// The kernel's shapes: BH a multiple of TH, BW of TW, at most 1024 threads; KB channels of one
+// group whose weights fit 16 KB of static shared memory; KB x TH x TW <= 32 accumulators (each
+// with its per-channel partial); two blocks per SM; extents and the block index in 32 bits.
 bool grouped_fits(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g, const DeviceLimits& limits) {
-  return g.weight_floats <= 4096 && prob.k_per_group % c.kb == 0 && c.kb * c.odt * c.tw <= 64 &&
-         g.shared_floats * 4 <= limits.max_smem_per_block_optin / 2;
+  const long long limit = (1LL << 31) - 1;
+  const Conv3dDesc& d = prob.desc;
+  const bool shapes = c.th >= 1 && c.tw >= 1 && c.kb >= 1 && c.odb >= 1 && c.bh % c.th == 0 && c.bw % c.tw == 0 &&
+                      g.threads >= 1 && g.threads <= 1024 && c.kb * c.th * c.tw <= 32;
+  const bool extents = std::max({d.d, d.h, d.w}) <= limit && std::max({prob.out.d, prob.out.h, prob.out.w}) <= limit;
+  return shapes && extents && prob.k_per_group % c.kb == 0 && g.weight_floats <= 4096 &&
+         g.shared_bytes <= limits.max_smem_per_block_optin && grouped_per_sm(g, limits) >= 2 &&
+         grouped_blocks(prob, c) <= limit;
 }
 
 Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g) {
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::Grouped);
-  plan.key.config[0] = c.bh; plan.key.config[1] = c.bw; plan.key.config[2] = c.tw; plan.key.config[3] = c.odt;
-  plan.key.config[4] = c.kb;
+  const int cfg[6] = {c.bh, c.bw, c.th, c.tw, c.odb, c.kb};
+  std::copy(cfg, cfg + 6, plan.key.config);
   plan.block = static_cast<unsigned>(g.threads);
-  plan.shared_bytes = static_cast<unsigned>(g.shared_floats * 4);
-  const long long blocks = prob.out.n * (prob.out.k / c.kb) * ceil_div(prob.out.d, c.odt) * ceil_div(prob.out.h, c.bh) *
-                           ceil_div(prob.out.w, c.bw);
-  if (blocks > 0x7fffffffLL) {
-    throw Error(ErrorCategory::Unsupported, fmt::format("grouped kernel: {} blocks exceed the grid limit", blocks));
-  }
-  plan.grid = static_cast<unsigned>(blocks);
+  plan.shared_bytes = static_cast<unsigned>(g.shared_bytes);
+  plan.grid = static_cast<unsigned>(grouped_blocks(prob, c));
   return plan;
 }
 
-// The extent in {hi, hi/2, ..., lo} that wastes the least of `extent` (ties: the larger).
-int least_waste(long long extent, int hi, int lo) {
-  int best = hi;
-  double best_eff = 0;
-  for (int v = hi; v >= lo; v /= 2) {
-    const double eff = double(extent) / double(ceil_div(extent, v) * v);
-    if (eff > best_eff + 1e-9) { best_eff = eff; best = v; }
-  }
-  return best;
-}
-
-// Block width: the narrowest of 16, 32, 64 columns that covers OW (64 beyond); height and depth:
-// the least wasteful of 16..4 rows and 4..1 planes (several planes share their input planes);
-// channels per block: as many of a group's as divide it, up to 8, before extra planes (each
-// channel reuses the whole input tile, a plane only part of it).
+// Columns: 4 a thread (float4 rows and stores), the block as wide as OW up to 128 (even tiles
+// beyond). Channels: as many of a group's as divide it, up to 8 (they share the whole input).
+// Rows: TH so that a thread holds 16 or 32 accumulators, about 128 threads, even tiles. Plane
+// runs: the longest (each input plane is read once per run, plus a halo of KD - 1 planes) that
+// still gives the SMs four waves of blocks.
 std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups == 1) return std::nullopt;
-  GroupedChoice c;
-  c.bw = prob.out.w <= 16 ? 16 : prob.out.w <= 32 ? 32 : 64;
-  c.tw = c.bw == 16 ? 4 : 8;
-  c.bh = least_waste(prob.out.h, 16, 4);
+  GroupedChoice c{};
+  c.tw = 4;
+  const long long tiles_w = ceil_div(prob.out.w, 128);
+  c.bw = static_cast<int>(ceil_div(ceil_div(prob.out.w, tiles_w), c.tw) * c.tw);
+  const int segs = c.bw / c.tw;
   for (c.kb = 8; c.kb >= 1; c.kb /= 2) {
-    for (c.odt = least_waste(prob.out.d, 4, 1); c.odt >= 1; c.odt /= 2) {
-      const GroupedGeometry g = grouped_geom(prob, c.bh, c.bw, c.tw, c.odt, c.kb);
-      if (grouped_fits(prob, c, g, limits)) return plan_grouped(prob, c, g);
+    c.th = std::max(1, 4 / c.kb);
+    const long long rowgroups = std::min(ceil_div(128, segs), ceil_div(prob.out.h, c.th));
+    const long long tiles_h = ceil_div(prob.out.h, rowgroups * c.th);
+    c.bh = static_cast<int>(ceil_div(ceil_div(prob.out.h, tiles_h), c.th) * c.th);
+    std::optional<Plan> fallback;
+    for (int64_t odb : {prob.out.d, int64_t{16}, int64_t{8}, int64_t{4}, int64_t{2}, int64_t{1}}) {
+      if (odb > prob.out.d) continue;
+      c.odb = static_cast<int>(odb);
+      const GroupedGeometry g = grouped_geom(prob, c);
+      if (!grouped_fits(prob, c, g, limits)) continue;
+      const long long resident = 1LL * limits.sm_count * grouped_per_sm(g, limits);
+      if (grouped_blocks(prob, c) >= 4 * resident || odb == 1) return plan_grouped(prob, c, g);
+      if (!fallback && odb <= 4) fallback = plan_grouped(prob, c, g);
     }
+    if (fallback) return fallback;
   }
   return std::nullopt;
 }
@@ -261,6 +276,7 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
 struct Sm90Choice {
   int th, tw, bn, cc, rp, pp, cp;
   Sm90Geometry g;
+  double score = 0;  // choose_sm90's useful fraction x warpgroup speed
 };
 
 // Bank conflicts of the A gather with these tile pitches: a warp's load for one slice and one
@@ -401,6 +417,33 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
                         double(prob.out.h) / double(ceil_div(prob.out.h, best->th) * best->th);
     if (area < 0.85) return std::nullopt;
   }
+  if (best) best->score = best_eff;
+  return best;
+}
+
+// A pointwise layer with unit strides and no padding treats every position alike, so any
+// (D, H, W) with the same product addresses the same memory: it is also planned as one plane of
+// W' = 256, 248, ..., 8 columns (W' dividing D x H x W), and the shape whose tiles waste the least
+// wins (pointwise_256's 28 x 28 planes fill 4 x 32 tiles to 87.5 %; 98 rows of 64 fill them).
+std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& prob, const DeviceLimits& limits) {
+  std::optional<std::pair<Problem, Sm90Choice>> best;
+  if (auto c = choose_sm90(prob, limits)) best.emplace(prob, *c);
+  const Conv3dDesc& d = prob.desc;
+  const Dims3& lo = prob.pad.before;
+  const Dims3& hi = prob.pad.after;
+  const bool pointwise = d.kernel.d * d.kernel.h * d.kernel.w == 1 && d.stride.d * d.stride.h * d.stride.w == 1 &&
+                         lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0;
+  if (!pointwise) return best;
+  const int64_t positions = prob.out.d * prob.out.h * prob.out.w;
+  for (int64_t w = 256; w >= 8; w -= 8) {  // the widest of equal tiles: longer store rows
+    if (positions % w != 0) continue;
+    Problem flat = prob;
+    flat.desc.d = flat.out.d = 1;
+    flat.desc.h = flat.out.h = positions / w;
+    flat.desc.w = flat.out.w = w;
+    auto c = choose_sm90(flat, limits);
+    if (c && (!best || c->score > best->second.score * 1.01)) best.emplace(flat, *c);
+  }
   return best;
 }
 
@@ -477,18 +520,17 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm});
   }
-  e = 1;  // KB, optional
-  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail) == 5 ||
-      std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
-    const GroupedChoice choice{a, b, c, d, e};
-    const bool ok = (a == 1 || a == 2 || a == 4 || a == 8 || a == 16) && (b == 16 || b == 32 || b == 64) &&
-                    (c == 4 || c == 8) && d >= 1 && d <= 8 && e >= 1;
-    const GroupedGeometry g = ok ? grouped_geom(prob, a, b, c, d, e) : GroupedGeometry{};
-    if (!ok || !grouped_fits(prob, choice, g, limits)) {
+  int f = 1;  // KB, optional
+  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &f, &tail) == 6 ||
+      std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail) == 5) {
+    const GroupedChoice choice{a, b, c, d, e, f};
+    const bool ok = a >= 1 && b >= 1 && c >= 1 && d >= 1 && e >= 1 && f >= 1 && a <= 256 && b <= 256 && e <= 1024;
+    const GroupedGeometry g = ok ? grouped_geom(prob, choice) : GroupedGeometry{};
+    if (!ok || prob.desc.groups == 1 || !grouped_fits(prob, choice, g, limits)) {
       throw Error(ErrorCategory::InvalidArgument,
-                  fmt::format("config = '{}': BH in 1..16 (powers of 2), BW 16, 32 or 64, TW 4 or 8, ODT in "
-                              "[1, 8], KB dividing the channels per group with KB x ODT x TW <= 64, and the "
-                              "tile must fit in shared memory", forced));
+                  fmt::format("config = '{}': grouped needs groups > 1, BH a multiple of TH, BW of TW, at most "
+                              "1024 threads, KB dividing the channels per group with KB x TH x TW <= 32, and "
+                              "two blocks' rings of input planes per SM", forced));
     }
     return plan_grouped(prob, choice, g);
   }
@@ -512,7 +554,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     return plan_sm90(prob, limits, *choice);
   }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TW,ODT[,KB], "
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB], "
                           "igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
 }
 
@@ -545,7 +587,7 @@ DeviceLimits limits_for_arch(const std::string& arch) {
 
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   if (!forced.empty()) return forced_plan(prob, limits, forced);
-  if (auto sm90 = choose_sm90(prob, limits)) return plan_sm90(prob, limits, *sm90);
+  if (auto sm90 = choose_sm90_shape(prob, limits)) return plan_sm90(sm90->first, limits, sm90->second);
   if (prefer_igemm(prob)) {
     const int bn = prob.out.k <= 32 ? 32 : 64;
     if (igemm_fits(prob, limits, 128, bn)) return plan_igemm(prob, 128, bn);

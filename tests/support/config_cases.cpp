@@ -35,6 +35,8 @@ ConfigCases config_cases() {
       make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),
       make(1, 6, {4, 33, 17}, 12, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
   };
+  // A long group reduction (64 channels x 27 taps) through the kernel's per-channel partial sums.
+  const std::vector<Conv3dDesc> grouped_long = {make(1, 128, {4, 5, 9}, 4, {3, 3, 3}, 1, 1, 1, 2, true)};
   // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
   // end mid-tile in W and H, K below, at and above the 32/64/128-column blocks (2 blocks of 128),
   // padding terms in the last slice (C * KVOL % 8 != 0), strides, dilation, pointwise.
@@ -69,12 +71,14 @@ ConfigCases config_cases() {
           {"tiled:4,2,4,3,8", dense},
           {"tiled:1,8,2,2,4", dense},
           {"tiled:2,4,2,8,4", dense},
-          {"grouped:16,64,8,1", grouped},
-          {"grouped:8,32,4,4", grouped},
-          {"grouped:4,16,4,2", grouped},
-          {"grouped:1,64,8,3", grouped},
-          {"grouped:4,32,8,1,2", grouped_multi},
-          {"grouped:4,16,4,2,8", {grouped_multi[0]}},
+          {"grouped:8,64,2,4,4", grouped},
+          {"grouped:5,24,1,4,3", grouped},
+          {"grouped:6,16,3,2,16", grouped},
+          {"grouped:4,12,1,3,1", grouped},
+          {"grouped:8,128,4,4,64", grouped},
+          {"grouped:4,32,1,4,2,2", grouped_multi},
+          {"grouped:4,16,1,4,2,8", {grouped_multi[0]}},
+          {"grouped:2,8,1,4,1,2", grouped_long},
           {"igemm:128,64", dense},
           {"igemm:64,32", dense},
           {"igemm:32,128", dense},

@@ -84,15 +84,21 @@ TEST_CASE("pointwise layers with small planes stay on the flat-row tensor-core k
   CHECK(plan_for(large_planes, "sm_90").key.algorithm == Algorithm::ImplicitGemmSm90);
 }
 
-TEST_CASE("grouped layers put all channels of a group in one block, up to 8") {
+TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and stream planes in runs") {
   const Conv3dDesc resnext = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32);
   const detail::Plan plan = plan_for(resnext, "sm_90");
   CHECK(plan.key.algorithm == Algorithm::Grouped);
-  CHECK(plan.key.config[4] == 8);
+  CHECK(plan.key.config[5] == 8);
   const Conv3dDesc depthwise = test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64);
-  CHECK(plan_for(depthwise, "sm_90").key.config[4] == 1);
-  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,8,1,3"), Error);  // 3 does not divide 8
-  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,8,4,8"), Error);  // 256 accumulators
+  const detail::Plan dw = plan_for(depthwise, "sm_90");
+  CHECK(dw.key.config[5] == 1);
+  CHECK(dw.key.config[1] == 56);              // one tile covers the 56 columns
+  CHECK(dw.key.config[0] % dw.key.config[2] == 0);
+  CHECK(dw.key.config[4] > 1);                // several output planes share their input planes
+  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,1,4,2,3"), Error);  // 3 does not divide 8
+  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,2,4,2,8"), Error);  // 64 accumulators
+  CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:5,32,2,4,2"), Error);    // TH does not divide BH
+  CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "grouped:4,32,1,4,2"), Error);  // groups == 1
 }
 
 TEST_CASE("every plan for the GPU suite's problems fits its device") {
@@ -107,7 +113,7 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
       const detail::Plan plan = plan_for(d, arch);
       seen.insert(plan.key.algorithm);
       CHECK(plan.grid >= 1);
-      CHECK(plan.block >= 16);  // the grouped kernel's 4 x 16 tiles for small planes: half a warp
+      CHECK(plan.block >= 1);  // the grouped kernel gives small planes small blocks
       CHECK(plan.block <= 1024);
       CHECK(plan.shared_bytes <= static_cast<unsigned>(limits.max_smem_per_block_optin));
       if (plan.key.algorithm == Algorithm::ImplicitGemmSm90) {
