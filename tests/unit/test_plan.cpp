@@ -77,11 +77,22 @@ TEST_CASE("a long reduction runs in channel chunks whose weights are prepared fi
   }
 }
 
-TEST_CASE("pointwise layers with small planes stay on the flat-row tensor-core kernel") {
-  const Conv3dDesc small_planes = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});  // pointwise_512
-  CHECK(plan_for(small_planes, "sm_90").key.algorithm == Algorithm::ImplicitGemm);
-  const Conv3dDesc large_planes = test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1});  // pointwise_128
-  CHECK(plan_for(large_planes, "sm_90").key.algorithm == Algorithm::ImplicitGemmSm90);
+TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill") {
+  const Conv3dDesc pw256 = test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1});  // 28 x 28: 87.5 % of 4 x 32
+  const detail::Plan plan = plan_for(pw256, "sm_90");
+  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  CHECK(plan.params.od == 1);
+  CHECK(plan.params.d == 1);
+  CHECK(plan.params.oh * plan.params.ow == 8 * 28 * 28);
+  CHECK(plan.params.oh % plan.key.config[0] == 0);  // TH
+  CHECK(plan.params.ow % plan.key.config[1] == 0);  // TW
+  // Strides or padding make positions differ: those keep their shape.
+  for (const Conv3dDesc& d : {test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, {1, 2, 2}),
+                              test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, 1, 1)}) {
+    const detail::Plan p = plan_for(d, "sm_90");
+    CHECK(p.params.od == detail::make_problem(d).out.d);
+    CHECK(p.params.ow == detail::make_problem(d).out.w);
+  }
 }
 
 TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and stream planes in runs") {
