@@ -3,7 +3,7 @@
 // one group (they share its input) for a BH x BW tile of up to ODB consecutive output planes,
 // walking the planes in order: the input planes flow through a ring of shared-memory slots
 // (cp.async, zero-filled for padding), each copied once and read by every output plane that
-// needs it, with the planes of the next two output planes in flight while this one is computed.
+// needs it, with the planes of the next PF output planes in flight while this one is computed.
 // A thread owns TH rows x TW consecutive columns, so one input row it reads serves TW x KW terms
 // of up to TH rows; its stores go straight from registers (16-byte when the rows allow).
 #pragma once
@@ -14,11 +14,11 @@
 namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int BH, int BW,
-          int TH, int TW, int ODB, int KB>
+          int TH, int TW, int ODB, int KB, int PF>
 __global__ void __launch_bounds__(BH / TH * (BW / TW), 1)
 grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
              const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
-  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB);
+  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF);
   extern __shared__ __align__(16) float ring[];
   __shared__ float w_s[G.weight_floats];
 
@@ -70,13 +70,13 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   const int ow = ow0 + seg * TW;
   out_t += static_cast<long long>(rg * TH) * OW + seg * TW;
   const bool vec_out = TW % 4 == 0 && OW % 4 == 0 && (reinterpret_cast<unsigned long long>(out) & 15) == 0;
-  // Iteration u loads output plane u's new input planes and computes plane s = u - 2, whose
-  // inputs landed while the two before it were computed.
+  // Iteration u loads output plane u's new input planes and computes plane s = u - PF, whose
+  // inputs landed while the PF before it were computed.
 #pragma unroll 1
-  for (int u = 0; u < steps + 2; ++u) {
-    const int s = u - 2;
+  for (int u = 0; u < steps + PF; ++u) {
+    const int s = u - PF;
     if (s >= 0) {
-      copies_wait<1>();  // plane s's inputs have landed (plane s + 1's may still fly) ...
+      copies_wait<PF - 1>();  // plane s's inputs have landed (later planes' may still fly) ...
       __syncthreads();   // ... for every thread, and every thread is done with plane s - 1
     }
     load(u);  // into the slots only plane s - 1 read

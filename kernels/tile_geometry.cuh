@@ -53,11 +53,12 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
 /// grouped_fp32: a block computes KB channels of one group for BH x BW outputs of up to ODB
 /// consecutive output planes, one plane after the other, while the input planes stream through a
 /// ring of shared-memory slots (each input plane is copied once per block, not once per output
-/// plane that reads it). A thread owns TH rows x TW columns of each plane for each of the KB channels.
+/// plane that reads it), PF output planes ahead. A thread owns TH rows x TW columns of each plane
+/// for each of the KB channels.
 struct GroupedGeometry {
   int segs, threads;
   int span;          // input planes one output plane reads
-  int slots;         // the ring: one span plus the SD-plane steps of two output planes in flight
+  int slots;         // the ring: one span plus the SD-plane steps of PF output planes in flight
   int in_h, in_w;    // input rows and columns of one channel's plane in the tile
   int rows;          // input rows a thread's TH output rows read
   int nx;            // inputs along W one of those rows needs
@@ -72,12 +73,12 @@ struct GroupedGeometry {
 
 CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
                                                                  int sw, int dd, int dh, int dw, int bh, int bw,
-                                                                 int th, int tw, int kb) {
+                                                                 int th, int tw, int kb, int pf) {
   GroupedGeometry g{};
   g.segs = bw / tw;
   g.threads = bh / th * g.segs;
   g.span = (kd - 1) * dd + 1;
-  g.slots = g.span + 2 * sd;
+  g.slots = g.span + pf * sd;
   g.in_h = (bh - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (bw - 1) * sw + (kw - 1) * dw + 1;
   g.rows = (th - 1) * sh + (kh - 1) * dh + 1;

@@ -158,7 +158,7 @@ std::optional<TiledChoice> choose_tiled(const Problem& prob, const DeviceLimits&
 }
 
 struct GroupedChoice {
-  int bh, bw, th, tw, odb, kb;
+  int bh, bw, th, tw, odb, kb, pf;
 };
 
 GroupedGeometry grouped_geom(const Problem& prob, const GroupedChoice& c) {
@@ -166,7 +166,7 @@ GroupedGeometry grouped_geom(const Problem& prob, const GroupedChoice& c) {
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return grouped_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.d),
                           i(d.stride.h), i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), c.bh,
-                          c.bw, c.th, c.tw, c.kb);
+                          c.bw, c.th, c.tw, c.kb, c.pf);
 }
 
 long long grouped_blocks(const Problem& prob, const GroupedChoice& c) {
@@ -187,7 +187,8 @@ int grouped_per_sm(const GroupedGeometry& g, const DeviceLimits& limits) {
 bool grouped_fits(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g, const DeviceLimits& limits) {
   const long long limit = (1LL << 31) - 1;
   const Conv3dDesc& d = prob.desc;
-  const bool shapes = c.th >= 1 && c.tw >= 1 && c.kb >= 1 && c.odb >= 1 && c.bh % c.th == 0 && c.bw % c.tw == 0 &&
+  const bool shapes = c.th >= 1 && c.tw >= 1 && c.kb >= 1 && c.odb >= 1 && c.pf >= 1 && c.pf <= 8 &&
+                      c.bh % c.th == 0 && c.bw % c.tw == 0 &&
                       g.threads >= 1 && g.threads <= 1024 && c.kb * c.th * c.tw <= 32;
   const bool extents = std::max({d.d, d.h, d.w}) <= limit && std::max({prob.out.d, prob.out.h, prob.out.w}) <= limit;
   return shapes && extents && prob.k_per_group % c.kb == 0 && g.weight_floats <= 4096 &&
@@ -199,8 +200,8 @@ Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeom
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::Grouped);
-  const int cfg[6] = {c.bh, c.bw, c.th, c.tw, c.odb, c.kb};
-  std::copy(cfg, cfg + 6, plan.key.config);
+  const int cfg[7] = {c.bh, c.bw, c.th, c.tw, c.odb, c.kb, c.pf};
+  std::copy(cfg, cfg + 7, plan.key.config);
   plan.block = static_cast<unsigned>(g.threads);
   plan.shared_bytes = static_cast<unsigned>(g.shared_bytes);
   plan.grid = static_cast<unsigned>(grouped_blocks(prob, c));
@@ -209,9 +210,12 @@ Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeom
 
 // Columns: 4 a thread (float4 rows and stores), the block as wide as OW up to 128 (even tiles
 // beyond). Channels: as many of a group's as divide it, up to 8 (they share the whole input).
-// Rows: TH so that a thread holds 16 or 32 accumulators, about 128 threads, even tiles. Plane
-// runs: the longest (each input plane is read once per run, plus a halo of KD - 1 planes) that
-// still gives the SMs four waves of blocks.
+// Rows: TH so that a thread holds 16 or 32 accumulators, about 128 threads, even tiles. Planes in
+// flight: 4 when an output has few terms (CG x KVOL <= 64: depthwise waits on memory), else 2
+// (ResNeXt's 8-channel ring would crowd shared memory). Plane runs: the longest that still fills
+// every SM once (each run starts by waiting for its first planes). On the H200, depthwise
+// 8x64x16x56x56 took 0.198 / 0.175 / 0.167 ms with runs of 4 / 8 / 16 planes and ResNeXt's
+// grouped layer 0.324 / 0.289 / 0.271 ms with runs of 2 / 4 / 8 (two planes in flight).
 std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups == 1) return std::nullopt;
   GroupedChoice c{};
@@ -219,22 +223,23 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
   const long long tiles_w = ceil_div(prob.out.w, 128);
   c.bw = static_cast<int>(ceil_div(ceil_div(prob.out.w, tiles_w), c.tw) * c.tw);
   const int segs = c.bw / c.tw;
+  const long long terms = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  c.pf = terms <= 64 ? 4 : 2;
   for (c.kb = 8; c.kb >= 1; c.kb /= 2) {
     c.th = std::max(1, 4 / c.kb);
     const long long rowgroups = std::min(ceil_div(128, segs), ceil_div(prob.out.h, c.th));
     const long long tiles_h = ceil_div(prob.out.h, rowgroups * c.th);
     c.bh = static_cast<int>(ceil_div(ceil_div(prob.out.h, tiles_h), c.th) * c.th);
-    std::optional<Plan> fallback;
+    std::optional<Plan> shortest;
     for (int64_t odb : {prob.out.d, int64_t{16}, int64_t{8}, int64_t{4}, int64_t{2}, int64_t{1}}) {
       if (odb > prob.out.d) continue;
       c.odb = static_cast<int>(odb);
       const GroupedGeometry g = grouped_geom(prob, c);
       if (!grouped_fits(prob, c, g, limits)) continue;
-      const long long resident = 1LL * limits.sm_count * grouped_per_sm(g, limits);
-      if (grouped_blocks(prob, c) >= 4 * resident || odb == 1) return plan_grouped(prob, c, g);
-      if (!fallback && odb <= 4) fallback = plan_grouped(prob, c, g);
+      if (grouped_blocks(prob, c) >= 1LL * limits.sm_count * grouped_per_sm(g, limits)) return plan_grouped(prob, c, g);
+      shortest = plan_grouped(prob, c, g);
     }
-    if (fallback) return fallback;
+    if (shortest) return shortest;
   }
   return std::nullopt;
 }
@@ -409,13 +414,15 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
     }
     if (best && cc == cg) break;  // resident weights
   }
-  // A pointwise kernel has no halo to share, and below 85 % useful tile area the flat rows of
+  // A pointwise kernel has no halo to share, and below 90 % useful tile area the flat rows of
   // igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
-  // at 87.5 % igemm_sm90 won: 0.33 against 0.45 and 0.18 against 0.20).
+  // as a 7 x 112 plane in 8 x 16 tiles, 87.5 %: 0.49 against 0.38; pointwise_128 and _256 with
+  // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
+  // planned as flat planes that fill the tiles: 0.29 and 0.15).
   if (best && kvol == 1) {
     const double area = double(prob.out.w) / double(ceil_div(prob.out.w, best->tw) * best->tw) *
                         double(prob.out.h) / double(ceil_div(prob.out.h, best->th) * best->th);
-    if (area < 0.85) return std::nullopt;
+    if (area < 0.9) return std::nullopt;
   }
   if (best) best->score = best_eff;
   return best;
@@ -520,17 +527,19 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm});
   }
-  int f = 1;  // KB, optional
-  if (std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &f, &tail) == 6 ||
-      std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail) == 5) {
-    const GroupedChoice choice{a, b, c, d, e, f};
-    const bool ok = a >= 1 && b >= 1 && c >= 1 && d >= 1 && e >= 1 && f >= 1 && a <= 256 && b <= 256 && e <= 1024;
+  int f = 1, h = 2;  // KB and PF, optional
+  const int fields = std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &f, &h, &tail);
+  static const std::regex grouped_form("grouped:[0-9]+(,[0-9]+){4,6}");
+  if (std::regex_match(forced, grouped_form) && fields >= 5) {
+    const GroupedChoice choice{a, b, c, d, e, f, h};
+    const bool ok = a >= 1 && b >= 1 && c >= 1 && d >= 1 && e >= 1 && f >= 1 && h >= 1 && a <= 256 && b <= 256 &&
+                    e <= 1024;
     const GroupedGeometry g = ok ? grouped_geom(prob, choice) : GroupedGeometry{};
     if (!ok || prob.desc.groups == 1 || !grouped_fits(prob, choice, g, limits)) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': grouped needs groups > 1, BH a multiple of TH, BW of TW, at most "
-                              "1024 threads, KB dividing the channels per group with KB x TH x TW <= 32, and "
-                              "two blocks' rings of input planes per SM", forced));
+                              "1024 threads, KB dividing the channels per group with KB x TH x TW <= 32, PF in "
+                              "1..8, and two blocks' rings of input planes per SM", forced));
     }
     return plan_grouped(prob, choice, g);
   }
@@ -554,7 +563,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     return plan_sm90(prob, limits, *choice);
   }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB], "
+              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], "
                           "igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
 }
 

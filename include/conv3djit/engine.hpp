@@ -20,7 +20,7 @@ struct EngineOptions {
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
   /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice:
-  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB]", "igemm:BM,BN" or "sm90:TH,TW,BN,CC"
+  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "igemm:BM,BN" or "sm90:TH,TW,BN,CC"
   /// (see src/plan.hpp).
   std::string kernel_config;
 };

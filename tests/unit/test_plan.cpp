@@ -86,6 +86,8 @@ TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill"
   CHECK(plan.params.oh * plan.params.ow == 8 * 28 * 28);
   CHECK(plan.params.oh % plan.key.config[0] == 0);  // TH
   CHECK(plan.params.ow % plan.key.config[1] == 0);  // TW
+  // pointwise_512's best flat tiles (8 x 16 of a 7 x 112 plane) are 87.5 % full: igemm_tf32 was faster.
+  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.algorithm == Algorithm::ImplicitGemm);
   // Strides or padding make positions differ: those keep their shape.
   for (const Conv3dDesc& d : {test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, {1, 2, 2}),
                               test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, 1, 1)}) {
