@@ -49,19 +49,25 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   const int steps = min(ODB, OD - od0);
   const int planes = (steps - 1) * SD + G.span;  // input planes of this run
   // Copies the input planes that output plane u adds to the run (all of its span for the first)
-  // into their ring slots, zero-filled outside the input.
+  // into their ring slots, zero-filled outside the input: each row by a group of LANES threads
+  // (a warp, or the whole block when it is smaller), so the index arithmetic is per row.
+  constexpr int LANES = G.threads < 32 ? G.threads : 32, GROUPS = G.threads / LANES;
+  const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
   auto load = [&](int u) {
     const int last = min(G.span + u * SD, planes);
     for (int q = u == 0 ? 0 : G.span + (u - 1) * SD; q < last; ++q) {
       const int id = id0 + q;
       const bool plane_in = id >= 0 && id < D;
       float* slot = ring + q % G.slots * G.plane_floats;
-      for (int i = threadIdx.x; i < CG * G.in_h * G.in_w; i += G.threads) {
-        const int col = i % G.in_w, row = i / G.in_w % G.in_h, c = i / (G.in_w * G.in_h);
-        const int ih = ih0 + row, iw = iw0 + col;
-        const bool valid = plane_in && ih >= 0 && ih < H && iw >= 0 && iw < W;
-        copy_or_zero(slot + (c * G.in_h + row) * G.pitch + col,
-                     in_g + (static_cast<long long>(c * D + id) * H + ih) * W + iw, valid);
+      if (group >= GROUPS) continue;  // the threads of a partial last warp
+      for (int cr = group; cr < CG * G.in_h; cr += GROUPS) {
+        const int c = cr / G.in_h, row = cr % G.in_h, ih = ih0 + row;
+        const bool row_in = plane_in && ih >= 0 && ih < H;
+        const float* src = in_g + (static_cast<long long>(c * D + id) * H + ih) * W + iw0;
+        float* dst = slot + (c * G.in_h + row) * G.pitch;
+        for (int col = lane; col < G.in_w; col += LANES) {
+          copy_or_zero(dst + col, src + col, row_in && iw0 + col >= 0 && iw0 + col < W);
+        }
       }
     }
   };

@@ -153,6 +153,8 @@ struct Engine::Impl {
   }
 
   void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, CUcontext ctx) {
+    // The stream's context, even when the caller's current context is another device's.
+    ContextScope scope(ctx);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
     const void* in = t.input;
     const void* wt = t.weight;

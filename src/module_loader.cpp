@@ -5,34 +5,23 @@
 #include "driver_api.hpp"
 
 namespace conv3djit::detail {
-namespace {
 
-// Makes ctx current for a scope if it is not already, restoring the caller's context after.
-class ContextScope {
- public:
-  explicit ContextScope(CUcontext ctx) {
-    const DriverApi& d = driver();
-    CUcontext current = nullptr;
-    check_cu(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-    if (current != ctx) {
-      check_cu(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
-      pushed_ = true;
-    }
+ContextScope::ContextScope(CUcontext ctx) {
+  const DriverApi& d = driver();
+  CUcontext current = nullptr;
+  check_cu(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current != ctx) {
+    check_cu(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+    pushed_ = true;
   }
-  ~ContextScope() {
-    if (pushed_) {
-      CUcontext popped = nullptr;
-      driver().cuCtxPopCurrent(&popped);
-    }
+}
+
+ContextScope::~ContextScope() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    driver().cuCtxPopCurrent(&popped);
   }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  bool pushed_ = false;
-};
-
-}  // namespace
+}
 
 std::string to_payload(const KernelBinary& b) { return b.lowered_name + '\n' + b.cubin; }
 

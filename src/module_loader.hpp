@@ -20,6 +20,18 @@ struct KernelBinary {
 std::string to_payload(const KernelBinary& binary);
 bool from_payload(const std::string& payload, KernelBinary* binary);
 
+/// Makes ctx current for a scope if it is not already, restoring the caller's context after.
+class ContextScope {
+ public:
+  explicit ContextScope(CUcontext ctx);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 /// The device behind a context.
 struct ContextInfo {
   CUdevice device = 0;

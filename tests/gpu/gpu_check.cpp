@@ -2,15 +2,24 @@
 
 #include <vector>
 
+#include "driver_api.hpp"
 #include "problem.hpp"
 
 namespace conv3djit::test {
 
 GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
-                                 const cli::Stream& stream) {
+                                 const cli::Stream& stream, CUcontext call_from) {
   cli::ProblemData data(desc, seed);
   cli::fill_nan(data.d_output);
-  engine.run(desc, data.tensors(), stream.get());
+  if (call_from != nullptr) {
+    CUcontext own = nullptr;
+    detail::check_cu(detail::driver().cuCtxGetCurrent(&own), "cuCtxGetCurrent");
+    detail::check_cu(detail::driver().cuCtxSetCurrent(call_from), "cuCtxSetCurrent");
+    engine.run(desc, data.tensors(), stream.get());
+    detail::check_cu(detail::driver().cuCtxSetCurrent(own), "cuCtxSetCurrent");
+  } else {
+    engine.run(desc, data.tensors(), stream.get());
+  }
   std::vector<float> got(static_cast<size_t>(data.output_elements));
   stream.synchronize();
   cli::copy_to_host(data.d_output, got.data());
