@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # scratch: one device call (not committed)
 set -u
-out=${OUT:-device-out}; mkdir -p "$out"
-OUT=$out bash tools/device_session.sh tests 2>&1 | tail -12
+out=${OUT:-device-out}; mkdir -p "$out/logs"
+nvidia-smi -L
+OUT=$out/logs/tests bash tools/device_session.sh tests 2>&1 | tail -12
+cp $out/logs/tests/ctest.log $out/ctest.log
+build-device/tests/test_gpu_multi_device -s 2>&1 | grep -E "kernels|passed|failed|FAILED|SKIP" | head -20 | tee $out/multi.txt
 cli=build-device/tools/conv3djit
 export CONV3DJIT_CACHE_DIR=$PWD/build-device/cache-session
 dw="--input 8,64,16,56,56 --out-channels 64 --kernel 3 --padding 1 --groups 64"
 rx="--input 8,256,8,28,28 --out-channels 256 --kernel 3 --padding 1 --groups 32"
-for cfg in auto 28,56,4,4,16,1,2 28,56,4,4,16,1,6 28,56,4,4,16,1,8 32,64,4,4,8,1,4 32,64,4,4,16,1,4 8,56,2,4,16,1,4 8,56,2,4,16,1,8 16,56,2,4,16,1,4 16,56,4,4,16,1,4 56,56,4,4,16,1,4 28,56,2,4,16,1,4 16,56,4,4,16,1,6 8,56,1,4,16,1,8 4,56,1,4,16,1,8; do
+for cfg in auto 28,56,4,4,16,1,2 32,64,4,4,16,1,4 32,64,4,4,16,1,2 28,56,2,4,16,1,4 28,56,2,4,16,1,2 56,56,2,4,16,1,2 8,56,2,4,16,1,4 64,64,4,4,16,1,2; do
   c=""; [ $cfg != auto ] && c="--config grouped:$cfg"
   echo "dw $cfg: $($cli run $dw $c --iters 30 2>&1 | grep -E 'median|error' | tr '\n' ' ')"
-done | tee "$out/sweep_dw.txt"
-for cfg in auto 14,28,1,4,8,8,1 14,28,1,4,8,8,3 7,28,1,4,8,8,2 14,28,1,4,8,4,2 14,28,2,4,8,4,2 14,28,1,4,4,8,2; do
+done | tee "$out/sweep.txt"
+for cfg in auto 14,28,1,4,8,8,1; do
   c=""; [ $cfg != auto ] && c="--config grouped:$cfg"
   echo "rx $cfg: $($cli run $rx $c --iters 30 2>&1 | grep -E 'median|error' | tr '\n' ' ')"
-done | tee "$out/sweep_rx.txt"
-mkdir -p "$out/fp32" "$out/tf32"
-OUT=$out/fp32 bash tools/device_session.sh bench 2>&1 | grep -E "geomean|pointwise|depthwise|resnext|exit"
-OUT=$out/tf32 BENCH_MANIFEST=bench/suite_tf32.jsonl bash tools/device_session.sh bench 2>&1 | tail -22
+done | tee -a "$out/sweep.txt"
+/usr/local/cuda/bin/ncu --kernel-name regex:grouped --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats $cli run $dw --iters 1 > $out/ncu_dw.txt 2>&1
+grep -E "Throughput|Duration|Achieved Occupancy|Registers|Stall|Warp Cycles|Theoretical Occ|Block Limit" $out/ncu_dw.txt | head -40
+for p in fp32 tf32; do
+  m=bench/suite.jsonl; [ $p = tf32 ] && m=bench/suite_tf32.jsonl
+  OUT=$out/logs/$p BENCH_MANIFEST=$m bash tools/device_session.sh bench 2>&1 | grep -vE "^name|^NVIDIA H200, " | tail -25
+  cp $out/logs/$p/bench.json $out/bench_$p.json
+done

@@ -15,7 +15,8 @@ namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int BH, int BW,
           int TH, int TW, int ODB, int KB, int PF>
-__global__ void __launch_bounds__(BH / TH * (BW / TW), 1)
+__global__ void __launch_bounds__(BH / TH * (BW / TW),
+                                  grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF).min_blocks)
 grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
              const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
   constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF);
@@ -36,7 +37,15 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   const long long n = b / k_blocks;
   const long long g = k0 / p.k_per_group;
 
-  for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = __ldg(wt + k0 * (CG * G.kvol) + i);
+  // Depthwise weights (one channel's few taps) live in registers; others in shared memory.
+  constexpr bool W_REGS = CG == 1 && G.weight_floats <= 32;
+  float w_r[W_REGS ? G.weight_floats : 1];
+  if constexpr (W_REGS) {
+#pragma unroll
+    for (int i = 0; i < G.weight_floats; ++i) w_r[i] = __ldg(wt + k0 * G.kvol + i);
+  } else {
+    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = __ldg(wt + k0 * (CG * G.kvol) + i);
+  }
   float bk[KB];
 #pragma unroll
   for (int j = 0; j < KB; ++j) bk[j] = p.has_bias ? __ldg(bias + k0 + j) : 0.f;
@@ -131,12 +140,13 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
           for (int t = 0; t < TH; ++t) {
             const int dr = r - t * SH;
             if (dr < 0 || dr % DH != 0 || dr / DH >= KH) continue;
-            const float* w = w_s + (c * KD + kd) * KH * KW + dr / DH * KW;
+            const int w0 = (c * KD + kd) * KH * KW + dr / DH * KW;
 #pragma unroll
             for (int kw = 0; kw < KW; ++kw)
 #pragma unroll
               for (int j = 0; j < KB; ++j) {
-                const float wv = w[j * CG * G.kvol + kw];
+                const int wi = w0 + j * CG * G.kvol + kw;
+                const float wv = W_REGS ? w_r[W_REGS ? wi : 0] : w_s[wi];
 #pragma unroll
                 for (int x = 0; x < TW; ++x) acc[j][t][x] = fmaf(wv, xin[x * SW + kw * DW], acc[j][t][x]);
               }

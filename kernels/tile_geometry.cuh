@@ -69,6 +69,7 @@ struct GroupedGeometry {
   int kvol;
   int weight_floats; // static shared memory: KB channels' weights
   int shared_bytes;  // dynamic: the ring
+  int min_blocks;    // per SM, for the register budget
 };
 
 CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
@@ -92,6 +93,11 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd,
   g.kvol = kd * kh * kw;
   g.weight_floats = kb * cg * g.kvol;
   g.shared_bytes = 4 * g.slots * g.plane_floats;
+  // Few terms per output (depthwise): latency-bound at 16 warps an SM (ncu), so registers are
+  // traded for warps: 28 warps' worth at 72 registers a thread. More terms: registers for the
+  // accumulators.
+  const int warps = (g.threads + 31) / 32;
+  g.min_blocks = cg * g.kvol <= 64 && warps <= 28 ? 28 / warps : 1;
   return g;
 }
 

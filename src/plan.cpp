@@ -210,12 +210,12 @@ Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeom
 
 // Columns: 4 a thread (float4 rows and stores), the block as wide as OW up to 128 (even tiles
 // beyond). Channels: as many of a group's as divide it, up to 8 (they share the whole input).
-// Rows: TH so that a thread holds 16 or 32 accumulators, about 128 threads, even tiles. Planes in
-// flight: 4 when an output has few terms (CG x KVOL <= 64: depthwise waits on memory), else 2
-// (ResNeXt's 8-channel ring would crowd shared memory). Plane runs: the longest that still fills
-// every SM once (each run starts by waiting for its first planes). On the H200, depthwise
-// 8x64x16x56x56 took 0.198 / 0.175 / 0.167 ms with runs of 4 / 8 / 16 planes and ResNeXt's
-// grouped layer 0.324 / 0.289 / 0.271 ms with runs of 2 / 4 / 8 (two planes in flight).
+// Rows: TH so that a thread holds 16 or 32 accumulators (8 when an output has few terms, CG x
+// KVOL <= 64, so that the kernel's 72-register budget holds them), about 128 threads, even
+// tiles. Two output planes' inputs in flight (on depthwise 8x64x16x56x56, 4 measured the same
+// and take more shared memory). Plane runs: the longest that still fills every SM once (each run
+// starts by waiting for its first planes): depthwise took 0.198 / 0.175 / 0.167 ms with runs of
+// 4 / 8 / 16 planes, ResNeXt's grouped layer 0.324 / 0.289 / 0.271 ms with runs of 2 / 4 / 8.
 std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limits) {
   if (prob.desc.groups == 1) return std::nullopt;
   GroupedChoice c{};
@@ -224,9 +224,9 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
   c.bw = static_cast<int>(ceil_div(ceil_div(prob.out.w, tiles_w), c.tw) * c.tw);
   const int segs = c.bw / c.tw;
   const long long terms = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
-  c.pf = terms <= 64 ? 4 : 2;
+  c.pf = 2;
   for (c.kb = 8; c.kb >= 1; c.kb /= 2) {
-    c.th = std::max(1, 4 / c.kb);
+    c.th = terms <= 64 ? std::max(1, 2 / c.kb) : std::max(1, 4 / c.kb);
     const long long rowgroups = std::min(ceil_div(128, segs), ceil_div(prob.out.h, c.th));
     const long long tiles_h = ceil_div(prob.out.h, rowgroups * c.th);
     c.bh = static_cast<int>(ceil_div(ceil_div(prob.out.h, tiles_h), c.th) * c.th);
