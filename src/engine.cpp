@@ -39,14 +39,16 @@ struct BinaryKeyHash {
     return SpecKeyHash{}(k.spec) ^ (std::hash<std::string>{}(k.arch) * 31);
   }
 };
-// Loaded functions and plans are per context: a key and the context it holds in.
+// Loaded functions and plans are per context: a key and the ID of the context it holds in.
 template <class Key, class KeyHash>
 struct InContext {
   Key key;
-  CUcontext ctx;
-  bool operator==(const InContext& o) const { return key == o.key && ctx == o.ctx; }
+  unsigned long long ctx_id;
+  bool operator==(const InContext& o) const { return key == o.key && ctx_id == o.ctx_id; }
   struct Hash {
-    size_t operator()(const InContext& k) const { return KeyHash{}(k.key) ^ (std::hash<const void*>{}(k.ctx) * 31); }
+    size_t operator()(const InContext& k) const {
+      return KeyHash{}(k.key) ^ (std::hash<unsigned long long>{}(k.ctx_id) * 31);
+    }
   };
 };
 using FunctionKey = InContext<SpecKey, SpecKeyHash>;
@@ -85,14 +87,14 @@ struct Engine::Impl {
   MemoryCache<FunctionKey, CUfunction, FunctionKey::Hash> functions;
   MemoryCache<PlanKey, Plan, PlanKey::Hash> plans;
   std::mutex contexts_mutex;
-  std::unordered_map<CUcontext, ContextInfo> contexts;
+  std::unordered_map<unsigned long long, ContextInfo> contexts;  // by context ID
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0};
   std::atomic<uint64_t> compile_us{0};
 
-  const ContextInfo& context_info(CUcontext ctx) {
+  const ContextInfo& context_info(const CallContext& ctx) {
     std::lock_guard<std::mutex> lock(contexts_mutex);
-    auto it = contexts.find(ctx);
-    if (it == contexts.end()) it = contexts.emplace(ctx, describe_context(ctx)).first;
+    auto it = contexts.find(ctx.id);
+    if (it == contexts.end()) it = contexts.emplace(ctx.id, describe_context(ctx.handle)).first;
     return it->second;  // unordered_map never moves its elements
   }
 
@@ -128,14 +130,14 @@ struct Engine::Impl {
     }, hit);
   }
 
-  CUfunction function(const SpecKey& key, unsigned shared_bytes, CUcontext ctx) {
+  CUfunction function(const SpecKey& key, unsigned shared_bytes, const CallContext& ctx) {
     bool hit = false;
-    CUfunction fn = functions.get_or_create(FunctionKey{key, ctx}, [&] {
+    CUfunction fn = functions.get_or_create(FunctionKey{key, ctx.id}, [&] {
       const ContextInfo& info = context_info(ctx);
       BinaryPtr bin = binary(key, info.arch);
       module_loads.fetch_add(1);
       try {
-        return load_kernel(ctx, *bin, shared_bytes);
+        return load_kernel(ctx.handle, *bin, shared_bytes);
       } catch (const Error& e) {
         if (!bin->from_disk) throw;
         // A cached cubin the driver refuses is a miss: forget it everywhere and build it afresh.
@@ -145,16 +147,16 @@ struct Engine::Impl {
         binaries.erase(BinaryKey{key, info.arch});
         bin = binary(key, info.arch);
         module_loads.fetch_add(1);
-        return load_kernel(ctx, *bin, shared_bytes);
+        return load_kernel(ctx.handle, *bin, shared_bytes);
       }
     }, &hit);
     if (hit) memory_hits.fetch_add(1, std::memory_order_relaxed);
     return fn;
   }
 
-  void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, CUcontext ctx) {
+  void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
     // The stream's context, even when the caller's current context is another device's.
-    ContextScope scope(ctx);
+    ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
     const void* in = t.input;
     const void* wt = t.weight;
@@ -195,8 +197,8 @@ Engine& Engine::global() {
 void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream) {
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
-  const CUcontext ctx = context_for_stream(cu_stream);
-  const Plan plan = impl_->plans.get_or_create(PlanKey{desc_fields(desc), ctx}, [&] {
+  const CallContext ctx = call_context(cu_stream);
+  const Plan plan = impl_->plans.get_or_create(PlanKey{desc_fields(desc), ctx.id}, [&] {
     return make_plan(prob, impl_->context_info(ctx).limits, impl_->options.kernel_config);
   });
   impl_->launch(plan, tensors, cu_stream, ctx);
@@ -205,7 +207,7 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
 void Engine::run_reference(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream) {
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
-  const CUcontext ctx = context_for_stream(cu_stream);
+  const CallContext ctx = call_context(cu_stream);
   const Plan plan = make_reference_plan(prob, impl_->context_info(ctx).limits);
   impl_->launch(plan, tensors, cu_stream, ctx);
 }
@@ -217,7 +219,7 @@ std::string target_arch(Engine::Impl& impl, const std::string& arch, DeviceLimit
     *limits = limits_for_arch(arch);
     return arch;
   }
-  const ContextInfo& info = impl.context_info(context_for_stream(nullptr));
+  const ContextInfo& info = impl.context_info(call_context(nullptr));
   *limits = info.limits;
   return info.arch;
 }

@@ -54,6 +54,13 @@ CUcontext context_for_stream(CUstream stream) {
   return ctx;
 }
 
+CallContext call_context(CUstream stream) {
+  CallContext c;
+  c.handle = context_for_stream(stream);
+  check_cu(driver().cuCtxGetId(c.handle, &c.id), "cuCtxGetId");
+  return c;
+}
+
 ContextInfo describe_context(CUcontext ctx) {
   const DriverApi& d = driver();
   ContextScope scope(ctx);

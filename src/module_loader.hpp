@@ -44,6 +44,14 @@ struct ContextInfo {
 /// as the CUDA runtime does).
 CUcontext context_for_stream(CUstream stream);
 
+/// A call's context and its process-unique ID (cuCtxGetId). Loaded kernels and plans are keyed by
+/// the ID: a destroyed context's handle can come back for a new context, whose modules it lacks.
+struct CallContext {
+  CUcontext handle = nullptr;
+  unsigned long long id = 0;
+};
+CallContext call_context(CUstream stream);
+
 ContextInfo describe_context(CUcontext ctx);
 
 /// Loads binary into ctx and returns its kernel; opts in to `dynamic_shared` bytes if > 48 KB.

@@ -17,7 +17,8 @@ using namespace conv3djit;
 namespace {
 
 // Handles are small integers cast to pointers: context 1 and 2, streams 11 and 12 (in context 1
-// and 2), modules and functions 1000 * context + n.
+// and 2), modules and functions 1000 * context + n. A context "recreated" under its old handle
+// gets a new ID and loses its modules, as after cuCtxDestroy + cuCtxCreate.
 CUcontext ctx_handle(int i) { return reinterpret_cast<CUcontext>(static_cast<uintptr_t>(i)); }
 int ctx_index(CUcontext c) { return static_cast<int>(reinterpret_cast<uintptr_t>(c)); }
 CUstream stream_of(int ctx) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(10 + ctx)); }
@@ -27,6 +28,9 @@ struct FakeState {
   std::map<int, int> module_loads;  // per context
   std::atomic<int> launches{0}, wrong_context_launches{0}, next_module{0};
   std::atomic<int> allocations{0}, frees{0};
+  std::map<int, unsigned long long> generation;  // per context: its ID is 100 * generation + index
+  std::map<uintptr_t, int> modules;              // live module -> context
+  std::atomic<int> stale_launches{0};
 } state;
 thread_local std::vector<CUcontext> current_stack{nullptr};
 
@@ -39,6 +43,18 @@ CUresult ctx_pop(CUcontext* c) {
   return CUDA_SUCCESS;
 }
 CUresult ctx_get_device(CUdevice* d) { *d = ctx_index(current_stack.back()) - 1; return CUDA_SUCCESS; }
+CUresult ctx_get_id(CUcontext c, unsigned long long* id) {
+  std::lock_guard<std::mutex> lock(state.mutex);
+  *id = 100 * state.generation[ctx_index(c)] + static_cast<unsigned long long>(ctx_index(c));
+  return CUDA_SUCCESS;
+}
+void recreate_context(int ctx) {
+  std::lock_guard<std::mutex> lock(state.mutex);
+  ++state.generation[ctx];
+  for (auto it = state.modules.begin(); it != state.modules.end();) {
+    it = it->second == ctx ? state.modules.erase(it) : std::next(it);
+  }
+}
 CUresult stream_get_ctx(CUstream s, CUcontext* c) {
   *c = ctx_handle(static_cast<int>(reinterpret_cast<uintptr_t>(s)) - 10);
   return CUDA_SUCCESS;
@@ -59,7 +75,9 @@ CUresult module_load(CUmodule* m, const void* image) {
   if (ctx == 0 || image == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard<std::mutex> lock(state.mutex);
   ++state.module_loads[ctx];
-  *m = reinterpret_cast<CUmodule>(static_cast<uintptr_t>(1000 * ctx + ++state.next_module));
+  const uintptr_t handle = static_cast<uintptr_t>(1000 * ctx + ++state.next_module);
+  state.modules[handle] = ctx;
+  *m = reinterpret_cast<CUmodule>(handle);
   return CUDA_SUCCESS;
 }
 CUresult module_get_function(CUfunction* f, CUmodule m, const char*) {
@@ -72,6 +90,10 @@ CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, 
   CUcontext stream_ctx = nullptr;
   stream_get_ctx(s, &stream_ctx);
   if (static_cast<int>(reinterpret_cast<uintptr_t>(f) / 1000) != ctx_index(stream_ctx)) ++state.wrong_context_launches;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.modules.count(reinterpret_cast<uintptr_t>(f)) == 0) ++state.stale_launches;
+  }
   ++state.launches;
   return CUDA_SUCCESS;
 }
@@ -95,6 +117,7 @@ detail::DriverApi fake_driver() {
   api.cuCtxPopCurrent = ctx_pop;
   api.cuCtxGetDevice = ctx_get_device;
   api.cuStreamGetCtx = stream_get_ctx;
+  api.cuCtxGetId = ctx_get_id;
   api.cuDeviceGetAttribute = device_attribute;
   api.cuModuleLoadData = module_load;
   api.cuModuleGetFunction = module_get_function;
@@ -151,4 +174,25 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
   CHECK(state.allocations.load() == chunked_calls);
   CHECK(state.frees.load() == chunked_calls);
   CHECK(s.memory_hits == launches - 2 * kernels);
+}
+
+TEST_CASE("a context recreated under its old handle gets its kernels loaded again, not stale ones") {
+  static const detail::DriverApi api = fake_driver();
+  detail::set_driver_for_testing(&api);
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  const Conv3dDesc d = shape(8, 8, {3, 3, 3}, 8);
+  static float dummy[4];
+  const Conv3dTensors tensors{dummy, dummy, nullptr, dummy};
+  const int stale_before = state.stale_launches.load();
+  engine.run(d, tensors, stream_of(1));
+  engine.run(d, tensors, stream_of(1));
+  const uint64_t loads = engine.stats().module_loads;
+  recreate_context(1);
+  engine.run(d, tensors, stream_of(1));
+  detail::set_driver_for_testing(nullptr);
+  CHECK(engine.stats().module_loads == loads + 1);  // loaded into the new context
+  CHECK(engine.stats().compiles == 1);               // the cubin is still good
+  CHECK(state.stale_launches.load() == stale_before);
 }
