@@ -42,7 +42,8 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
           int CC, int RP, int PP, int CP, int SPLIT>
-__global__ void __launch_bounds__(TH* TW * 2, 1)
+__global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
+                                                          SPLIT).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
            float* __restrict__ out, ConvParams p) {
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT);

@@ -115,6 +115,17 @@ CONV3DJIT_HOST_DEVICE constexpr int igemm_shared_bytes(int kred, int bm, int bn,
 /// chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of its
 /// channels, then two input tiles of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP]
 /// (channel pitch CP); the pitches come from the planner.
+/// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums and, past
+/// 512 terms of the whole reduction, blocked totals) plus the rest, an upper bound fitted to
+/// ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN 128: 168 (blocked:
+/// 232); TF32 BN 64: 106-122, BN 128: 138.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_total) {
+  return split ? bn + 59 + (kred_total > 512 ? bn / 2 : 0) : bn / 2 + 90;
+}
+
+/// Shared memory an SM of compute capability 9.0 (the only target of igemm_sm90) gives its blocks.
+constexpr int kSm90SharedPerSm = 228 * 1024;
+
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
   int chunks, weight_buffers;
@@ -122,6 +133,10 @@ struct Sm90Geometry {
   int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
   int weight_floats, table_ints, tile_floats;
   int shared_bytes;
+  // 2 when two blocks fit an SM by shared memory and by the register estimate: the kernel's
+  // launch bounds then hold ptxas to it, and two independent blocks overlap one's epilogue and
+  // loads with the other's tensor-core work.
+  int min_blocks;
 };
 
 /// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
@@ -151,6 +166,8 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.table_ints = g.slices * 8;
   g.tile_floats = ((cc + g.zero_channel) * cp + 3) / 4 * 4;  // 16-byte aligned buffers
   g.shared_bytes = 4 * (g.weight_buffers * g.weight_floats + g.table_ints + bn + 2 * g.tile_floats);
+  const int regs = (sm90_registers(bn, split, cg * kd * kh * kw) + 7) / 8 * 8;
+  g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   return g;
 }
 

@@ -334,15 +334,6 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
                        d.precision == Precision::Fp32 ? 1 : 0);
 }
 
-// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums and, past
-// 512 terms, blocked totals) plus the rest, an upper bound fitted to ptxas -v on sm_90a
-// (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN 128: 168 (blocked: 232); TF32 BN 64:
-// 106-122, BN 128: 138.
-int sm90_registers(int bn, bool split, long long kred) {
-  if (!split) return bn / 2 + 90;
-  return bn + 59 + (kred > 512 ? bn / 2 : 0);
-}
-
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
 // there are several) and two input tiles must fit in shared memory.
@@ -362,7 +353,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
   const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0);
-  if (sm90_registers(bn, rough.parts == 2, prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w) >
+  if (sm90_registers(bn, rough.parts - 1, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w)) >
       std::min(255, 65536 / rough.threads / 8 * 8)) {
     return std::nullopt;
   }
@@ -463,11 +454,9 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   plan.block = static_cast<unsigned>(c.g.threads);
   plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
-  // channel blocks) and walks spatial tiles. Registers (measured 127-175 a thread) and shared
-  // memory bound the blocks per SM.
-  const int regs = c.bn > 64 ? 192 : 160;
-  const int per_sm = std::max(1, std::min({limits.max_smem_per_sm / (c.g.shared_bytes + kSharedPerBlockReserved),
-                                           65536 / (regs * c.g.threads), 2048 / c.g.threads}));
+  // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
+  // guarantee room for.
+  const int per_sm = c.g.min_blocks;
   const long long k_blocks = ceil_div(prob.out.k, c.bn);
   const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.th) * ceil_div(prob.out.w, c.tw);
   const long long resident = 1LL * limits.sm_count * per_sm;
