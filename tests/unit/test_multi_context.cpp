@@ -128,6 +128,21 @@ detail::DriverApi fake_driver() {
   return api;
 }
 
+// Serves the fake driver to the library for a scope.
+struct FakeDriverScope {
+  FakeDriverScope() {
+    static const detail::DriverApi api = fake_driver();
+    detail::set_driver_for_testing(&api);
+  }
+  ~FakeDriverScope() { detail::set_driver_for_testing(nullptr); }
+};
+
+EngineOptions memory_only() {
+  EngineOptions options;
+  options.disk_cache = false;
+  return options;
+}
+
 Conv3dDesc shape(int64_t c, int64_t k, Dims3 kernel, int64_t groups = 1) {
   Conv3dDesc d;
   d.n = 2; d.c = c; d.d = 6; d.h = 9; d.w = 17; d.k = k; d.kernel = kernel; d.groups = groups; d.padding = 1;
@@ -137,11 +152,8 @@ Conv3dDesc shape(int64_t c, int64_t k, Dims3 kernel, int64_t groups = 1) {
 }  // namespace
 
 TEST_CASE("two contexts: one compile per kernel, one load per kernel and context, right-device launches") {
-  static const detail::DriverApi api = fake_driver();
-  detail::set_driver_for_testing(&api);
-  EngineOptions options;
-  options.disk_cache = false;
-  Engine engine(options);
+  FakeDriverScope fake;
+  Engine engine(memory_only());
   // On both devices: wgmma with its weights resident, grouped, and wgmma with channel chunks,
   // which launches a weight preparation kernel first (four kernels in all).
   const std::vector<Conv3dDesc> shapes = {shape(3, 16, {3, 5, 7}), shape(8, 8, {3, 3, 3}, 8),
@@ -159,7 +171,6 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
     });
   }
   for (auto& th : threads) th.join();
-  detail::set_driver_for_testing(nullptr);
 
   const EngineStats s = engine.stats();
   CHECK(engine.kernel_for(shapes[2], "sm_90").find("conv3djit::igemm_sm90<32,") == 0);
@@ -177,11 +188,8 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
 }
 
 TEST_CASE("a context recreated under its old handle gets its kernels loaded again, not stale ones") {
-  static const detail::DriverApi api = fake_driver();
-  detail::set_driver_for_testing(&api);
-  EngineOptions options;
-  options.disk_cache = false;
-  Engine engine(options);
+  FakeDriverScope fake;
+  Engine engine(memory_only());
   const Conv3dDesc d = shape(8, 8, {3, 3, 3}, 8);
   static float dummy[4];
   const Conv3dTensors tensors{dummy, dummy, nullptr, dummy};
@@ -191,7 +199,6 @@ TEST_CASE("a context recreated under its old handle gets its kernels loaded agai
   const uint64_t loads = engine.stats().module_loads;
   recreate_context(1);
   engine.run(d, tensors, stream_of(1));
-  detail::set_driver_for_testing(nullptr);
   CHECK(engine.stats().module_loads == loads + 1);  // loaded into the new context
   CHECK(engine.stats().compiles == 1);               // the cubin is still good
   CHECK(state.stale_launches.load() == stale_before);
