@@ -24,13 +24,6 @@ struct ConvParams {
   int dd, dh, dw;
   int pad_d, pad_h, pad_w;   // padding before each axis (after-padding only shortens the output)
   int has_bias;
-  int input_map;             // the TensorMap argument describes the input (kernels that take one)
-};
-
-/// A CUtensorMap as kernels receive it (an opaque 128-byte descriptor, by value): the input as a
-/// 4-D tensor (W, H, D, N x C) for TMA loads.
-struct alignas(64) TensorMap {
-  unsigned long long opaque[16];
 };
 
 }  // namespace conv3djit

@@ -10,7 +10,6 @@
 #include "async_copy.cuh"
 #include "common.cuh"
 #include "tile_geometry.cuh"
-#include "tma.cuh"
 
 namespace conv3djit {
 
@@ -18,12 +17,11 @@ template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH
           int TH, int TW, int ODB, int KB, int PF>
 __global__ void __launch_bounds__(BH / TH * (BW / TW),
                                   grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF).min_blocks)
-grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
-             float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap in_map) {
+grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
+             const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
   constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF);
-  extern __shared__ __align__(128) float ring[];
+  extern __shared__ __align__(16) float ring[];
   __shared__ float w_s[G.weight_floats];
-  __shared__ unsigned long long full[G.slots];  // TMA: slot q % slots holds plane q
 
   // The planner keeps every extent below 2^31. Block order: W tiles, H tiles, plane runs,
   // channel blocks, images, so that blocks sharing halo rows run together.
@@ -60,36 +58,16 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt, const f
   const int steps = min(ODB, OD - od0);
   const int planes = (steps - 1) * SD + G.span;  // input planes of this run
   // Copies the input planes that output plane u adds to the run (all of its span for the first)
-  // into their ring slots, zero-filled outside the input. With a tensor map (sm_90+), one TMA
-  // box a plane, issued by thread 0; else cp.async, each row by a group of LANES threads (a
-  // warp, or the whole block when it is smaller), so the index arithmetic is per row.
+  // into their ring slots, zero-filled outside the input: each row by a group of LANES threads
+  // (a warp, or the whole block when it is smaller), so the index arithmetic is per row.
   constexpr int LANES = G.threads < 32 ? G.threads : 32, GROUPS = G.threads / LANES;
   const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
-#if __CUDA_ARCH__ >= 900
-  const bool use_tma = p.input_map != 0;
-  if (use_tma && threadIdx.x == 0) {
-    for (int i = 0; i < G.slots; ++i) tma::init(&full[i]);
-    tma::fence_init();
-  }
-  __syncthreads();
-#else
-  constexpr bool use_tma = false;
-#endif
   auto load = [&](int u) {
     const int last = min(G.span + u * SD, planes);
     for (int q = u == 0 ? 0 : G.span + (u - 1) * SD; q < last; ++q) {
       const int id = id0 + q;
       const bool plane_in = id >= 0 && id < D;
-      float* slot = ring + q % G.slots * G.slot_floats;
-#if __CUDA_ARCH__ >= 900
-      if (use_tma) {
-        if (threadIdx.x == 0) {
-          tma::load_4d(slot, in_map, iw0, ih0, id, static_cast<int>(n * p.c + g * CG), &full[q % G.slots],
-                       4u * G.plane_floats);
-        }
-        continue;
-      }
-#endif
+      float* slot = ring + q % G.slots * G.plane_floats;
       if (group >= GROUPS) continue;  // the threads of a partial last warp
       for (int cr = group; cr < CG * G.in_h; cr += GROUPS) {
         const int c = cr / G.in_h, row = cr % G.in_h, ih = ih0 + row;
@@ -113,16 +91,8 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt, const f
   for (int u = 0; u < steps + PF; ++u) {
     const int s = u - PF;
     if (s >= 0) {
-      // Plane s's inputs have landed (later planes' may still fly) ...
-#if __CUDA_ARCH__ >= 900
-      if (use_tma) {
-        for (int q = s == 0 ? 0 : G.span + (s - 1) * SD; q < min(G.span + s * SD, planes); ++q) {
-          tma::wait(&full[q % G.slots], static_cast<unsigned>(q / G.slots) & 1);
-        }
-      }
-#endif
-      copies_wait<PF - 1>();
-      __syncthreads();  // ... for every thread, and every thread is done with plane s - 1
+      copies_wait<PF - 1>();  // plane s's inputs have landed (later planes' may still fly) ...
+      __syncthreads();   // ... for every thread, and every thread is done with plane s - 1
     }
     load(u);  // into the slots only plane s - 1 read
     copies_commit();
@@ -151,7 +121,7 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt, const f
       for (int kd = 0; kd < KD; ++kd) {
         int slot = first_slot + kd * DD;
         if (slot >= G.slots) slot -= G.slots;
-        const float* src = ring + slot * G.slot_floats + (c * G.in_h + rg * TH * SH) * G.pitch + seg * TW * SW;
+        const float* src = ring + slot * G.plane_floats + (c * G.in_h + rg * TH * SH) * G.pitch + seg * TW * SW;
 #pragma unroll
         for (int r = 0; r < G.rows; ++r) {
           float xin[G.nxv];

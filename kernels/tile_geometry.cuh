@@ -65,8 +65,7 @@ struct GroupedGeometry {
   int vec;           // rows are read as float4 (TW x SW a multiple of 4), nxv floats
   int nxv;
   int pitch;         // row pitch in floats: a multiple of 4, not of 32
-  int plane_floats;  // one plane of the tile: CG channels x in_h rows (a TMA box)
-  int slot_floats;   // a ring slot: the plane rounded to 128 bytes (TMA's destination alignment)
+  int plane_floats;  // one slot: CG channels x in_h rows
   int kvol;
   int weight_floats; // static shared memory: KB channels' weights
   int shared_bytes;  // dynamic: the ring
@@ -91,10 +90,9 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd,
   g.pitch = ((need > g.in_w ? need : g.in_w) + 3) / 4 * 4;
   if (g.pitch % 32 == 0) g.pitch += 4;
   g.plane_floats = cg * g.in_h * g.pitch;
-  g.slot_floats = (g.plane_floats + 31) / 32 * 32;
   g.kvol = kd * kh * kw;
   g.weight_floats = kb * cg * g.kvol;
-  g.shared_bytes = 4 * g.slots * g.slot_floats;
+  g.shared_bytes = 4 * g.slots * g.plane_floats;
   // Few terms per output (depthwise): latency-bound at 16 warps an SM (ncu), so registers are
   // traded for warps: 28 warps' worth at 72 registers a thread. More terms: registers for the
   // accumulators.

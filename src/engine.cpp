@@ -164,10 +164,7 @@ struct Engine::Impl {
     const void* bias = t.bias != nullptr ? t.bias : t.weight;
     void* out = t.output;
     ConvParams params = plan.params;
-    // Kernels that take a tensor map get it as a sixth argument; the others ignore it.
-    TensorMap map{};
-    params.input_map = plan.input_box[0] != 0 && encode_input_map(params, t.input, plan.input_box, &map) ? 1 : 0;
-    void* args[] = {&in, &wt, &bias, &out, &params, &map};
+    void* args[] = {&in, &wt, &bias, &out, &params};
     // With a preparation step the convolution reads the prepared weights instead: stream-ordered
     // scratch memory, so concurrent calls on other streams and graph capture stay safe.
     CUdeviceptr workspace = 0;

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "driver_api.hpp"
 
 namespace conv3djit::detail {
@@ -61,23 +59,6 @@ CallContext call_context(CUstream stream) {
   c.handle = context_for_stream(stream);
   check_cu(driver().cuCtxGetId(c.handle, &c.id), "cuCtxGetId");
   return c;
-}
-
-bool encode_input_map(const ConvParams& p, const void* input, const std::array<unsigned, 4>& box, TensorMap* map) {
-  static_assert(sizeof(TensorMap) == sizeof(CUtensorMap), "TensorMap mirrors CUtensorMap");
-  if (reinterpret_cast<uintptr_t>(input) % 16 != 0 || p.w % 4 != 0) return false;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
-                              static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.n * p.c)};
-  const cuuint64_t strides[3] = {dims[0] * 4, dims[0] * dims[1] * 4, dims[0] * dims[1] * dims[2] * 4};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  CUtensorMap encoded;
-  check_cu(driver().cuTensorMapEncodeTiled(&encoded, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(input), dims,
-                                           strides, box.data(), element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-           "cuTensorMapEncodeTiled");
-  std::memcpy(map, &encoded, sizeof(encoded));
-  return true;
 }
 
 ContextInfo describe_context(CUcontext ctx) {

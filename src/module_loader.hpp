@@ -2,7 +2,6 @@
 // Launch side of the pipeline: contexts, their devices, and kernels loaded into them.
 #include <cuda.h>
 
-#include <array>
 #include <string>
 
 #include "plan.hpp"
@@ -54,12 +53,6 @@ struct CallContext {
 CallContext call_context(CUstream stream);
 
 ContextInfo describe_context(CUcontext ctx);
-
-/// Describes the input of p as a 4-D fp32 tensor (W, H, D, N x C) read in boxes of `box`
-/// extents, for TMA loads. False (map untouched) where TMA cannot read it: an input address not
-/// 16-byte aligned, or rows whose length in bytes is not a multiple of 16. Throws
-/// Error(DriverError) if the driver rejects the description.
-bool encode_input_map(const ConvParams& p, const void* input, const std::array<unsigned, 4>& box, TensorMap* map);
 
 /// Loads binary into ctx and returns its kernel; opts in to `dynamic_shared` bytes if > 48 KB.
 /// Throws Error(DriverError) if the driver refuses the image.

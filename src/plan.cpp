@@ -196,7 +196,7 @@ bool grouped_fits(const Problem& prob, const GroupedChoice& c, const GroupedGeom
          grouped_blocks(prob, c) <= limit;
 }
 
-Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g, const DeviceLimits& limits) {
+Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g) {
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, Algorithm::Grouped);
@@ -205,13 +205,6 @@ Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeom
   plan.block = static_cast<unsigned>(g.threads);
   plan.shared_bytes = static_cast<unsigned>(g.shared_bytes);
   plan.grid = static_cast<unsigned>(grouped_blocks(prob, c));
-  // TMA (sm_90+) reads each plane of the tile as one box: W x H x D x (N x C) within its limits
-  // (boxes of at most 256 along each axis; 16-byte rows, which the launch checks).
-  const bool box_fits = g.pitch <= 256 && g.in_h <= 256 && prob.c_per_group <= 256;
-  if (limits.cc_major >= 9 && box_fits && prob.desc.n * prob.desc.c < (int64_t{1} << 31)) {
-    plan.input_box = {static_cast<unsigned>(g.pitch), static_cast<unsigned>(g.in_h), 1u,
-                      static_cast<unsigned>(prob.c_per_group)};
-  }
   return plan;
 }
 
@@ -243,8 +236,8 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
       c.odb = static_cast<int>(odb);
       const GroupedGeometry g = grouped_geom(prob, c);
       if (!grouped_fits(prob, c, g, limits)) continue;
-      if (grouped_blocks(prob, c) >= 1LL * limits.sm_count * grouped_per_sm(g, limits)) return plan_grouped(prob, c, g, limits);
-      shortest = plan_grouped(prob, c, g, limits);
+      if (grouped_blocks(prob, c) >= 1LL * limits.sm_count * grouped_per_sm(g, limits)) return plan_grouped(prob, c, g);
+      shortest = plan_grouped(prob, c, g);
     }
     if (shortest) return shortest;
   }
@@ -537,7 +530,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                               "1024 threads, KB dividing the channels per group with KB x TH x TW <= 32, PF in "
                               "1..8, and two blocks' rings of input planes per SM", forced));
     }
-    return plan_grouped(prob, choice, g, limits);
+    return plan_grouped(prob, choice, g);
   }
   if (std::sscanf(forced.c_str(), "igemm:%d,%d%c", &a, &b, &tail) == 2) {
     if (!igemm_fits(prob, limits, a, b)) {

@@ -1,7 +1,6 @@
 #pragma once
 // Plan: which kernel serves a Problem on a device, and how it is launched. The planner is a
 // heuristic over the extents and the device; only plan.key goes into the cubin.
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,9 +36,6 @@ struct Plan {
   unsigned shared_bytes = 0;  // dynamic shared memory
   ConvParams params{};
   std::optional<PrepPlan> prep;
-  /// Non-zero: the kernel can load its input as TMA boxes of these extents (W, H, D, channels)
-  /// when the launch can describe the input with a tensor map (else it copies with cp.async).
-  std::array<unsigned, 4> input_box{};
 };
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and

@@ -152,30 +152,6 @@ TEST_CASE("a conv3d call captured into a CUDA graph replays correctly on new dat
   drv.cuGraphDestroy(graph);
 }
 
-TEST_CASE("an input that is not 16-byte aligned still convolves (no TMA boxes for it)") {
-  cli::make_context_current();
-  cli::Stream stream;
-  const Conv3dDesc d = make(2, 16, {6, 11, 24}, 16, {3, 3, 3}, 1, 1, 1, 16, true);
-  cli::ProblemData data(d, 5);
-  // The same input 4 bytes into a larger buffer.
-  cli::DeviceBuffer shifted(data.d_input.bytes() + 16);
-  const CUdeviceptr at = shifted.handle() + 4;
-  REQUIRE(detail::driver().cuMemcpyHtoD(at, data.input.data(), data.d_input.bytes()) == CUDA_SUCCESS);
-  Conv3dTensors t = data.tensors();
-  t.input = reinterpret_cast<const void*>(static_cast<uintptr_t>(at));
-  cli::fill_nan(data.d_output);
-  Engine::global().run(d, t, stream.get());
-  stream.synchronize();
-  std::vector<float> got(static_cast<size_t>(data.output_elements));
-  cli::copy_to_host(data.d_output, got.data());
-  std::vector<double> ref(got.size());
-  reference_conv3d(d, data.input.data(), data.weight.data(), data.bias.data(), ref.data());
-  const Comparison c = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(Precision::Fp32));
-  INFO(Engine::global().kernel_for(d) << ": rel-L2 " << c.rel_l2);
-  CHECK(Engine::global().kernel_for(d).find("grouped_fp32") != std::string::npos);
-  CHECK(c.passed);
-}
-
 TEST_CASE("the memory cache serves repeated calls without compiling or loading again") {
   cli::make_context_current();
   cli::Stream stream;

@@ -98,13 +98,6 @@ CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, 
   return CUDA_SUCCESS;
 }
 
-CUresult tensor_map_encode(CUtensorMap* map, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                           const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                           CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
-  *map = CUtensorMap{};
-  return CUDA_SUCCESS;
-}
-
 // Stream-ordered scratch memory (the wgmma kernel's prepared weights).
 CUresult mem_alloc_async(CUdeviceptr* p, size_t bytes, CUstream) {
   *p = bytes > 0 ? 0x1000 : 0;
@@ -132,7 +125,6 @@ detail::DriverApi fake_driver() {
   api.cuLaunchKernel = launch;
   api.cuMemAllocAsync = mem_alloc_async;
   api.cuMemFreeAsync = mem_free_async;
-  api.cuTensorMapEncodeTiled = tensor_map_encode;
   return api;
 }
 
