@@ -28,6 +28,12 @@ ConfigCases config_cases() {
       make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4),  // grouped, dilated
       make(1, 6, {4, 33, 17}, 9, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
   };
+  // OW % 4 == 0: the grouped kernel's 16-byte stores.
+  const std::vector<Conv3dDesc> grouped_aligned = {
+      make(2, 16, {6, 11, 24}, 16, {3, 3, 3}, 1, 1, 1, 16, true),
+      make(1, 8, {5, 12, 32}, 16, {3, 3, 3}, {2, 2, 2}, Dims3{1, 0, 2}, 1, 8),
+      make(1, 12, {7, 9, 20}, 6, {3, 3, 5}, 1, Padding::same(), {2, 1, 1}, 3, true),
+  };
   // Several channels of a group per block: 8 (ResNeXt-like, K not a multiple of the tile's
   // planes), 2 and 4 channels per group with strides and valid padding.
   const std::vector<Conv3dDesc> grouped_multi = {
@@ -82,6 +88,9 @@ ConfigCases config_cases() {
           {"grouped:4,16,1,4,2,8", {grouped_multi[0]}},
           {"grouped:4,16,1,4,3,8,3", {grouped_multi[0]}},
           {"grouped:2,8,1,4,1,2", grouped_long},
+          {"grouped:8,64,2,4,4", grouped_aligned},
+          {"grouped:5,24,1,4,3", grouped_aligned},
+          {"grouped:8,32,2,4,16,1,4", grouped_aligned},
           {"igemm:128,64", dense},
           {"igemm:64,32", dense},
           {"igemm:32,128", dense},
@@ -95,7 +104,7 @@ ConfigCases config_cases() {
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},
       },
-      {dense, grouped, grouped_multi, dense_tf32, short_reduction, short_reduction_tf32}};
+      {dense, grouped, grouped_multi, grouped_aligned, dense_tf32, short_reduction, short_reduction_tf32}};
 }
 
 }  // namespace conv3djit::test
