@@ -100,23 +100,11 @@ grouped_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 
     // Per-channel partial sums, added into the total: blocked summation keeps long group
     // reductions (CG x KVOL terms) within the fp32 class.
-    float total[KB][TH][TW];
-#pragma unroll
-    for (int j = 0; j < KB; ++j)
-#pragma unroll
-      for (int t = 0; t < TH; ++t)
-#pragma unroll
-        for (int x = 0; x < TW; ++x) total[j][t][x] = 0.f;
+    float total[KB][TH][TW] = {};
     const int first_slot = s * SD % G.slots;
 #pragma unroll 1
     for (int c = 0; c < CG; ++c) {
-      float acc[KB][TH][TW];
-#pragma unroll
-      for (int j = 0; j < KB; ++j)
-#pragma unroll
-        for (int t = 0; t < TH; ++t)
-#pragma unroll
-          for (int x = 0; x < TW; ++x) acc[j][t][x] = 0.f;
+      float acc[KB][TH][TW] = {};
 #pragma unroll
       for (int kd = 0; kd < KD; ++kd) {
         int slot = first_slot + kd * DD;

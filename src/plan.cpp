@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <initializer_list>
 #include <regex>
 
 #include "tile_geometry.cuh"
@@ -51,12 +52,21 @@ unsigned stride_grid(long long threads, unsigned block, const DeviceLimits& limi
 
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
-Plan plan_generic(const Problem& prob, const DeviceLimits& limits, int tw) {
+// What every kernel family's plan starts with: the launch arguments, the key with the family's
+// tile parameters, the block and its dynamic shared memory. The caller sizes the grid.
+Plan new_plan(const Problem& prob, Algorithm algorithm, std::initializer_list<int> config, int block,
+              int shared_bytes = 0) {
   Plan plan;
   plan.params = make_params(prob);
-  plan.key = shape_key(prob, Algorithm::DirectGeneric);
-  plan.key.config[0] = tw;
-  plan.block = 256;
+  plan.key = shape_key(prob, algorithm);
+  std::copy(config.begin(), config.begin() + std::min<size_t>(config.size(), 7), plan.key.config);
+  plan.block = static_cast<unsigned>(block);
+  plan.shared_bytes = static_cast<unsigned>(shared_bytes);
+  return plan;
+}
+
+Plan plan_generic(const Problem& prob, const DeviceLimits& limits, int tw) {
+  Plan plan = new_plan(prob, Algorithm::DirectGeneric, {tw}, 256);
   const long long threads = prob.out.n * prob.out.k * prob.out.d * prob.out.h * ceil_div(prob.out.w, tw);
   plan.grid = stride_grid(threads, plan.block, limits, 16);
   return plan;
@@ -87,13 +97,7 @@ int blocks_per_sm(const TiledGeometry& g, const DeviceLimits& limits) {
 }
 
 Plan plan_tiled(const Problem& prob, const DeviceLimits& limits, const TiledChoice& c) {
-  Plan plan;
-  plan.params = make_params(prob);
-  plan.key = shape_key(prob, Algorithm::DirectTiled);
-  plan.key.config[0] = c.wk; plan.key.config[1] = c.ws; plan.key.config[2] = c.wr;
-  plan.key.config[3] = c.cc; plan.key.config[4] = c.tw;
-  plan.block = static_cast<unsigned>(c.g.threads);
-  plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
+  Plan plan = new_plan(prob, Algorithm::DirectTiled, {c.wk, c.ws, c.wr, c.cc, c.tw}, c.g.threads, c.g.shared_bytes);
   const long long k_blocks = ceil_div(prob.out.k, c.g.bk);
   const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.g.rows) * ceil_div(prob.out.w, c.g.tile_w);
   const long long tasks = k_blocks * tiles;
@@ -197,13 +201,8 @@ bool grouped_fits(const Problem& prob, const GroupedChoice& c, const GroupedGeom
 }
 
 Plan plan_grouped(const Problem& prob, const GroupedChoice& c, const GroupedGeometry& g) {
-  Plan plan;
-  plan.params = make_params(prob);
-  plan.key = shape_key(prob, Algorithm::Grouped);
-  const int cfg[7] = {c.bh, c.bw, c.th, c.tw, c.odb, c.kb, c.pf};
-  std::copy(cfg, cfg + 7, plan.key.config);
-  plan.block = static_cast<unsigned>(g.threads);
-  plan.shared_bytes = static_cast<unsigned>(g.shared_bytes);
+  Plan plan = new_plan(prob, Algorithm::Grouped, {c.bh, c.bw, c.th, c.tw, c.odb, c.kb, c.pf}, g.threads,
+                       g.shared_bytes);
   plan.grid = static_cast<unsigned>(grouped_blocks(prob, c));
   return plan;
 }
@@ -261,13 +260,7 @@ bool igemm_fits(const Problem& prob, const DeviceLimits& limits, int bm, int bn)
 }
 
 Plan plan_igemm(const Problem& prob, int bm, int bn) {
-  Plan plan;
-  plan.params = make_params(prob);
-  plan.key = shape_key(prob, Algorithm::ImplicitGemm);
-  plan.key.config[0] = bm;
-  plan.key.config[1] = bn;
-  plan.block = static_cast<unsigned>(bm * bn / 32);
-  plan.shared_bytes = static_cast<unsigned>(igemm_shared(prob, bm, bn));
+  Plan plan = new_plan(prob, Algorithm::ImplicitGemm, {bm, bn}, bm * bn / 32, igemm_shared(prob, bm, bn));
   const long long blocks = ceil_div(prob.output_elements / prob.out.k, bm) * ceil_div(prob.out.k, bn);
   if (blocks > 0x7fffffffLL) {
     throw Error(ErrorCategory::Unsupported, fmt::format("implicit GEMM: {} blocks exceed the grid limit", blocks));
@@ -446,13 +439,8 @@ std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& p
 }
 
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
-  Plan plan;
-  plan.params = make_params(prob);
-  plan.key = shape_key(prob, Algorithm::ImplicitGemmSm90);
-  const int cfg[7] = {c.th, c.tw, c.bn, c.cc, c.rp, c.pp, c.cp};
-  std::copy(cfg, cfg + 7, plan.key.config);
-  plan.block = static_cast<unsigned>(c.g.threads);
-  plan.shared_bytes = static_cast<unsigned>(c.g.shared_bytes);
+  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, c.rp, c.pp, c.cp}, c.g.threads,
+                       c.g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.
