@@ -50,6 +50,22 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 /// checked while parsing, before any device work; whether it fits a shape is the planner's call.
 CLI::Option* add_config_flag(CLI::App& cmd, std::string& config);
 
+/// The flags of the timing commands (run, bench): --config, --warmup, --iters, --seed, --json.
+struct TimingFlags {
+  std::string config;
+  int warmup = 0;
+  int iters = 0;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+  bool json = false;
+  /// --seed's value, else a fresh seed.
+  uint64_t seed_or_fresh() const;
+};
+
+/// Adds the timing flags to `cmd` with these defaults and help texts for --warmup and --iters.
+void add_timing_flags(CLI::App& cmd, TimingFlags& flags, int warmup, const std::string& warmup_help, int iters,
+                      const std::string& iters_help);
+
 /// The median of timings.
 double median(std::vector<double> values);
 

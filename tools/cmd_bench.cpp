@@ -32,12 +32,7 @@ constexpr size_t kFlushBytes = 256ull << 20;
 struct BenchOptions {
   ShapeFlags shape;
   std::string manifest;
-  std::string config;
-  int warmup = 3;
-  int iters = 20;
-  uint64_t seed = 0;
-  CLI::Option* seed_option = nullptr;
-  bool json = false;
+  TimingFlags timing;
 };
 
 // One implementation on one row; no time means n/a, and `note` says why.
@@ -243,17 +238,17 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
   make_context_current();
   const std::optional<DeviceInfo> device = current_device();
   EngineOptions engine_options = global.engine_options();
-  engine_options.kernel_config = options.config;
+  engine_options.kernel_config = options.timing.config;
   Engine engine(engine_options);
   Stream stream;
-  Timer timer(stream, options.warmup, options.iters);
+  Timer timer(stream, options.timing.warmup, options.timing.iters);
   std::string why;
   const std::unique_ptr<Cudnn> cudnn = Cudnn::open(stream.get(), why);
   if (!cudnn) fmt::print(stderr, "warning: cuDNN not available, its columns are n/a: {}\n", why);
-  const uint64_t seed = options.seed_option->count() > 0 ? options.seed : random_seed();
+  const uint64_t seed = options.timing.seed_or_fresh();
 
   std::optional<Table> table;
-  if (!options.json) table.emplace(descs);
+  if (!options.timing.json) table.emplace(descs);
   std::vector<Row> rows;
   for (size_t i = 0; i < descs.size(); ++i) {
     rows.push_back(bench_row(descs[i], seed + i, engine, cudnn.get(), stream, timer));
@@ -266,7 +261,7 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
   }
 
   const std::optional<double> geomean = geomean_speedup(rows);
-  if (options.json) {
+  if (options.timing.json) {
     json out_rows = json::array();
     for (const Row& row : rows) out_rows.push_back(row_json(row));
     const json out = {{"device", device ? device->name : ""},
@@ -274,9 +269,9 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
                       {"date", today()},
                       {"conv3djit_version", version()},
                       {"cudnn_version", cudnn ? json(cudnn->version()) : json(nullptr)},
-                      {"config", options.config.empty() ? json(nullptr) : json(options.config)},
-                      {"warmup", options.warmup},
-                      {"iters", options.iters},
+                      {"config", options.timing.config.empty() ? json(nullptr) : json(options.timing.config)},
+                      {"warmup", options.timing.warmup},
+                      {"iters", options.timing.iters},
                       {"flush_bytes", kFlushBytes},
                       {"seed", seed},
                       {"geomean_speedup", or_null(geomean)},
@@ -305,14 +300,8 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
                                           "JSON-lines file, one shape per line (instead of flags)")
                               ->check(CLI::ExistingFile);
   for (CLI::Option* shape_flag : options->shape.options) manifest->excludes(shape_flag);
-  add_config_flag(*cmd, options->config);
-  cmd->add_option("--warmup", options->warmup, "untimed runs before timing, per implementation (default 3)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--iters", options->iters, "timed runs, each after an L2 flush (default 20)")
-      ->check(CLI::PositiveNumber);
-  options->seed_option =
-      cmd->add_option("--seed", options->seed, "random seed of the inputs (default: fresh)");
-  cmd->add_flag("--json", options->json, "print one JSON object on stdout");
+  add_timing_flags(*cmd, options->timing, 3, "untimed runs before timing, per implementation", 20,
+                   "timed runs, each after an L2 flush");
   // Shape flags are optional only because --manifest can replace them.
   cmd->callback([options] {
     if (options->manifest.empty()) require_shape(options->shape);

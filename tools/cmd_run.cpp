@@ -15,12 +15,7 @@ namespace {
 
 struct RunOptions {
   ShapeFlags shape;
-  std::string config;
-  int warmup = 5;
-  int iters = 50;
-  uint64_t seed = 0;
-  CLI::Option* seed_option = nullptr;
-  bool json = false;
+  TimingFlags timing;
 };
 
 int run_run(const RunOptions& options, const GlobalOptions& global) {
@@ -28,9 +23,9 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   require_valid(desc);
   make_context_current();
   EngineOptions engine_options = global.engine_options();
-  engine_options.kernel_config = options.config;
+  engine_options.kernel_config = options.timing.config;
   Engine engine(engine_options);
-  const uint64_t seed = options.seed_option->count() > 0 ? options.seed : random_seed();
+  const uint64_t seed = options.timing.seed_or_fresh();
   ProblemData data(desc, seed);
   Stream stream;
   fill_nan(data.d_output);
@@ -42,12 +37,12 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   stream.synchronize();
   const double first_ms = std::chrono::duration<double, std::milli>(
                               std::chrono::steady_clock::now() - first_start).count();
-  for (int i = 0; i < options.warmup; ++i) engine.run(desc, tensors, stream.get());
+  for (int i = 0; i < options.timing.warmup; ++i) engine.run(desc, tensors, stream.get());
 
   // One event between consecutive launches keeps the queue full while timing each launch.
-  std::vector<Event> events(static_cast<size_t>(options.iters) + 1);
+  std::vector<Event> events(static_cast<size_t>(options.timing.iters) + 1);
   events[0].record(stream);
-  for (int i = 0; i < options.iters; ++i) {
+  for (int i = 0; i < options.timing.iters; ++i) {
     engine.run(desc, tensors, stream.get());
     events[i + 1].record(stream);
   }
@@ -61,11 +56,11 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   const double gbps = static_cast<double>(data.traffic_bytes()) / (median_ms * 1e-3) / 1e9;
   const std::string kernel = engine.kernel_for(desc);
 
-  if (options.json) {
+  if (options.timing.json) {
     const nlohmann::json out = {{"name", describe(desc)},   {"kernel", kernel},
                                 {"first_call_ms", first_ms}, {"median_ms", median_ms},
-                                {"min_ms", min_ms},          {"iters", options.iters},
-                                {"warmup", options.warmup},  {"tflops", tflops},
+                                {"min_ms", min_ms},          {"iters", options.timing.iters},
+                                {"warmup", options.timing.warmup},  {"tflops", tflops},
                                 {"gbps", gbps}};
     fmt::print("{}\n", out.dump());
   } else {
@@ -73,7 +68,7 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
     fmt::print("kernel      {}\n", kernel);
     fmt::print("first call  {:.1f} ms (compile or cache load included)\n", first_ms);
     fmt::print("median      {:.4f} ms   min {:.4f} ms   ({} iterations after {} warm-up)\n",
-               median_ms, min_ms, options.iters, options.warmup);
+               median_ms, min_ms, options.timing.iters, options.timing.warmup);
     fmt::print("compute     {:.2f} TFLOP/s\n", tflops);
     fmt::print("memory      {:.1f} GB/s\n", gbps);
   }
@@ -98,6 +93,21 @@ CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
       ->check(check);
 }
 
+uint64_t TimingFlags::seed_or_fresh() const { return seed_option->count() > 0 ? seed : random_seed(); }
+
+void add_timing_flags(CLI::App& cmd, TimingFlags& flags, int warmup, const std::string& warmup_help, int iters,
+                      const std::string& iters_help) {
+  flags.warmup = warmup;
+  flags.iters = iters;
+  add_config_flag(cmd, flags.config);
+  cmd.add_option("--warmup", flags.warmup, fmt::format("{} (default {})", warmup_help, warmup))
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--iters", flags.iters, fmt::format("{} (default {})", iters_help, iters))
+      ->check(CLI::PositiveNumber);
+  flags.seed_option = cmd.add_option("--seed", flags.seed, "random seed of the inputs (default: fresh)");
+  cmd.add_flag("--json", flags.json, "print one JSON object on stdout");
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t mid = values.size() / 2;
@@ -108,12 +118,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "time one shape on the GPU");
   add_shape_flags(*cmd, options->shape, true);
-  add_config_flag(*cmd, options->config);
-  cmd->add_option("--warmup", options->warmup, "untimed runs before timing (default 5)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--iters", options->iters, "timed runs (default 50)")->check(CLI::PositiveNumber);
-  options->seed_option = cmd->add_option("--seed", options->seed, "random seed of the inputs (default: fresh)");
-  cmd->add_flag("--json", options->json, "print one JSON object on stdout");
+  add_timing_flags(*cmd, options->timing, 5, "untimed runs before timing", 50, "timed runs");
   return {cmd, [options, &global] { return run_run(*options, global); }};
 }
 
