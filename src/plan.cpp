@@ -387,16 +387,9 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
         // Useful fraction of the padded work, times the speed of this many warpgroups relative
         // to 4 (the reference problem's times above).
         const double speed = wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-        // A pointwise kernel has no halo to share, and below 90 % useful tile area the flat rows
-        // of igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms
-        // against 0.38; as a 7 x 112 plane in 8 x 16 tiles, 87.5 %: 0.49 against 0.38;
-        // pointwise_128 and _256 with 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and
-        // 0.18 against 0.20, and won more once planned as flat planes that fill the tiles: 0.29
-        // and 0.15), so pointwise tiles must be 90 % full.
-        const double area = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
-                            double(ceil_div(prob.out.h, th) * th);
-        const double eff = area * eff_r * speed;
-        if (eff <= best_eff * 1.01 || (kvol == 1 && area < 0.9)) continue;
+        const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
+                           double(ceil_div(prob.out.h, th) * th) * eff_r * speed;
+        if (eff <= best_eff * 1.01) continue;
         if (auto c = sm90_candidate(prob, limits, th, tw, bn, cc)) {
           best = c;
           best_eff = eff;
@@ -404,6 +397,16 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
       }
     }
     if (best && cc == cg) break;  // resident weights
+  }
+  // A pointwise kernel has no halo to share, and below 90 % useful tile area the flat rows of
+  // igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
+  // as a 7 x 112 plane in 8 x 16 tiles, 87.5 %: 0.49 against 0.38; pointwise_128 and _256 with
+  // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
+  // planned as flat planes that fill the tiles: 0.29 and 0.15).
+  if (best && kvol == 1) {
+    const double area = double(prob.out.w) / double(ceil_div(prob.out.w, best->tw) * best->tw) *
+                        double(prob.out.h) / double(ceil_div(prob.out.h, best->th) * best->th);
+    if (area < 0.9) return std::nullopt;
   }
   if (best) best->score = best_eff;
   return best;

@@ -26,7 +26,6 @@ std::vector<Conv3dDesc> listed_descriptions() {
       make(1, 1, {9, 9, 9}, 1, {3, 3, 3}, 1, 1, 1, 1, true),                    // C = 1 with bias
       make(2, 16, {8, 9, 10}, 32, {1, 1, 1}),                                   // pointwise
       make(1, 128, {4, 6, 7}, 96, {1, 1, 1}, 1, 0, 1, 1, true),                 // pointwise, wide
-      make(2, 32, {8, 4, 28}, 48, {1, 1, 1}, 1, 0, 1, 1, true),                 // pointwise, planned flat
       make(2, 3, {17, 33, 35}, 24, {7, 7, 7}, 2, 3),                            // I3D stem-like
       make(1, 8, {9, 14, 14}, 16, {1, 3, 3}, {1, 2, 2}, Dims3{0, 1, 1}),        // R(2+1)D spatial
       make(1, 16, {9, 7, 7}, 8, {3, 1, 1}, 1, Dims3{1, 0, 0}),                  // R(2+1)D temporal
