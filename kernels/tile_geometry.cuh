@@ -108,13 +108,6 @@ CONV3DJIT_HOST_DEVICE constexpr int igemm_shared_bytes(int kred, int bm, int bn,
   return 4 * 2 * (split ? 2 : 1) * 16 * (bm + bn + 16) + 8 * ((kred + 15) / 16 * 16);
 }
 
-/// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
-/// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). The reduction runs
-/// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
-/// slices x BN x 8 floats, in wgmma's core-matrix layout; two buffers when there are several
-/// chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of its
-/// channels, then two input tiles of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP]
-/// (channel pitch CP); the pitches come from the planner.
 /// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums and, past
 /// 512 terms of the whole reduction, blocked totals) plus the rest, an upper bound fitted to
 /// ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN 128: 168 (blocked:
@@ -126,6 +119,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_t
 /// Shared memory an SM of compute capability 9.0 (the only target of igemm_sm90) gives its blocks.
 constexpr int kSm90SharedPerSm = 228 * 1024;
 
+/// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
+/// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). The reduction runs
+/// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
+/// slices x BN x 8 floats, in wgmma's core-matrix layout; two buffers when there are several
+/// chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of its
+/// channels, then two input tiles of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP]
+/// (channel pitch CP); the pitches come from the planner.
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
   int chunks, weight_buffers;

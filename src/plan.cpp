@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <initializer_list>
+#include <iterator>
 #include <regex>
 
 #include "tile_geometry.cuh"
@@ -59,7 +60,7 @@ Plan new_plan(const Problem& prob, Algorithm algorithm, std::initializer_list<in
   Plan plan;
   plan.params = make_params(prob);
   plan.key = shape_key(prob, algorithm);
-  std::copy(config.begin(), config.begin() + std::min<size_t>(config.size(), 7), plan.key.config);
+  std::copy_n(config.begin(), std::min(config.size(), std::size(plan.key.config)), plan.key.config);
   plan.block = static_cast<unsigned>(block);
   plan.shared_bytes = static_cast<unsigned>(shared_bytes);
   return plan;
@@ -346,7 +347,8 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
   const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0);
-  if (sm90_registers(bn, rough.parts - 1, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w)) >
+  const int split = d.precision == Precision::Fp32 ? 1 : 0;
+  if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w)) >
       std::min(255, 65536 / rough.threads / 8 * 8)) {
     return std::nullopt;
   }
@@ -504,10 +506,10 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm});
   }
-  int f = 1, h = 2;  // KB and PF, optional
-  const int fields = std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &f, &h, &tail);
   static const std::regex grouped_form("grouped:[0-9]+(,[0-9]+){4,6}");
-  if (std::regex_match(forced, grouped_form) && fields >= 5) {
+  if (std::regex_match(forced, grouped_form)) {
+    int f = 1, h = 2;  // KB and PF, optional
+    std::sscanf(forced.c_str(), "grouped:%d,%d,%d,%d,%d,%d,%d", &a, &b, &c, &d, &e, &f, &h);
     const GroupedChoice choice{a, b, c, d, e, f, h};
     const bool ok = a >= 1 && b >= 1 && c >= 1 && d >= 1 && e >= 1 && f >= 1 && h >= 1 && a <= 256 && b <= 256 &&
                     e <= 1024;

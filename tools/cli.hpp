@@ -85,6 +85,11 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required);
 /// Throws CLI::RequiredError for the first of --input/--out-channels/--kernel not given.
 void require_shape(const ShapeFlags& flags);
 
+/// The shape flags or, instead of them, --manifest FILE (a JSON-lines file): when the command is
+/// parsed without a manifest, the shape flags become required. `flags` and `manifest` must
+/// outlive the parse.
+void add_shape_or_manifest_flags(CLI::App& cmd, ShapeFlags& flags, std::string& manifest);
+
 // Checks shared by the flags and the manifest. Each returns an error text for the user, empty
 // when the value was accepted and stored.
 std::string read_input(const std::vector<int64_t>& values, Conv3dDesc& desc);

@@ -295,17 +295,9 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
 Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "time conv3djit against cuDNN on the GPU, with accuracy");
-  add_shape_flags(*cmd, options->shape, false);
-  CLI::Option* manifest = cmd->add_option("--manifest", options->manifest,
-                                          "JSON-lines file, one shape per line (instead of flags)")
-                              ->check(CLI::ExistingFile);
-  for (CLI::Option* shape_flag : options->shape.options) manifest->excludes(shape_flag);
+  add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   add_timing_flags(*cmd, options->timing, 3, "untimed runs before timing, per implementation", 20,
                    "timed runs, each after an L2 flush");
-  // Shape flags are optional only because --manifest can replace them.
-  cmd->callback([options] {
-    if (options->manifest.empty()) require_shape(options->shape);
-  });
   return {cmd, [options, &global] { return run_bench(*options, global); }};
 }
 

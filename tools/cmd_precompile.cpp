@@ -159,19 +159,11 @@ int run_precompile(const PrecompileOptions& options, const GlobalOptions& global
 Command add_precompile_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<PrecompileOptions>();
   CLI::App* cmd = app.add_subcommand("precompile", "compile kernels into the cache ahead of use");
-  add_shape_flags(*cmd, options->shape, false);
-  CLI::Option* manifest = cmd->add_option("--manifest", options->manifest,
-                                          "JSON-lines file, one shape per line (instead of flags)")
-                              ->check(CLI::ExistingFile);
-  for (CLI::Option* shape_flag : options->shape.options) manifest->excludes(shape_flag);
+  add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   cmd->add_option("--arch", options->arch, "target like sm_90 or sm_90a; needs no GPU (default: this GPU's)");
   cmd->add_option("-j,--jobs", options->jobs, "parallel compiles (default: all cores)")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
-  // Shape flags are optional only because --manifest can replace them.
-  cmd->callback([options] {
-    if (options->manifest.empty()) require_shape(options->shape);
-  });
   return {cmd, [options, &global] { return run_precompile(*options, global); }};
 }
 

@@ -166,6 +166,17 @@ void require_shape(const ShapeFlags& flags) {
   }
 }
 
+void add_shape_or_manifest_flags(CLI::App& cmd, ShapeFlags& flags, std::string& manifest) {
+  add_shape_flags(cmd, flags, false);
+  CLI::Option* option = cmd.add_option("--manifest", manifest, "JSON-lines file, one shape per line (instead of flags)")
+                            ->check(CLI::ExistingFile);
+  for (CLI::Option* shape_flag : flags.options) option->excludes(shape_flag);
+  // Shape flags are optional only because --manifest can replace them.
+  cmd.callback([&flags, &manifest] {
+    if (manifest.empty()) require_shape(flags);
+  });
+}
+
 void require_valid(const Conv3dDesc& desc) {
   const Validation valid = validate(desc);
   if (!valid) throw Error(valid.category, valid.message);
