@@ -154,6 +154,13 @@ struct Engine::Impl {
     return fn;
   }
 
+  // The plan for desc on ctx's device, made once per description and context.
+  Plan plan(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx) {
+    return plans.get_or_create(PlanKey{desc_fields(desc), ctx.id}, [&] {
+      return make_plan(prob, context_info(ctx).limits, options.kernel_config);
+    });
+  }
+
   void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
     // The stream's context, even when the caller's current context is another device's.
     ContextScope scope(ctx.handle);
@@ -198,10 +205,29 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CallContext ctx = call_context(cu_stream);
-  const Plan plan = impl_->plans.get_or_create(PlanKey{desc_fields(desc), ctx.id}, [&] {
-    return make_plan(prob, impl_->context_info(ctx).limits, impl_->options.kernel_config);
-  });
-  impl_->launch(plan, tensors, cu_stream, ctx);
+  impl_->launch(impl_->plan(prob, desc, ctx), tensors, cu_stream, ctx);
+}
+
+KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream) {
+  const Problem prob = make_problem(desc);
+  const CallContext ctx = call_context(static_cast<CUstream>(stream));
+  const Plan plan = impl_->plan(prob, desc, ctx);
+  ContextScope scope(ctx.handle);
+  CUfunction fn = impl_->function(plan.key, plan.shared_bytes, ctx);
+  auto attribute = [fn](CUfunction_attribute a) {
+    int v = 0;
+    check_cu(driver().cuFuncGetAttribute(&v, a, fn), "cuFuncGetAttribute");
+    return v;
+  };
+  KernelResources r;
+  r.kernel = generate(plan.key, impl_->context_info(ctx).arch).name_expression;
+  r.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+  r.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+  r.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  r.dynamic_shared_bytes = plan.shared_bytes;
+  r.grid = plan.grid;
+  r.block = plan.block;
+  return r;
 }
 
 void Engine::run_reference(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream) {

@@ -244,6 +244,69 @@ std::optional<Plan> choose_grouped(const Problem& prob, const DeviceLimits& limi
   return std::nullopt;
 }
 
+struct DepthwiseChoice {
+  int th, lanes, warps, odb;
+};
+
+// The lanes' float4s are 16-byte aligned when the tile starts S = -pad_w mod 4 columns early.
+int depthwise_shift(const Problem& prob) { return static_cast<int>((4 - prob.pad.before.w % 4) % 4); }
+
+DepthwiseGeometry depthwise_geom(const Problem& prob, const DepthwiseChoice& c) {
+  const Conv3dDesc& d = prob.desc;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  return depthwise_geometry(i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h), i(d.dilation.d),
+                            i(d.dilation.h), i(d.dilation.w), c.th, c.lanes, c.warps, depthwise_shift(prob));
+}
+
+long long depthwise_blocks(const Problem& prob, const DepthwiseChoice& c, const DepthwiseGeometry& g) {
+  return prob.out.n * prob.out.k * ceil_div(prob.out.d, c.odb) * ceil_div(prob.out.h, g.bh) *
+         ceil_div(prob.out.w, g.bw);
+}
+
+// One input channel per group, unit stride along D and W; the taps in registers (<= 32), at
+// most 48 accumulators and 8 input rows a plane, a storing lane in every row group, at most 1024
+// threads; extents and the block index in 32 bits.
+bool depthwise_fits(const Problem& prob, const DepthwiseChoice& c, const DepthwiseGeometry& g) {
+  const long long limit = (1LL << 31) - 1;
+  const Conv3dDesc& d = prob.desc;
+  const bool problem = d.groups > 1 && prob.c_per_group == 1 && d.stride.d == 1 && d.stride.w == 1 && g.kvol <= 32;
+  const bool shapes = c.th >= 1 && c.th <= 4 && c.lanes <= 32 && c.warps >= 1 && c.warps <= 32 && c.odb >= 1 &&
+                      g.stores >= 1 && g.span * c.th * 4 <= 48 && g.rows <= 8;
+  const bool extents = std::max({d.d * d.h * d.w, prob.out.d * prob.out.h * prob.out.w}) <= limit;
+  return problem && shapes && extents && depthwise_blocks(prob, c, g) <= limit;
+}
+
+Plan plan_depthwise(const Problem& prob, const DepthwiseChoice& c, const DepthwiseGeometry& g) {
+  Plan plan = new_plan(prob, Algorithm::Depthwise, {c.th, c.lanes, c.warps, c.odb, depthwise_shift(prob)}, g.threads);
+  plan.grid = static_cast<unsigned>(depthwise_blocks(prob, c, g));
+  return plan;
+}
+
+// Only where the 16-byte loads apply (W % 4 == 0; the kernel also takes other widths, element by
+// element). Two rows a thread; a row group as wide as the output row (up to 32 lanes, W tiles
+// beyond); warps so that H tiles are even, up to 8 a block. Runs of SPAN + 1 output planes: the
+// kernel's walk is then one unrolled pass of straight-line code, which ptxas fits in its register
+// cap; longer runs loop and spill at it. On depthwise 8x64x16x56x56 (2026-11-29, capped) runs of
+// 2 / 4 / 8 / 16 planes took 0.101 / 0.087 / 0.117 / 0.114 ms; the halo planes a run reloads
+// come from L2 (its neighbour run is the next block).
+std::optional<Plan> choose_depthwise(const Problem& prob) {
+  if (prob.desc.w % 4 != 0) return std::nullopt;
+  DepthwiseChoice c{2, 32, 1, 1};
+  // Long (dilated) spans and more taps than 3x3x3: their accumulators and weights leave no room
+  // for a second row in the register budget.
+  if (depthwise_geom(prob, c).span > 3 || depthwise_geom(prob, c).kvol > 27) c.th = 1;
+  const DepthwiseGeometry full = depthwise_geom(prob, c);
+  const long long overhead = c.lanes - full.stores;
+  c.lanes = static_cast<int>(std::min<long long>(32, ceil_div(prob.out.w, 4) + overhead));
+  const long long rows_per_warp = 32 / c.lanes * c.th;
+  const long long warps = ceil_div(prob.out.h, rows_per_warp);
+  c.warps = static_cast<int>(ceil_div(warps, ceil_div(warps, 8)));
+  c.odb = static_cast<int>(std::min<long long>(prob.out.d, full.span + 1));
+  const DepthwiseGeometry g = depthwise_geom(prob, c);
+  if (!depthwise_fits(prob, c, g)) return std::nullopt;
+  return plan_depthwise(prob, c, g);
+}
+
 int igemm_shared(const Problem& prob, int bm, int bn) {
   const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
   return igemm_shared_bytes(static_cast<int>(kred), bm, bn, prob.desc.precision == Precision::Fp32 ? 1 : 0);
@@ -522,6 +585,18 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_grouped(prob, choice, g);
   }
+  if (std::sscanf(forced.c_str(), "depthwise:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
+    const DepthwiseChoice choice{a, b, c, d};
+    const bool ok = a >= 1 && a <= 4 && b >= 1 && b <= 32 && c >= 1 && c <= 32 && d >= 1;
+    const DepthwiseGeometry g = ok ? depthwise_geom(prob, choice) : DepthwiseGeometry{};
+    if (!ok || !depthwise_fits(prob, choice, g)) {
+      throw Error(ErrorCategory::InvalidArgument,
+                  fmt::format("config = '{}': depthwise needs one input channel per group, stride 1 along D and "
+                              "W, at most 32 taps, TH in 1..4, L lanes in 1..32 leaving a storing lane after the "
+                              "halo, 1..32 warps, ODB >= 1, at most 48 accumulators and 8 input rows", forced));
+    }
+    return plan_depthwise(prob, choice, g);
+  }
   if (std::sscanf(forced.c_str(), "igemm:%d,%d%c", &a, &b, &tail) == 2) {
     if (!igemm_fits(prob, limits, a, b)) {
       throw Error(ErrorCategory::InvalidArgument,
@@ -543,7 +618,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
   }
   throw Error(ErrorCategory::InvalidArgument,
               fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], "
-                          "igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
+                          "depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
 }
 
 }  // namespace
@@ -581,6 +656,7 @@ Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::strin
     if (igemm_fits(prob, limits, 128, bn)) return plan_igemm(prob, 128, bn);
   }
   if (auto tiled = choose_tiled(prob, limits)) return plan_tiled(prob, limits, *tiled);
+  if (auto depthwise = choose_depthwise(prob)) return *depthwise;
   if (auto grouped = choose_grouped(prob, limits)) return *grouped;
   // Four outputs along W per thread reuse each weight four times; narrow outputs take one.
   return plan_generic(prob, limits, prob.out.w >= 4 ? 4 : 1);

@@ -40,7 +40,7 @@ struct Plan {
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and
 /// benchmarks) names a configuration instead of the heuristic's choice: "generic",
-/// "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "igemm:BM,BN" or
+/// "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "depthwise:TH,L,WARPS,ODB", "igemm:BM,BN" or
 /// "sm90:TH,TW,BN,CC"; empty means
 /// the heuristic. Throws Error(InvalidArgument)
 /// for a malformed or infeasible forced configuration.

@@ -14,6 +14,7 @@ const char* to_string(Algorithm a) noexcept {
     case Algorithm::DirectGeneric: return "direct_fp32";
     case Algorithm::DirectTiled: return "direct_tiled_fp32";
     case Algorithm::Grouped: return "grouped_fp32";
+    case Algorithm::Depthwise: return "depthwise_fp32";
     case Algorithm::ImplicitGemm: return "igemm_tf32";
     case Algorithm::ImplicitGemmSm90: return "igemm_sm90";
     case Algorithm::Sm90Weights: return "sm90_weights";

@@ -46,6 +46,7 @@ struct Row {
   NamedDesc named;
   double traffic_bytes = 0;  ///< the minimum: inputs read once, output written once
   std::string kernel;
+  std::optional<KernelResources> resources;  ///< of conv3djit's kernel, once it ran
   std::string cudnn_algo, cudnn_math;
   Measured conv3djit, cudnn;
 
@@ -115,6 +116,7 @@ Row bench_row(const NamedDesc& named, uint64_t seed, Engine& engine, const Cudnn
     const Conv3dTensors tensors = data.tensors();
     row.conv3djit =
         measure([&] { engine.run(desc, tensors, stream.get()); }, data, reference, tol, stream, timer);
+    row.resources = engine.resources(desc, stream.get());
   } catch (const std::exception& e) {
     row.conv3djit.note = e.what();
   }
@@ -181,6 +183,8 @@ json row_json(const Row& row) {
               {"gbps", rate(row.conv3djit, gbps)},
               {"cudnn_tflops", rate(row.cudnn, tflops)},
               {"kernel", row.kernel},
+              {"registers", row.resources ? json(row.resources->registers) : json(nullptr)},
+              {"local_bytes", row.resources ? json(row.resources->local_bytes) : json(nullptr)},
               {"cudnn_algo", row.cudnn_algo.empty() ? json(nullptr) : json(row.cudnn_algo)},
               {"cudnn_math", row.cudnn_math.empty() ? json(nullptr) : json(row.cudnn_math)}};
   if (!row.conv3djit.note.empty()) out["conv3djit_error"] = row.conv3djit.note;
@@ -193,9 +197,9 @@ class Table {
  public:
   explicit Table(const std::vector<NamedDesc>& descs) {
     for (const NamedDesc& d : descs) name_width_ = std::max(name_width_, d.name.size());
-    fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {}\n", "NAME",
+    fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {:>9}  {}\n", "NAME",
                name_width_, "PREC", "CONV3DJIT", "CUDNN", "SPEEDUP", "TFLOP/S", "GB/S", "REL_L2",
-               "CUDNN_REL_L2", "CUDNN_ALGO", "KERNEL");
+               "CUDNN_REL_L2", "CUDNN_ALGO", "REGS/LMEM", "KERNEL");
   }
 
   void print(const Row& row) const {
@@ -206,12 +210,13 @@ class Table {
       return fmt::format("{:.1e}{}", m.accuracy->rel_l2, m.accuracy->passed ? "" : " FAIL");
     };
     const std::optional<double> speedup = row.speedup();
-    fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {}\n",
+    fmt::print("{:<{}}  {:<4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>7}  {:>13}  {:>13}  {:<21}  {:>9}  {}\n",
                row.named.name, name_width_, precision_name(desc.precision), ms(row.conv3djit), ms(row.cudnn),
                speedup ? fmt::format("{:.2f}x", *speedup) : "n/a",
                row.conv3djit.ms ? fmt::format("{:.1f}", tflops(row, *row.conv3djit.ms)) : "n/a",
                row.conv3djit.ms ? fmt::format("{:.0f}", gbps(row, *row.conv3djit.ms)) : "n/a",
                rel_l2(row.conv3djit), rel_l2(row.cudnn), row.cudnn_algo.empty() ? "n/a" : row.cudnn_algo,
+               row.resources ? fmt::format("{}/{}", row.resources->registers, row.resources->local_bytes) : "n/a",
                row.kernel);
     std::fflush(stdout);  // rows take seconds each; show them as they come
   }

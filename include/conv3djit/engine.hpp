@@ -20,7 +20,7 @@ struct EngineOptions {
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
   /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice:
-  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "igemm:BM,BN" or "sm90:TH,TW,BN,CC"
+  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "depthwise:TH,L,WARPS,ODB", "igemm:BM,BN" or "sm90:TH,TW,BN,CC"
   /// (see src/plan.hpp).
   std::string kernel_config;
 };
@@ -58,6 +58,16 @@ struct CacheInfo {
   uint64_t limit_bytes = 0;
 };
 
+/// What the kernel a description runs on costs the device, from cuFuncGetAttribute.
+struct KernelResources {
+  std::string kernel;          ///< NVRTC name expression
+  int registers = 0;           ///< per thread
+  int local_bytes = 0;         ///< local memory per thread (spills, stack); 0 for every kernel the planner picks
+  int static_shared_bytes = 0;
+  unsigned dynamic_shared_bytes = 0;
+  unsigned grid = 0, block = 0;
+};
+
 /// The GPU a context runs on.
 struct DeviceInfo {
   int ordinal = 0;
@@ -90,6 +100,10 @@ class Engine {
 
   /// Name expression of the kernel the planner picks for desc on `arch` (empty: current device).
   std::string kernel_for(const Conv3dDesc& desc, const std::string& arch = "");
+
+  /// The kernel run() launches for desc on `stream`'s device (loaded, compiled if needed) and its
+  /// registers, local memory, shared memory and launch shape. Needs a GPU.
+  KernelResources resources(const Conv3dDesc& desc, Stream stream = nullptr);
 
   EngineStats stats() const;
 

@@ -194,6 +194,21 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   }
 }
 
+TEST_CASE("the kernels the planner picks keep every value in registers: no local memory") {
+  cli::make_context_current();
+  cli::Stream stream;
+  std::vector<Conv3dDesc> descs = listed_descriptions();
+  for (const std::vector<Conv3dDesc>& list : test::config_cases().automatic) descs.insert(descs.end(), list.begin(), list.end());
+  for (const Conv3dDesc& d : descs) {
+    const KernelResources r = Engine::global().resources(d, stream.get());
+    INFO(describe(d) << ": " << r.kernel << " " << r.registers << " registers");
+    CHECK(r.local_bytes == 0);
+    CHECK(r.registers > 0);
+    CHECK(r.block >= 1);
+    CHECK(r.grid >= 1);
+  }
+}
+
 TEST_CASE("a cached cubin the driver refuses is a miss: rebuilt, and the call still succeeds") {
   cli::make_context_current();
   cli::Stream stream;

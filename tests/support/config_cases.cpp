@@ -41,6 +41,18 @@ ConfigCases config_cases() {
       make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),
       make(1, 6, {4, 33, 17}, 12, {2, 2, 3}, {2, 1, 2}, Padding::valid(), 1, 3, true),
   };
+  // The depthwise kernel (one channel per group, unit stride in D and W): every shift of the W
+  // tile (padding mod 4 = 1, 2, 0, 3), rows that are not 16-byte multiples (W = 70, 30: element
+  // loads), OW % 4 != 0 (element stores), a channel multiplier with stride and dilation in H,
+  // 7 taps along W (two halo lanes), dilated D and W, a single plane (KD = 1).
+  const std::vector<Conv3dDesc> depthwise = {
+      grouped[0],
+      grouped_aligned[0],
+      make(1, 8, {7, 13, 36}, 16, {2, 3, 5}, {1, 2, 1}, Dims3{1, 0, 2}, {1, 2, 1}, 8, true),
+      make(1, 4, {3, 10, 40}, 4, {1, 3, 3}, 1, 0, 1, 4),
+      make(1, 6, {5, 9, 30}, 6, {2, 2, 7}, 1, Dims3{0, 1, 3}, 1, 6, true),
+      make(2, 4, {9, 8, 20}, 4, {3, 3, 3}, 1, Padding::same(), {2, 1, 2}, 4),
+  };
   // A long group reduction (64 channels x 27 taps) through the kernel's per-channel partial sums.
   const std::vector<Conv3dDesc> grouped_long = {make(1, 128, {4, 5, 9}, 4, {3, 3, 3}, 1, 1, 1, 2, true)};
   // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
@@ -91,6 +103,10 @@ ConfigCases config_cases() {
           {"grouped:8,64,2,4,4", grouped_aligned},
           {"grouped:5,24,1,4,3", grouped_aligned},
           {"grouped:8,32,2,4,16,1,4", grouped_aligned},
+          {"depthwise:2,16,2,4", depthwise},
+          {"depthwise:1,12,3,3", depthwise},
+          {"depthwise:3,8,3,2", {depthwise[0], depthwise[1], depthwise[3], depthwise[4]}},
+          {"depthwise:2,16,2,9", {depthwise[0], depthwise[1], depthwise[5]}},  // runs that loop
           {"igemm:128,64", dense},
           {"igemm:64,32", dense},
           {"igemm:32,128", dense},
@@ -104,7 +120,7 @@ ConfigCases config_cases() {
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},
       },
-      {dense, grouped, grouped_multi, grouped_aligned, dense_tf32, short_reduction, short_reduction_tf32}};
+      {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32}};
 }
 
 }  // namespace conv3djit::test

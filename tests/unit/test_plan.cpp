@@ -102,16 +102,50 @@ TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and
   const detail::Plan plan = plan_for(resnext, "sm_90");
   CHECK(plan.key.algorithm == Algorithm::Grouped);
   CHECK(plan.key.config[5] == 8);
-  const Conv3dDesc depthwise = test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64);
+  // Depthwise rows that are not 16-byte multiples (W % 4 != 0) stay with the grouped kernel.
+  const Conv3dDesc depthwise = test::make(8, 64, {16, 54, 54}, 64, {3, 3, 3}, 1, 1, 1, 64);
   const detail::Plan dw = plan_for(depthwise, "sm_90");
+  CHECK(dw.key.algorithm == Algorithm::Grouped);
   CHECK(dw.key.config[5] == 1);
-  CHECK(dw.key.config[1] == 56);              // one tile covers the 56 columns
+  CHECK(dw.key.config[1] == 56);              // one tile covers the 54 columns
   CHECK(dw.key.config[0] % dw.key.config[2] == 0);
   CHECK(dw.key.config[4] > 1);                // several output planes share their input planes
   CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,1,4,2,3"), Error);  // 3 does not divide 8
   CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,2,4,2,8"), Error);  // 64 accumulators
   CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:5,32,2,4,2"), Error);    // TH does not divide BH
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "grouped:4,32,1,4,2"), Error);  // groups == 1
+}
+
+TEST_CASE("depthwise layers with 16-byte rows stream through registers, a row group per output row") {
+  // The suite's depthwise layer: OW = 56 is 14 storing lanes plus one halo lane plus one for the
+  // shift (padding 1: S = 3), so a warp holds two row groups of 2 rows; 56 rows are 14 warps,
+  // two even H tiles of 7.
+  const Conv3dDesc depthwise = test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64);
+  const detail::Plan plan = plan_for(depthwise, "sm_90");
+  CHECK(plan.key.algorithm == Algorithm::Depthwise);
+  CHECK(plan.key.config[0] == 2);   // TH
+  CHECK(plan.key.config[1] == 16);  // lanes a row group
+  CHECK(plan.key.config[2] == 7);   // warps
+  CHECK(plan.key.config[3] == 4);   // runs of SPAN + 1 planes: one unrolled pass
+  CHECK(plan.key.config[4] == 3);   // S
+  CHECK(plan.block == 7 * 32);
+  CHECK(plan.grid == 8 * 64 * 2 * 4);
+  CHECK(plan.shared_bytes == 0);
+  // Wider rows take whole warps and W tiles; a channel multiplier is still one channel per group.
+  const detail::Plan wide = plan_for(test::make(1, 32, {8, 30, 224}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90");
+  CHECK(wide.key.algorithm == Algorithm::Depthwise);
+  CHECK(wide.key.config[1] == 32);
+  // Not for it: stride along W or D, several channels per group, more than 32 taps.
+  CHECK(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, {1, 1, 2}, 1, 1, 64), "sm_90").key.algorithm ==
+        Algorithm::Grouped);
+  CHECK(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90").key.algorithm ==
+        Algorithm::Grouped);
+  CHECK(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 5, 5}, 1, 1, 1, 64), "sm_90").key.algorithm ==
+        Algorithm::Grouped);
+  CHECK_THROWS_AS(plan_for(depthwise, "sm_90", "depthwise:2,2,4,4"), Error);   // 2 lanes: no storing lane
+  CHECK_THROWS_AS(plan_for(depthwise, "sm_90", "depthwise:5,16,4,4"), Error);  // TH > 4
+  CHECK_THROWS_AS(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90",
+                           "depthwise:2,16,4,4"), Error);  // two channels per group
 }
 
 TEST_CASE("every plan for the GPU suite's problems fits its device") {
@@ -144,5 +178,6 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
   CHECK(seen.count(Algorithm::ImplicitGemmSm90) == 1);
   CHECK(seen.count(Algorithm::ImplicitGemm) == 1);
   CHECK(seen.count(Algorithm::Grouped) == 1);
+  CHECK(seen.count(Algorithm::Depthwise) == 1);
   CHECK(seen.count(Algorithm::DirectTiled) == 1);
 }
