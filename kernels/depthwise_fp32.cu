@@ -52,27 +52,36 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
   for (int i = 0; i < G.kvol; ++i) w[i] = __ldg(wt + k * G.kvol + i);
   const float bk = p.has_bias ? __ldg(bias + k) : 0.f;
 
-  const float* in_c = in + (n * p.c + g) * (static_cast<long long>(D) * H * W);
   const bool vec_in = W % 4 == 0 && (reinterpret_cast<unsigned long long>(in) & 15) == 0;
   const int id0 = od0 - p.pad_d;
   const int steps = min(ODB, OD - od0);
   const int inputs = steps + G.span - 1;  // input planes of this run
+  const long long plane_floats = static_cast<long long>(H) * W;
+  // Row r of input plane id starts at base + id * plane_floats + r * W; which rows (and, for the
+  // element path, which of the 4 columns) lie inside the input is fixed per thread.
+  const float* base = in + (n * p.c + g) * (D * plane_floats) + static_cast<long long>(ih_first) * W + col;
+  unsigned rows_in = 0, cols_in = 0;
+#pragma unroll
+  for (int r = 0; r < G.rows; ++r) rows_in |= (ih_first + r >= 0 && ih_first + r < H ? 1u : 0u) << r;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) cols_in |= (col + j >= 0 && col + j < W ? 1u : 0u) << j;
 
-  auto load = [&](int i, float4* v) {
+  // Loads input plane i's rows, zeros outside the input. VEC: 16-byte loads (W % 4 == 0 and an
+  // aligned input, so a float4 is wholly inside or outside a row); else element by element.
+  auto load = [&](bool vec, int i, float4* v) {
     const int id = id0 + i;
-    const bool plane_in = id >= 0 && id < D;
-    const float* plane = in_c + static_cast<long long>(plane_in ? id : 0) * H * W;
+    const unsigned rows = id >= 0 && id < D ? rows_in : 0u;
+    const float* plane = base + id * plane_floats;
 #pragma unroll
     for (int r = 0; r < G.rows; ++r) {
-      const int ih = ih_first + r;
-      const bool row_in = plane_in && ih >= 0 && ih < H;
-      const float* src = plane + ih * W + col;
-      if (vec_in) {
-        v[r] = row_in && col >= 0 && col < W ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
-      } else {  // unaligned rows: element by element
+      const float* src = plane + r * W;
+      if (vec) {
+        const bool ok = (rows >> r & 1u) && (cols_in & 1u);
+        v[r] = ok ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      } else {
         float e[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) e[j] = row_in && col + j >= 0 && col + j < W ? __ldg(src + j) : 0.f;
+        for (int j = 0; j < 4; ++j) e[j] = (rows >> r & 1u) && (cols_in >> j & 1u) ? __ldg(src + j) : 0.f;
         v[r] = make_float4(e[0], e[1], e[2], e[3]);
       }
     }
@@ -85,17 +94,18 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
   const int ow = c0 + 4 * s;  // this lane's stored columns: its computed ones shifted by S
 
   // Two plane buffers (the one computed, the one loading) and SPAN accumulator sets: unrolling
-  // 2 x SPAN planes makes both indices compile-time.
+  // 2 x SPAN planes makes both indices compile-time. The load path is chosen once, outside.
   constexpr int UNROLL = 2 * G.span;
+  auto walk = [&](bool vec) {
   float4 buf[2][G.rows];
-  load(0, buf[0]);
+  load(vec, 0, buf[0]);
 #pragma unroll 1
-  for (int base = 0; base < inputs; base += UNROLL) {
+  for (int first = 0; first < inputs; first += UNROLL) {
 #pragma unroll
     for (int q = 0; q < UNROLL; ++q) {
-      const int i = base + q;
+      const int i = first + q;
       if (i >= inputs) break;
-      if (i + 1 < inputs) load(i + 1, buf[(q + 1) % 2]);
+      if (i + 1 < inputs) load(vec, i + 1, buf[(q + 1) % 2]);
       const float4* v = buf[q % 2];
 
       float win[G.rows][G.nxw];
@@ -151,6 +161,9 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
       }
     }
   }
+  };
+  if (vec_in) walk(true);
+  else walk(false);  // two inlined copies, each with its load path fixed
 }
 
 }  // namespace conv3djit
