@@ -167,4 +167,10 @@ TEST_CASE("without a GPU, conv3d reports no device instead of crashing") {
   } catch (const Error& e) {
     CHECK(e.category() == ErrorCategory::NoDevice);
   }
+  try {
+    Engine(EngineOptions{"", 0, false}).resources(d);
+    FAIL("resources() loaded a kernel without a device");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::NoDevice);
+  }
 }
