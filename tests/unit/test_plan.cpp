@@ -102,8 +102,8 @@ TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and
   const detail::Plan plan = plan_for(resnext, "sm_90");
   CHECK(plan.key.algorithm == Algorithm::Grouped);
   CHECK(plan.key.config[5] == 8);
-  // Depthwise rows that are not 16-byte multiples (W % 4 != 0) stay with the grouped kernel.
-  const Conv3dDesc depthwise = test::make(8, 64, {16, 54, 54}, 64, {3, 3, 3}, 1, 1, 1, 64);
+  // Depthwise with a stride along W is a grouped layer for the grouped kernel.
+  const Conv3dDesc depthwise = test::make(8, 64, {16, 54, 108}, 64, {3, 3, 3}, {1, 1, 2}, 1, 1, 64);
   const detail::Plan dw = plan_for(depthwise, "sm_90");
   CHECK(dw.key.algorithm == Algorithm::Grouped);
   CHECK(dw.key.config[5] == 1);
@@ -116,7 +116,7 @@ TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "grouped:4,32,1,4,2"), Error);  // groups == 1
 }
 
-TEST_CASE("depthwise layers with 16-byte rows stream through registers, a row group per output row") {
+TEST_CASE("depthwise layers stream through registers, a row group per output row") {
   // The suite's depthwise layer: OW = 56 is 14 storing lanes plus one halo lane plus one for the
   // shift (padding 1: S = 3), so a warp holds two row groups of 2 rows; 56 rows are 14 warps,
   // two even H tiles of 7.
@@ -131,6 +131,9 @@ TEST_CASE("depthwise layers with 16-byte rows stream through registers, a row gr
   CHECK(plan.block == 7 * 32);
   CHECK(plan.grid == 8 * 64 * 2 * 4);
   CHECK(plan.shared_bytes == 0);
+  // Rows that are not 16-byte multiples too (element loads).
+  CHECK(plan_for(test::make(8, 64, {16, 54, 54}, 64, {3, 3, 3}, 1, 1, 1, 64), "sm_90").key.algorithm ==
+        Algorithm::Depthwise);
   // Wider rows take whole warps and W tiles; a channel multiplier is still one channel per group.
   const detail::Plan wide = plan_for(test::make(1, 32, {8, 30, 224}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90");
   CHECK(wide.key.algorithm == Algorithm::Depthwise);
