@@ -292,9 +292,11 @@ Plan plan_depthwise(const Problem& prob, const DepthwiseChoice& c, const Depthwi
 // come from L2 (its neighbour run is the next block).
 std::optional<Plan> choose_depthwise(const Problem& prob) {
   DepthwiseChoice c{2, 32, 1, 1};
-  // Long (dilated) spans and more taps than 3x3x3: their accumulators and weights leave no room
-  // for a second row in the register budget.
-  if (depthwise_geom(prob, c).span > 3 || depthwise_geom(prob, c).kvol > 27) c.th = 1;
+  // A second row a thread only where its accumulators, weights and input rows fit the kernel's
+  // budget (ptxas holds 21 warps an SM to 80 registers): at most 3 planes of span, 27 taps and
+  // 4 input rows (3x3x3 fits in 79; a dilated or strided KH = 3 needs 5-6 rows and spilled).
+  const DepthwiseGeometry two = depthwise_geom(prob, c);
+  if (two.span > 3 || two.kvol > 27 || two.rows > 4) c.th = 1;
   const DepthwiseGeometry full = depthwise_geom(prob, c);
   const long long overhead = c.lanes - full.stores;
   c.lanes = static_cast<int>(std::min<long long>(32, ceil_div(prob.out.w, 4) + overhead));
