@@ -1,6 +1,7 @@
 // The planner, without a GPU: which kernel family serves which problem on which arch, and that
 // every plan it makes fits the device (shared memory, threads, the wgmma kernel's tile pitches and
 // its weight preparation step).
+#include <random>
 #include <set>
 
 #include "catch.hpp"
@@ -149,6 +150,47 @@ TEST_CASE("depthwise layers stream through registers, a row group per output row
   CHECK_THROWS_AS(plan_for(depthwise, "sm_90", "depthwise:5,16,4,4"), Error);  // TH > 4
   CHECK_THROWS_AS(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90",
                            "depthwise:2,16,4,4"), Error);  // two channels per group
+}
+
+TEST_CASE("every depthwise plan covers its output with aligned row loads and fits the register budget") {
+  std::mt19937 rng(1129);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int planned = 0;
+  while (planned < 400) {
+    const int c = pick(2, 64);
+    const Dims3 kernel{pick(1, 3), pick(1, 3), pick(1, 7)};
+    if (kernel.d * kernel.h * kernel.w > 32) continue;
+    const Conv3dDesc d = test::make(pick(1, 4), c, {pick(1, 20), pick(1, 80), pick(1, 300)}, c * pick(1, 3), kernel,
+                                    {1, pick(1, 3), 1}, Dims3{pick(0, 3), pick(0, 3), pick(0, 6)},
+                                    {pick(1, 3), pick(1, 3), pick(1, 3)}, c, pick(0, 1) == 1);
+    if (!validate(d).ok) continue;
+    ++planned;
+    const detail::Problem prob = detail::make_problem(d);
+    const detail::Plan plan = plan_for(d, "sm_90");
+    INFO(describe(d));
+    REQUIRE(plan.key.algorithm == Algorithm::Depthwise);
+    const int th = plan.key.config[0], lanes = plan.key.config[1], warps = plan.key.config[2];
+    const int odb = plan.key.config[3], shift = plan.key.config[4];
+    const DepthwiseGeometry g = depthwise_geometry(plan.key.kd, plan.key.kh, plan.key.kw, plan.key.sh, plan.key.dd,
+                                                   plan.key.dh, plan.key.dw, th, lanes, warps, shift);
+    // Every lane's float4 starts on a multiple of 4 columns: the tile starts S = -pad_w mod 4 early.
+    CHECK((shift + prob.pad.before.w) % 4 == 0);
+    // The storing lanes, their realignment neighbour and the halo lanes fit one row group.
+    CHECK(g.stores >= 1);
+    CHECK(g.stores + g.halo_lanes + (shift > 0 ? 1 : 0) == lanes);
+    CHECK(g.bw == 4 * g.stores);
+    // One row group covers the output row, or whole-warp row groups tile it.
+    CHECK((lanes == 32 || g.bw >= prob.out.w));
+    CHECK(g.threads == plan.block);
+    CHECK(plan.block <= 8 * 32);
+    CHECK(plan.grid == prob.out.n * prob.out.k * ((prob.out.d + odb - 1) / odb) * ((prob.out.h + g.bh - 1) / g.bh) *
+                           ((prob.out.w + g.bw - 1) / g.bw));
+    // Runs are one unrolled pass of the walk; the accumulators, taps and rows stay in the budget.
+    CHECK(odb <= g.span + 1);
+    CHECK(g.span * th * 4 <= 48);
+    CHECK(g.rows <= (th == 2 ? 4 : 8));
+    CHECK(plan.shared_bytes == 0);
+  }
 }
 
 TEST_CASE("every plan for the GPU suite's problems fits its device") {
