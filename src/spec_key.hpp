@@ -15,7 +15,7 @@ namespace conv3djit::detail {
 enum class Algorithm : uint8_t {
   DirectGeneric,   // kernels/direct_fp32.cu: serves every description
   DirectTiled,     // kernels/direct_tiled_fp32.cu: register-blocked, groups == 1
-  Grouped,         // kernels/grouped_fp32.cu: streaming, groups > 1 (depthwise included)
+  Grouped,         // kernels/grouped_fp32.cu: streaming, groups > 1
   Depthwise,       // kernels/depthwise_fp32.cu: one channel per group, unit stride in D and W, registers only
   ImplicitGemm,    // kernels/igemm_tf32.cu: tensor cores, 3xTF32 (fp32 class) or TF32, groups == 1
   ImplicitGemmSm90,  // kernels/igemm_sm90.cu: Hopper wgmma, groups == 1
