@@ -71,25 +71,6 @@ std::vector<Conv3dDesc> random_descriptions(int count) {
   return out;
 }
 
-// Depthwise descriptions the planner gives to depthwise_fp32 (one channel a group, unit stride
-// along D and W, at most 32 taps): widths on and off 16-byte rows, every padding mod 4, dilation,
-// stride along H, channel multipliers, bias.
-std::vector<Conv3dDesc> random_depthwise(int count) {
-  std::mt19937 rng(29112026);
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  std::vector<Conv3dDesc> out;
-  while (static_cast<int>(out.size()) < count) {
-    const int c = pick(2, 12);  // groups == C > 1
-    const Dims3 kernel{pick(1, 3), pick(1, 3), pick(1, 5)};
-    if (kernel.d * kernel.h * kernel.w > 32) continue;
-    const Conv3dDesc d = make(pick(1, 2), c, {pick(1, 9), pick(1, 17), pick(1, 48)}, c * pick(1, 2), kernel,
-                              {1, pick(1, 2), 1}, Dims3{pick(0, 2), pick(0, 2), pick(0, 5)},
-                              {pick(1, 2), pick(1, 2), pick(1, 2)}, c, pick(0, 1) == 1);
-    if (validate(d).ok) out.push_back(d);
-  }
-  return out;
-}
-
 void require_pass(const test::GpuCheck& r) {
   INFO("kernel " << r.kernel << ": rel-L2 " << r.comparison.rel_l2 << ", max error "
                  << r.comparison.max_abs_error << ", outside tolerance " << r.comparison.outside_tolerance
@@ -116,7 +97,9 @@ TEST_CASE("random depthwise descriptions run on depthwise_fp32 and match the ref
   cli::make_context_current();
   cli::Stream stream;
   std::random_device seeds;
-  for (const Conv3dDesc& d : random_depthwise(24)) {
+  // Widths on and off 16-byte rows, every padding mod 4, dilation, stride along H, multipliers.
+  const test::DepthwiseRanges small{2, 12, {9, 17, 48}, {3, 3, 5}, 2, 2, {2, 2, 5}, 2};
+  for (const Conv3dDesc& d : test::random_depthwise(24, 29112026, small)) {
     DYNAMIC_SECTION(describe(d)) {
       CHECK(Engine::global().kernel_for(d).find("depthwise_fp32<") != std::string::npos);
       require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));

@@ -1,5 +1,7 @@
 #include "config_cases.hpp"
 
+#include <random>
+
 namespace conv3djit::test {
 
 Conv3dDesc make(int64_t n, int64_t c, Dims3 in, int64_t k, Dims3 kernel, Dims3 stride, Padding pad, Dims3 dil,
@@ -121,6 +123,27 @@ ConfigCases config_cases() {
           {"sm90:2,64,128,2", chunked_wide},
       },
       {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32}};
+}
+
+std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<Conv3dDesc> out;
+  while (static_cast<int>(out.size()) < count) {
+    const int c = pick(2, r.c);
+    const Dims3 kernel{pick(1, static_cast<int>(r.kernel.d)), pick(1, static_cast<int>(r.kernel.h)),
+                       pick(1, static_cast<int>(r.kernel.w))};
+    if (kernel.d * kernel.h * kernel.w > 32) continue;
+    const Conv3dDesc d =
+        make(pick(1, r.n), c,
+             {pick(1, static_cast<int>(r.in.d)), pick(1, static_cast<int>(r.in.h)), pick(1, static_cast<int>(r.in.w))},
+             c * pick(1, r.multiplier), kernel, {1, pick(1, r.stride_h), 1},
+             Dims3{pick(0, static_cast<int>(r.pad.d)), pick(0, static_cast<int>(r.pad.h)),
+                   pick(0, static_cast<int>(r.pad.w))},
+             {pick(1, r.dilation), pick(1, r.dilation), pick(1, r.dilation)}, c, pick(0, 1) == 1);
+    if (validate(d).ok) out.push_back(d);
+  }
+  return out;
 }
 
 }  // namespace conv3djit::test

@@ -23,4 +23,19 @@ struct ConfigCases {
 
 ConfigCases config_cases();
 
+/// Upper bounds of random_depthwise's draws (lower bounds: 1 image, 2 channels, extent 1, tap 1,
+/// stride 1, padding 0, dilation 1).
+struct DepthwiseRanges {
+  int n, c;           // images; channels (= groups)
+  Dims3 in, kernel;   // input extents; kernel extents (draws with more than 32 taps are skipped)
+  int multiplier;     // output channels per group
+  int stride_h;       // stride along H (D and W stay 1: the depthwise kernel's layers)
+  Dims3 pad;
+  int dilation;       // along each axis
+};
+
+/// `count` valid depthwise descriptions drawn from `seed`, every field random within `r`
+/// (bias too): the layers the planner gives to depthwise_fp32.
+std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r);
+
 }  // namespace conv3djit::test

@@ -1,7 +1,6 @@
 // The planner, without a GPU: which kernel family serves which problem on which arch, and that
 // every plan it makes fits the device (shared memory, threads, the wgmma kernel's tile pitches and
 // its weight preparation step).
-#include <random>
 #include <set>
 
 #include "catch.hpp"
@@ -153,18 +152,8 @@ TEST_CASE("depthwise layers stream through registers, a row group per output row
 }
 
 TEST_CASE("every depthwise plan covers its output with aligned row loads and fits the register budget") {
-  std::mt19937 rng(1129);
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  int planned = 0;
-  while (planned < 400) {
-    const int c = pick(2, 64);
-    const Dims3 kernel{pick(1, 3), pick(1, 3), pick(1, 7)};
-    if (kernel.d * kernel.h * kernel.w > 32) continue;
-    const Conv3dDesc d = test::make(pick(1, 4), c, {pick(1, 20), pick(1, 80), pick(1, 300)}, c * pick(1, 3), kernel,
-                                    {1, pick(1, 3), 1}, Dims3{pick(0, 3), pick(0, 3), pick(0, 6)},
-                                    {pick(1, 3), pick(1, 3), pick(1, 3)}, c, pick(0, 1) == 1);
-    if (!validate(d).ok) continue;
-    ++planned;
+  const test::DepthwiseRanges wide{4, 64, {20, 80, 300}, {3, 3, 7}, 3, 3, {3, 3, 6}, 3};
+  for (const Conv3dDesc& d : test::random_depthwise(400, 1129, wide)) {
     const detail::Problem prob = detail::make_problem(d);
     const detail::Plan plan = plan_for(d, "sm_90");
     INFO(describe(d));
