@@ -121,22 +121,33 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     return Origin{static_cast<int>(plane / OD), static_cast<int>(plane % OD),
                   static_cast<int>(tile / tiles_w % tiles_h) * TH, static_cast<int>(tile % tiles_w) * TW};
   };
-  // A warp copies whole tile rows: the row's coordinates and bounds once, then lanes along W.
-  constexpr int ROWS = CC * KD * G.in_h;
+  // A warp copies whole tile rows, a lane the columns lane, lane + 32, ...: which of those lie
+  // inside the input is the same for every row, so it is worked out once per item (bit k of
+  // `inside`), and each row only adds its own bounds and one 64-bit row address. Positions
+  // outside the input are zero-filled from a valid address (the row start, or `in`).
+  constexpr int ROWS = CC * KD * G.in_h, XS = (G.in_w + 31) / 32;
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
-    float* dst = tiles + buf * G.tile_floats;
+    float* dst = tiles + buf * G.tile_floats + lane;
+    unsigned inside = 0;
+#pragma unroll
+    for (int k = 0; k < XS; ++k) {
+      const int x = lane + 32 * k;
+      if (x < G.in_w && static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W)) inside |= 1u << k;
+    }
     for (int row = warp; row < ROWS; row += WARPS) {
       const int y = row % G.in_h, z = row / G.in_h % KD, c = row / (G.in_h * KD), cg = chunk * CC + c;
       const int id = id0 + z * DD, ih = ih0 + y;
       const bool row_ok = (CG % CC == 0 || cg < CG) && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
                           static_cast<unsigned>(ih) < static_cast<unsigned>(H);
-      const float* src = in_n + (static_cast<long long>(cg * D + id) * H + ih) * W + iw0;
+      const float* src = row_ok ? in_n + (static_cast<long long>(cg * D + id) * H + ih) * W : in;
       float* d = dst + c * CP + z * PP + y * RP;
-      for (int x = lane; x < G.in_w; x += 32) {
-        const bool ok = row_ok && static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W);
-        copy_or_zero(d + x, ok ? src + x : in, ok);
+#pragma unroll
+      for (int k = 0; k < XS; ++k) {
+        if (k == XS - 1 && lane + 32 * k >= G.in_w) break;
+        const bool ok = row_ok && (inside >> k & 1u);
+        copy_or_zero(d + 32 * k, src + (ok ? iw0 + lane + 32 * k : 0), ok);
       }
     }
   };
@@ -175,6 +186,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 
     const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
     auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
+    // Rounded with integer arithmetic (tf32.cuh): cvt.rna would cost ~4 instructions a value.
     auto gather = [&](int group, unsigned (&frag)[CHAIN][PARTS][4]) {
 #pragma unroll
       for (int j = 0; j < CHAIN; ++j) {
@@ -184,15 +196,20 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         const float x[4] = {at(o.x), at(o.x + B_BYTES), at(o.y), at(o.y + B_BYTES)};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float big = to_tf32(x[e]);
-          frag[j][0][e] = __float_as_uint(big);
-          if (SPLIT) frag[j][PARTS - 1][e] = __float_as_uint(to_tf32(x[e] - big));
+          if (SPLIT) {
+            const float big = tf32_big(x[e]);
+            frag[j][0][e] = __float_as_uint(big);
+            frag[j][PARTS - 1][e] = tf32_operand(x[e] - big);
+          } else {
+            frag[j][0][e] = tf32_operand(x[e]);
+          }
         }
       }
     };
-    if (chunk == 0) {
+    // A tile's first wgmma starts its chain from zero, so only the running sums need clearing.
+    if (SPLIT && chunk == 0) {
 #pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
+      for (int i = 0; i < R; ++i) sum[i] = 0.f;
       if (BLOCKED) {
 #pragma unroll
         for (int i = 0; i < R; ++i) total[i] = 0.f;

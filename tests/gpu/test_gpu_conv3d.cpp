@@ -2,6 +2,8 @@
 // extents that end mid-tile, large reductions), threads, graph capture and replay. Skipped
 // (exit 77) without a device. Fresh random inputs each run; outputs NaN-poisoned.
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -9,6 +11,8 @@
 
 #include "catch.hpp"
 #include "disk_cache.hpp"
+#include "driver_api.hpp"
+#include "problem.hpp"
 #include "config_cases.hpp"
 #include "gpu_check.hpp"
 
@@ -220,6 +224,62 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
     CHECK(r.registers > 0);
     CHECK(r.block >= 1);
     CHECK(r.grid >= 1);
+  }
+}
+
+TEST_CASE("NaN and infinity in the input reach exactly the outputs that read them") {
+  // The tensor-core kernels round their gathered operands with integer arithmetic (tf32.cuh); a
+  // NaN's mantissa can carry into the sign there, so each special value must still come out.
+  cli::make_context_current();
+  cli::Stream stream;
+  const std::vector<Conv3dDesc> shapes = {
+      make(1, 3, {6, 10, 70}, 64, {3, 5, 7}),  // the reference problem's kernel
+      make(1, 128, {4, 6, 20}, 96, {1, 1, 1}), // pointwise
+      make(1, 32, {6, 9, 17}, 32, {3, 3, 3}),  // C = 32: chunked reductions on some kernels
+      make(1, 4, {5, 6, 7}, 5, {3, 3, 3}),     // small: FFMA kernels
+  };
+  // CUDA's canonical NaN, a quiet NaN, x86's default (negative) NaN, +inf and -inf.
+  const uint32_t specials[] = {0x7fffffffu, 0x7fc00000u, 0xffc00000u, 0x7f800000u, 0xff800000u};
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    for (Conv3dDesc d : shapes) {
+      d.precision = precision;
+      DYNAMIC_SECTION(describe(d)) {
+        cli::ProblemData data(d, 7);
+        const Dims3 in{d.d, d.h, d.w};
+        const OutputExtents out = detail::make_problem(d).out;
+        std::vector<Dims3> at;  // one special value each, spread over the volume
+        for (size_t i = 0; i < std::size(specials); ++i) {
+          const Dims3 p{static_cast<int64_t>(i) * in.d / 5, (static_cast<int64_t>(i) * 3 + 1) % in.h,
+                        (static_cast<int64_t>(i) * 11 + 2) % in.w};
+          at.push_back(p);
+          const int64_t c = static_cast<int64_t>(i) % d.c;
+          std::memcpy(&data.input[static_cast<size_t>(((c * in.d + p.d) * in.h + p.h) * in.w + p.w)], &specials[i], 4);
+        }
+        detail::check_cu(detail::driver().cuMemcpyHtoD(data.d_input.handle(), data.input.data(), data.d_input.bytes()),
+                         "cuMemcpyHtoD");
+        Engine::global().run(d, data.tensors(), stream.get());
+        std::vector<float> got(static_cast<size_t>(data.output_elements));
+        stream.synchronize();
+        cli::copy_to_host(data.d_output, got.data());
+        int64_t wrong = 0;
+        for (int64_t k = 0; k < d.k; ++k) {
+          for (int64_t z = 0; z < out.d; ++z) {
+            for (int64_t y = 0; y < out.h; ++y) {
+              for (int64_t x = 0; x < out.w; ++x) {
+                bool reads = false;  // stride 1, no padding, one group: the window starting at (z, y, x)
+                for (const Dims3& p : at) {
+                  reads |= p.d >= z && p.d < z + d.kernel.d && p.h >= y && p.h < y + d.kernel.h && p.w >= x &&
+                           p.w < x + d.kernel.w;
+                }
+                wrong += std::isfinite(got[static_cast<size_t>(((k * out.d + z) * out.h + y) * out.w + x)]) == reads;
+              }
+            }
+          }
+        }
+        INFO("kernel " << Engine::global().kernel_for(d));
+        CHECK(wrong == 0);
+      }
+    }
   }
 }
 
