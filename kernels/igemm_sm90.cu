@@ -21,9 +21,10 @@
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
 // slice small*big, big*small, then big*big into the same accumulator. Tensor cores add with
 // truncation, so one long chain drifts (2-4e-6 rel-L2 measured with mma.sync): the chain restarts
-// every CHAIN slices (scale-d = 0) and is added to a running sum with a round-to-nearest FADD;
-// past 512 terms that sum joins a separate total every 32 chains (blocked summation: without it a
-// 13824-term reduction reached 7.4e-7 rel-L2 and failed allclose on near-zero outputs).
+// every two groups (2 x CHAIN slices, scale-d = 0) and is added to a running sum with a
+// round-to-nearest FADD; past 512 terms that sum joins a separate total every 512 terms (blocked
+// summation: without it a 13824-term reduction reached 7.4e-7 rel-L2 and failed allclose on
+// near-zero outputs).
 // SPLIT = 0 (tf32 class): one TF32 product, one chain.
 #pragma once
 #include "async_copy.cuh"
@@ -49,8 +50,9 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks;
-  constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : 4;  // slices per wgmma group (and per fresh chain)
+  constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : 4;  // slices per wgmma group
   constexpr int GROUPS = (S + CHAIN - 1) / CHAIN;
+  constexpr int BLOCK_CHAINS = 512 / (2 * CHAIN * 8);  // 3xTF32 chains per blocked total
   constexpr int R = BN / 2;                                 // accumulators per thread
   constexpr int W_ELEMS = S * 8 * BN, WARPS = THREADS / 32;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
@@ -221,14 +223,17 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
     // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
     using Frags = unsigned[CHAIN][PARTS][4];
-    auto run_group = [&](int group, const Frags& cur, Frags& next) {
+    // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
+    // group); the accumulators are drained into `sum` only then, and the group between overlaps
+    // its gather with the chain's first half.
+    auto run_group = [&](int group, const Frags& cur, Frags& next, bool odd) {
       wgmma::fence();
 #pragma unroll
       for (int j = 0; j < CHAIN; ++j) {
         const int s = group * CHAIN + j;
         if (s >= S) break;
         const unsigned long long big_b = w_item + static_cast<unsigned>(s * NB * 2 * 128 >> 4);
-        const bool chained = SPLIT ? j > 0 : (s > 0 || chunk > 0);
+        const bool chained = SPLIT ? j > 0 || odd : (s > 0 || chunk > 0);
         if (SPLIT) {
           const unsigned long long small_b = big_b + (W_ELEMS * 4 >> 4);
           wgmma::mma<BN>(acc, cur[j][PARTS - 1], big_b, chained);
@@ -239,16 +244,16 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         }
       }
       wgmma::commit();
-      // `next` holds the fragments of the group before this one: with 3xTF32 that group was
-      // waited for below; with TF32 wait for it now.
-      if (!SPLIT) wgmma::wait<1>();
+      // `next` holds the fragments of the group before this one: wait for it unless it ended a
+      // 3xTF32 chain (waited for below).
+      if (!SPLIT || odd) wgmma::wait<1>();
       if (group + 1 < GROUPS) gather(group + 1, next);
-      if (SPLIT) {
+      if (SPLIT && (odd || group + 1 == GROUPS)) {
         wgmma::wait<0>();
         wgmma::settle(acc);
 #pragma unroll
         for (int i = 0; i < R; ++i) sum[i] += acc[i];
-        if (BLOCKED && ++chains == 32) {
+        if (BLOCKED && ++chains == BLOCK_CHAINS) {
 #pragma unroll
           for (int i = 0; i < R; ++i) {
             total[i] += sum[i];
@@ -261,8 +266,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     gather(0, a[0]);
 #pragma unroll 1
     for (int group = 0; group < GROUPS; group += 2) {
-      run_group(group, a[0], a[1]);
-      if (group + 1 < GROUPS) run_group(group + 1, a[1], a[0]);
+      run_group(group, a[0], a[1], false);
+      if (group + 1 < GROUPS) run_group(group + 1, a[1], a[0], true);
     }
     wgmma::wait<0>();
     wgmma::settle(acc);
