@@ -3,8 +3,11 @@
 // GEMM view: rows = output positions, columns = output channels, reduction = (c, kd, kh, kw). A
 // block is a persistent worker for one block of BN channels walking spatial tiles of TH x TW
 // outputs of one (n, od). The reduction runs CC channels at a time: a work item is (tile, chunk).
-// Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied with
-// cp.async into one of two buffers while the previous item is computed. The weights go to shared
+// Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied into
+// one of two buffers while the previous item is computed: with TMA = 1 as one tensor box (a single
+// instruction from one thread, completing on the buffer's mbarrier; the box starts up to 3 columns
+// early so that its origin is 16-byte aligned, and the gather reads `shift` columns in), else
+// element by element with cp.async by all threads. The weights go to shared
 // memory rounded to TF32 (and split into big + small for 3xTF32) in wgmma's layout: when the whole
 // reduction is one chunk (CC == CG) the block converts them itself, once; with several chunks,
 // sm90_weights (below, launched just before on the same stream) has written every chunk in that
@@ -31,6 +34,7 @@
 #include "common.cuh"
 #include "tf32.cuh"
 #include "tile_geometry.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace conv3djit {
@@ -42,11 +46,11 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 }
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
-          int CC, int RP, int PP, int CP, int SPLIT>
+          int CC, int RP, int PP, int CP, int SPLIT, int TMA>
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
                                                           SPLIT).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
-           float* __restrict__ out, ConvParams p) {
+           float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map) {
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks;
@@ -62,7 +66,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
   int2* const table = reinterpret_cast<int2*>(w_s + G.weight_buffers * G.weight_floats);  // [S][4] bytes
   float* const bias_s = reinterpret_cast<float*>(table) + G.table_ints;                   // [BN]
-  float* const tiles = bias_s + BN;                                                       // [2][tile_floats]
+  unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // [2], TMA
+  float* const tiles = w_s + G.tiles_at;                                                   // [2][tile_floats]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
@@ -112,7 +117,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64; in the input tile
   // the second is a compile-time distance from the first.
   const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g, row_a = pa / TW, col_a = pa % TW;
-  const int base_a = row_a * SH * RP + col_a * SW;
+  const int shift = TMA ? -p.pad_w & 3 : 0;  // TW is a multiple of 8: the same for every tile
+  const int base_a = row_a * SH * RP + col_a * SW + shift;
   constexpr int B_BYTES = 4 * (TW >= 16 ? 8 * SW : SH * RP);
 
   struct Origin {
@@ -129,6 +135,19 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // outside the input are zero-filled from a valid address (the row start, or `in`).
   constexpr int ROWS = CC * KD * G.in_h, XS = (G.in_w + 31) / 32;
   auto stage = [&](const Origin& o, int chunk, int buf) {
+    if (TMA) {
+      if (tid == 0) {
+        unsigned long long* bar = bars + buf;
+        tma::arrive_expect(bar, (CC * CP + (CHUNKS > 1 ? G.weight_floats : 0)) * 4);
+        tma::load_box(tiles + buf * G.tile_floats, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h,
+                      o.od * SD - p.pad_d, chunk * CC, o.n, bar);
+        if (CHUNKS > 1) {
+          tma::load_bytes(w_s + buf * G.weight_floats, wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats,
+                          G.weight_floats * 4, bar);
+        }
+      }
+      return;
+    }
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
     float* dst = tiles + buf * G.tile_floats + lane;
@@ -163,9 +182,14 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 
   unsigned tile = blockIdx.x / k_blocks;
   int chunk = 0;
+  if (TMA && tid == 0) {
+    tma::init(bars);
+    tma::init(bars + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   if (tile < n_tiles) {
     stage(origin(tile), 0, 0);
-    if (CHUNKS > 1) copy_weights(0, 0);
+    if (CHUNKS > 1 && !TMA) copy_weights(0, 0);
   }
   copies_commit();
 #pragma unroll 1
@@ -178,13 +202,14 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     const bool has_next = next_tile < n_tiles;
     if (has_next) {
       stage(origin(next_tile), next_chunk, buf ^ 1);
-      if (CHUNKS > 1) copy_weights(next_chunk, buf ^ 1);
+      if (CHUNKS > 1 && !TMA) copy_weights(next_chunk, buf ^ 1);
     }
     copies_commit();
     copies_wait<1>();  // this item's copies (the next item's stay in flight)
     // The tensor cores read the weights (stored or copied above) through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
+    if (TMA) tma::wait(bars + buf, it >> 1 & 1);  // this buffer's (it / 2)-th use
 
     const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
     auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };

@@ -165,14 +165,17 @@ constexpr int kSm90SharedPerSm = 228 * 1024;
 /// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
 /// slices x BN x 8 floats, in wgmma's core-matrix layout; two buffers when there are several
 /// chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of its
-/// channels, then two input tiles of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP]
-/// (channel pitch CP); the pitches come from the planner.
+/// channels, two mbarriers (TMA staging), then, 128-byte aligned, two input tiles of
+/// [CC (+1 zero channel)][KD planes of PP][in_h rows of RP] (channel pitch CP). The pitches come
+/// from the planner: chosen against bank conflicts for cp.async staging; with TMA staging the box
+/// is stored densely (RP = tma_row(in_w), PP = in_h * RP, CP = KD * PP).
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
   int chunks, weight_buffers;
   int in_h, in_w;
   int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
   int weight_floats, table_ints, tile_floats;
+  int bars_at, tiles_at;  // floats from the start: the two mbarriers, the two input tiles
   int shared_bytes;
   // 2 when two blocks fit an SM by shared memory and by the register estimate: the kernel's
   // launch bounds then hold ptxas to it, and two independent blocks overlap one's epilogue and
@@ -188,6 +191,10 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int 
   const int kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
   return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw : cc * cp;
 }
+
+/// A TMA box row: the tile's in_w columns plus up to 3 columns before them (the box must start at
+/// a multiple of 4 floats; the kernel shifts its reads by the difference), rounded up to 4.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_row(int in_w) { return (in_w + 3 + 3) / 4 * 4; }
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
@@ -205,8 +212,10 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.zero_channel = g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
   g.table_ints = g.slices * 8;
-  g.tile_floats = ((cc + g.zero_channel) * cp + 3) / 4 * 4;  // 16-byte aligned buffers
-  g.shared_bytes = 4 * (g.weight_buffers * g.weight_floats + g.table_ints + bn + 2 * g.tile_floats);
+  g.tile_floats = ((cc + g.zero_channel) * cp + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
+  g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
+  g.tiles_at = (g.bars_at + 4 + 31) / 32 * 32;
+  g.shared_bytes = 4 * (g.tiles_at + 2 * g.tile_floats);
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   return g;

@@ -21,6 +21,7 @@
 #include "nvrtc_compiler.hpp"
 #include "plan.hpp"
 #include "problem.hpp"
+#include "tensor_map.hpp"
 
 namespace conv3djit {
 
@@ -161,17 +162,23 @@ struct Engine::Impl {
     });
   }
 
-  void launch(const Plan& plan, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
+  void launch(const Plan& planned, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
+    // A TMA map needs a 16-byte aligned input; other inputs take the plan's cp.async twin.
+    const bool aligned = reinterpret_cast<uintptr_t>(t.input) % 16 == 0;
+    const Plan& plan = planned.unaligned && !aligned ? *planned.unaligned : planned;
     // The stream's context, even when the caller's current context is another device's.
     ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
+    // igemm_sm90 takes a map as its last parameter (unused, zero, with cp.async staging); the
+    // other kernels have five parameters and the driver reads no further.
+    const CUtensorMap map = uses_tensor_map(plan) ? input_tensor_map(plan, t.input) : CUtensorMap{};
     const void* in = t.input;
     const void* wt = t.weight;
     // The kernels read bias only when has_bias; any valid pointer will do otherwise.
     const void* bias = t.bias != nullptr ? t.bias : t.weight;
     void* out = t.output;
     ConvParams params = plan.params;
-    void* args[] = {&in, &wt, &bias, &out, &params};
+    void* args[] = {&in, &wt, &bias, &out, &params, const_cast<CUtensorMap*>(&map)};
     // With a preparation step the convolution reads the prepared weights instead: stream-ordered
     // scratch memory, so concurrent calls on other streams and graph capture stay safe.
     CUdeviceptr workspace = 0;
@@ -257,6 +264,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   const std::string target = target_arch(*impl_, arch, &limits);
   const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
   if (plan.prep) impl_->binary(plan.prep->key, target);  // production must not compile it either
+  if (plan.unaligned) impl_->binary(plan.unaligned->key, target);  // nor the twin for misaligned inputs
   bool hit = false;
   BinaryPtr bin = impl_->binary(plan.key, target, &hit);
   const GeneratedKernel gen = generate(plan.key, target);

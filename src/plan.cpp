@@ -339,6 +339,7 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
 
 struct Sm90Choice {
   int th, tw, bn, cc, rp, pp, cp;
+  int tma;  // input tiles staged as TMA boxes (dense pitches) instead of cp.async
   Sm90Geometry g;
   double score = 0;  // choose_sm90's useful fraction x warpgroup speed
 };
@@ -393,11 +394,22 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
                        d.precision == Precision::Fp32 ? 1 : 0);
 }
 
+// TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
+// its rows must be 16-byte multiples (the map's strides), the box a single run of planes along D
+// (no dilation there), and every box extent at most 256.
+bool sm90_tma_fits(const Problem& prob, int in_h, int in_w, int cc) {
+  const Conv3dDesc& d = prob.desc;
+  return d.w % 4 == 0 && d.dilation.d == 1 && sm90_tma_row(in_w) <= 256 && in_h <= 256 && d.kernel.d <= 256 &&
+         cc <= 256;
+}
+
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
-// there are several) and two input tiles must fit in shared memory.
+// there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
+// cp.async, -1 = TMA where it fits. A TMA choice also fits with cp.async, its fallback for
+// inputs that are not 16-byte aligned.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
-                                         int cc) {
+                                         int cc, int staging = -1) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
   if ((bn != 32 && bn != 64 && bn != 128) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
@@ -424,7 +436,15 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   const auto [rp, pp, cp] = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
   const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  return Sm90Choice{th, tw, bn, cc, rp, pp, cp, g};
+  const Sm90Choice copies{th, tw, bn, cc, rp, pp, cp, 0, g};
+  if (staging == 0) return copies;
+  if (sm90_tma_fits(prob, rough.in_h, rough.in_w, cc)) {
+    const int row = sm90_tma_row(rough.in_w), plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
+    const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel);
+    if (boxed.shared_bytes <= limits.max_smem_per_block_optin) return Sm90Choice{th, tw, bn, cc, row, plane, channel, 1, boxed};
+  }
+  if (staging == 1) return std::nullopt;
+  return copies;
 }
 
 // Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
@@ -506,8 +526,12 @@ std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& p
 }
 
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
-  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, c.rp, c.pp, c.cp}, c.g.threads,
-                       c.g.shared_bytes);
+  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, c.rp, c.pp, c.cp, c.tma},
+                       c.g.threads, c.g.shared_bytes);
+  if (c.tma) {
+    const auto copies = sm90_candidate(prob, limits, c.th, c.tw, c.bn, c.cc, 0);  // exists: see sm90_candidate
+    plan.unaligned = std::make_shared<const Plan>(plan_sm90(prob, limits, *copies));
+  }
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.
@@ -607,20 +631,23 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_igemm(prob, a, b);
   }
-  if (std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4) {
-    const auto choice = sm90_candidate(prob, limits, a, b, c, std::min<int>(d, static_cast<int>(prob.c_per_group)));
+  const int sm90_fields = std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail);
+  if ((sm90_fields == 4 || sm90_fields == 5) && (sm90_fields == 4 || e == 0 || e == 1)) {
+    const auto choice = sm90_candidate(prob, limits, a, b, c, std::min<int>(d, static_cast<int>(prob.c_per_group)),
+                                       sm90_fields == 5 ? e : -1);
     if (!choice) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64 or 128, "
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
-                              "may have, CC >= 1, and the weights and two input tiles must fit in shared memory",
+                              "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
+                              "staging 1 (TMA) needs W % 4 == 0, no dilation along D and boxes within 256",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);
   }
   throw Error(ErrorCategory::InvalidArgument,
               fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], "
-                          "depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC", forced));
+                          "depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING]", forced));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // Plan: which kernel serves a Problem on a device, and how it is launched. The planner is a
 // heuristic over the extents and the device; only plan.key goes into the cubin.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -36,12 +37,15 @@ struct Plan {
   unsigned shared_bytes = 0;  // dynamic shared memory
   ConvParams params{};
   std::optional<PrepPlan> prep;
+  // igemm_sm90 with TMA staging: the same tiles staged with cp.async, for an input that is not
+  // 16-byte aligned (a TMA map needs an aligned base).
+  std::shared_ptr<const Plan> unaligned;
 };
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and
 /// benchmarks) names a configuration instead of the heuristic's choice: "generic",
 /// "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "depthwise:TH,L,WARPS,ODB", "igemm:BM,BN" or
-/// "sm90:TH,TW,BN,CC"; empty means
+/// "sm90:TH,TW,BN,CC[,STAGING]" (STAGING 1 = TMA boxes, 0 = cp.async); empty means
 /// the heuristic. Throws Error(InvalidArgument)
 /// for a malformed or infeasible forced configuration.
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced = "");

@@ -78,17 +78,17 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
 }  // namespace
 
 CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
-  static const std::regex form("generic(:[0-9]+)?|tiled:[0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+|grouped:[0-9]+(,[0-9]+){4,6}|depthwise:[0-9]+,[0-9]+,[0-9]+,[0-9]+|igemm:[0-9]+,[0-9]+|sm90:[0-9]+,[0-9]+,[0-9]+,[0-9]+");
+  static const std::regex form("generic(:[0-9]+)?|tiled:[0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+|grouped:[0-9]+(,[0-9]+){4,6}|depthwise:[0-9]+,[0-9]+,[0-9]+,[0-9]+|igemm:[0-9]+,[0-9]+|sm90:[0-9]+,[0-9]+,[0-9]+,[0-9]+(,[01])?");
   const CLI::Validator check(
       [](std::string& value) -> std::string {
         if (std::regex_match(value, form)) return {};
-        return fmt::format("expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC, got '{}'", value);
+        return fmt::format("expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING], got '{}'", value);
       },
       "");
   return cmd
       .add_option("--config", config,
                   "fixed kernel configuration instead of the planner's choice: generic, "
-                  "generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC")
+                  "generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING] (1: TMA, 0: cp.async)")
       ->type_name("CONFIG")
       ->check(check);
 }

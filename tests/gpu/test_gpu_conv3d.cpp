@@ -227,6 +227,39 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
   }
 }
 
+TEST_CASE("an input that is not 16-byte aligned runs the cp.async twin of a TMA plan") {
+  cli::make_context_current();
+  cli::Stream stream;
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    Conv3dDesc d = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true);
+    d.precision = precision;
+    DYNAMIC_SECTION(describe(d)) {
+      const std::string planned = Engine::global().kernel_for(d);
+      INFO(planned);
+      REQUIRE(planned.find("igemm_sm90") != std::string::npos);
+      REQUIRE(planned.substr(planned.size() - 3) == ",1>");  // TMA staging
+      cli::ProblemData data(d, 11);
+      cli::DeviceBuffer shifted(data.d_input.bytes() + 16);
+      void* input = static_cast<char*>(shifted.ptr()) + 4;
+      detail::check_cu(detail::driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(input), data.input.data(),
+                                                     data.d_input.bytes()),
+                       "cuMemcpyHtoD");
+      Conv3dTensors t = data.tensors();
+      t.input = static_cast<const float*>(input);
+      cli::fill_nan(data.d_output);
+      Engine::global().run(d, t, stream.get());
+      std::vector<float> got(static_cast<size_t>(data.output_elements));
+      stream.synchronize();
+      cli::copy_to_host(data.d_output, got.data());
+      const std::vector<double> ref = cli::reference_output(Engine::global(), d, data, stream, false);
+      const Comparison c = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(precision));
+      INFO("rel-L2 " << c.rel_l2 << ", non-finite " << c.non_finite);
+      CHECK(c.non_finite == 0);
+      CHECK(c.passed);
+    }
+  }
+}
+
 TEST_CASE("NaN and infinity in the input reach exactly the outputs that read them") {
   // The tensor-core kernels round their gathered operands with integer arithmetic (tf32.cuh); a
   // NaN's mantissa can carry into the sign there, so each special value must still come out.

@@ -78,6 +78,22 @@ ConfigCases config_cases() {
   for (Conv3dDesc& d : wide_tf32) d.precision = Precision::Tf32;
   // Chunks of 2 channels with 128 columns: partial last chunk (C = 7), strides, pointwise.
   const std::vector<Conv3dDesc> chunked_wide = {short_reduction[1], short_reduction[4], short_reduction[6]};
+  // igemm_sm90 with TMA staging (W % 4 == 0): every box shift (padding along W of 0, 3, 2, 1 columns
+  // mod 4), strides, dilation in H and W, whole and chunked reductions (chunks past C read the
+  // box's out-of-bounds zeros), pointwise, K around the column blocks, outputs ending mid-tile.
+  const std::vector<Conv3dDesc> tma = {
+      make(2, 3, {5, 21, 68}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true),
+      make(1, 5, {7, 12, 24}, 9, {2, 3, 3}, 1, Dims3{1, 2, 2}),
+      make(1, 7, {5, 12, 16}, 17, {3, 3, 3}, 1, Dims3{0, 1, 3}),
+      make(1, 48, {4, 7, 12}, 70, {3, 3, 3}, 1, 1, 1, 1, true),
+      make(1, 4, {6, 13, 28}, 24, {3, 3, 3}, 1, 2, {1, 2, 2}),
+      make(1, 24, {3, 9, 32}, 130, {1, 1, 1}, 1, 0, 1, 1, true),
+  };
+  std::vector<Conv3dDesc> tma_tf32 = tma;
+  for (Conv3dDesc& d : tma_tf32) d.precision = Precision::Tf32;
+  // 128 columns with chunks of 2: all but the 3 x 5 x 7 kernel (its 3xTF32 chunk weights don't fit).
+  const std::vector<Conv3dDesc> tma_wide(tma.begin() + 1, tma.end());
   return ConfigCases{
       {
           {"generic", dense},
@@ -121,8 +137,13 @@ ConfigCases config_cases() {
           {"sm90:2,64,64,4", dense},
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},
+          {"sm90:2,64,64,4,1", tma},
+          {"sm90:2,64,64,4,1", tma_tf32},
+          {"sm90:2,64,128,2,1", tma_wide},
+          {"sm90:4,32,64,3,0", tma},
       },
-      {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32}};
+      {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32, tma,
+       tma_tf32}};
 }
 
 std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r) {

@@ -1,0 +1,62 @@
+#pragma once
+// Hopper bulk copies (TMA, sm_90+) completing on shared-memory mbarriers.
+//
+// A TensorMap is the driver's 128-byte CUtensorMap (cuTensorMapEncodeTiled on the host), passed
+// as a __grid_constant__ kernel parameter: NVRTC sees no cuda.h, so it is opaque here.
+
+namespace conv3djit {
+
+struct alignas(64) TensorMap {
+  unsigned long long words[16];
+};
+
+namespace tma {
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// One arrival (this thread's) per phase; the phase completes when the expected bytes have landed.
+__device__ __forceinline__ void init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// This thread's arrival, announcing the bytes the copies issued next will deliver.
+__device__ __forceinline__ void arrive_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+// Waits until the phase with this parity (0, 1, 0, ... for consecutive uses) has completed.
+__device__ __forceinline__ void wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// Box of a 5-D tiled map at (x, y, z, c, n), innermost first. Out-of-bounds elements (negative
+// coordinates included) arrive as zeros. x must be a multiple of 4 floats: other origins raised
+// CUDA_ERROR_ILLEGAL_INSTRUCTION on the H200 (bench/NOTES.md, session 3).
+__device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x, int y, int z, int c, int n,
+                                         unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(x), "r"(y), "r"(z), "r"(c), "r"(n), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// Contiguous global -> shared copy; addresses 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void load_bytes(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+}  // namespace tma
+}  // namespace conv3djit

@@ -1,0 +1,34 @@
+#include "tensor_map.hpp"
+
+#include "driver_api.hpp"
+
+namespace conv3djit::detail {
+
+bool uses_tensor_map(const Plan& plan) {
+  return plan.key.algorithm == Algorithm::ImplicitGemmSm90 && plan.key.config[7] == 1;
+}
+
+CUtensorMap input_tensor_map(const Plan& plan, const void* input) {
+  const ConvParams& p = plan.params;
+  const SpecKey& k = plan.key;
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
+                              static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.c),
+                              static_cast<cuuint64_t>(p.n)};
+  cuuint64_t strides[4];  // bytes, of dims 1..4
+  strides[0] = dims[0] * 4;
+  for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
+  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP
+  const int row = k.config[4], rows = k.config[5] / k.config[4];
+  const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows),
+                             static_cast<cuuint32_t>(k.kd), static_cast<cuuint32_t>(k.config[3]), 1};
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  CUtensorMap map{};
+  check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<void*>(input), dims,
+                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeTiled");
+  return map;
+}
+
+}  // namespace conv3djit::detail

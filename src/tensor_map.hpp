@@ -1,0 +1,18 @@
+#pragma once
+// TMA tensor maps for the kernels that stage their input as tensor boxes (igemm_sm90 with TMA
+// staging): encoded on the host for each call, since the map holds the input's address.
+#include <cuda.h>
+
+#include "plan.hpp"
+
+namespace conv3djit::detail {
+
+/// True when plan's kernel takes its input through a tensor map (igemm_sm90, config[7] == 1).
+bool uses_tensor_map(const Plan& plan);
+
+/// The map of `input` (NCDHW fp32, the plan's extents) as a 5-D tensor (W, H, D, C, N) with the
+/// plan's box: TMA row x tile rows x KD planes x CC channels x 1 image. `input` must be 16-byte
+/// aligned. Throws Error(DriverError) if the driver refuses the map.
+CUtensorMap input_tensor_map(const Plan& plan, const void* input);
+
+}  // namespace conv3djit::detail
