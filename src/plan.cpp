@@ -395,12 +395,12 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
 }
 
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
-// its rows must be 16-byte multiples (the map's strides), the box a single run of planes along D
-// (no dilation there), and every box extent at most 256.
+// its rows must be 16-byte multiples (the map's strides), every box extent at most 256, and a
+// dilation along D at most 8 (the box steps through the planes with that traversal stride).
 bool sm90_tma_fits(const Problem& prob, int in_h, int in_w, int cc) {
   const Conv3dDesc& d = prob.desc;
-  return d.w % 4 == 0 && d.dilation.d == 1 && sm90_tma_row(in_w) <= 256 && in_h <= 256 && d.kernel.d <= 256 &&
-         cc <= 256;
+  return d.w % 4 == 0 && d.dilation.d <= 8 && sm90_tma_row(in_w) <= 256 && in_h <= 256 &&
+         d.kernel.d * d.dilation.d <= 256 && cc <= 256;
 }
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
@@ -493,7 +493,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   if (best && kvol == 1) {
     const double area = double(prob.out.w) / double(ceil_div(prob.out.w, best->tw) * best->tw) *
                         double(prob.out.h) / double(ceil_div(prob.out.h, best->th) * best->th);
-    if (area < 0.9) return std::nullopt;
+    if (area < 0.85) return std::nullopt;
   }
   if (best) best->score = best_eff;
   return best;

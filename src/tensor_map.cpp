@@ -19,9 +19,10 @@ CUtensorMap input_tensor_map(const Plan& plan, const void* input) {
   for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
   // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP
   const int row = k.config[4], rows = k.config[5] / k.config[4];
+  // Along D the box steps by the dilation: KD planes from a box KD x DD planes deep.
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows),
-                             static_cast<cuuint32_t>(k.kd), static_cast<cuuint32_t>(k.config[3]), 1};
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+                             static_cast<cuuint32_t>(k.kd * k.dd), static_cast<cuuint32_t>(k.config[3]), 1};
+  const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
   CUtensorMap map{};
   check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<void*>(input), dims,
                                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,

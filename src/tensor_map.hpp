@@ -11,7 +11,7 @@ namespace conv3djit::detail {
 bool uses_tensor_map(const Plan& plan);
 
 /// The map of `input` (NCDHW fp32, the plan's extents) as a 5-D tensor (W, H, D, C, N) with the
-/// plan's box: TMA row x tile rows x KD planes x CC channels x 1 image. `input` must be 16-byte
+/// plan's box: TMA row x tile rows x KD planes (every DD-th) x CC channels x 1 image. `input` must be 16-byte
 /// aligned. Throws Error(DriverError) if the driver refuses the map.
 CUtensorMap input_tensor_map(const Plan& plan, const void* input);
 

@@ -79,7 +79,7 @@ ConfigCases config_cases() {
   // Chunks of 2 channels with 128 columns: partial last chunk (C = 7), strides, pointwise.
   const std::vector<Conv3dDesc> chunked_wide = {short_reduction[1], short_reduction[4], short_reduction[6]};
   // igemm_sm90 with TMA staging (W % 4 == 0): every box shift (padding along W of 0, 3, 2, 1 columns
-  // mod 4), strides, dilation in H and W, whole and chunked reductions (chunks past C read the
+  // mod 4), strides, dilation (along D: the box's traversal stride), whole and chunked reductions (chunks past C read the
   // box's out-of-bounds zeros), pointwise, K around the column blocks, outputs ending mid-tile.
   const std::vector<Conv3dDesc> tma = {
       make(2, 3, {5, 21, 68}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
@@ -88,6 +88,7 @@ ConfigCases config_cases() {
       make(1, 7, {5, 12, 16}, 17, {3, 3, 3}, 1, Dims3{0, 1, 3}),
       make(1, 48, {4, 7, 12}, 70, {3, 3, 3}, 1, 1, 1, 1, true),
       make(1, 4, {6, 13, 28}, 24, {3, 3, 3}, 1, 2, {1, 2, 2}),
+      make(1, 6, {9, 10, 20}, 16, {3, 3, 3}, 1, Dims3{2, 1, 1}, {2, 1, 1}, 1, true),  // dilation along D
       make(1, 24, {3, 9, 32}, 130, {1, 1, 1}, 1, 0, 1, 1, true),
   };
   std::vector<Conv3dDesc> tma_tf32 = tma;

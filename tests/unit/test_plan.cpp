@@ -86,8 +86,11 @@ TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill"
   CHECK(plan.params.oh * plan.params.ow == 8 * 28 * 28);
   CHECK(plan.params.oh % plan.key.config[0] == 0);  // TH
   CHECK(plan.params.ow % plan.key.config[1] == 0);  // TW
-  // pointwise_512's best flat tiles (8 x 16 of a 7 x 112 plane) are 87.5 % full: igemm_tf32 was faster.
-  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.algorithm == Algorithm::ImplicitGemm);
+  // pointwise_512's best flat tiles (8 x 16 of a 7 x 112 plane) are 87.5 % full: enough since TMA
+  // staging; 13 x 13 planes (no flat width divides 4 x 13 x 13) fill 16 x 8 tiles to 66 %: not enough.
+  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.algorithm ==
+        Algorithm::ImplicitGemmSm90);
+  CHECK(plan_for(test::make(8, 512, {4, 13, 13}, 2048, {1, 1, 1}), "sm_90").key.algorithm == Algorithm::ImplicitGemm);
   // Strides or padding make positions differ: those keep their shape.
   for (const Conv3dDesc& d : {test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, {1, 2, 2}),
                               test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, 1, 1)}) {
