@@ -171,7 +171,8 @@ struct Engine::Impl {
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
     // igemm_sm90 takes a map as its last parameter (unused, zero, with cp.async staging); the
     // other kernels have five parameters and the driver reads no further.
-    const CUtensorMap map = uses_tensor_map(plan) ? input_tensor_map(plan, t.input) : CUtensorMap{};
+    const CUtensorMap none{};
+    const CUtensorMap& map = uses_tensor_map(plan) ? input_tensor_map(plan, t.input) : none;
     const void* in = t.input;
     const void* wt = t.weight;
     // The kernels read bias only when has_bias; any valid pointer will do otherwise.

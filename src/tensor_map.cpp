@@ -1,5 +1,7 @@
 #include "tensor_map.hpp"
 
+#include <cstring>
+
 #include "driver_api.hpp"
 
 namespace conv3djit::detail {
@@ -8,7 +10,9 @@ bool uses_tensor_map(const Plan& plan) {
   return plan.key.algorithm == Algorithm::ImplicitGemmSm90 && plan.key.config[7] == 1;
 }
 
-CUtensorMap input_tensor_map(const Plan& plan, const void* input) {
+namespace {
+
+CUtensorMap encode(const Plan& plan, const void* input) {
   const ConvParams& p = plan.params;
   const SpecKey& k = plan.key;
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
@@ -17,9 +21,9 @@ CUtensorMap input_tensor_map(const Plan& plan, const void* input) {
   cuuint64_t strides[4];  // bytes, of dims 1..4
   strides[0] = dims[0] * 4;
   for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
-  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP
+  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP. Along D the box steps by the
+  // dilation: KD planes from a box KD x DD planes deep.
   const int row = k.config[4], rows = k.config[5] / k.config[4];
-  // Along D the box steps by the dilation: KD planes from a box KD x DD planes deep.
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows),
                              static_cast<cuuint32_t>(k.kd * k.dd), static_cast<cuuint32_t>(k.config[3]), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
@@ -30,6 +34,30 @@ CUtensorMap input_tensor_map(const Plan& plan, const void* input) {
                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
            "cuTensorMapEncodeTiled");
   return map;
+}
+
+// The last map this thread encoded: a layer called again on the same buffer (the common case in
+// inference loops) reuses it instead of encoding anew.
+struct LastMap {
+  const void* input = nullptr;
+  long long extents[5] = {};  // n, c, d, h, w: with the key, all the map depends on
+  SpecKey key;
+  CUtensorMap map{};
+};
+
+}  // namespace
+
+const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
+  thread_local LastMap last;
+  const ConvParams& p = plan.params;
+  const long long extents[5] = {p.n, p.c, p.d, p.h, p.w};
+  if (last.input != input || last.key != plan.key || std::memcmp(last.extents, extents, sizeof(extents)) != 0) {
+    last.map = encode(plan, input);  // first: a throw leaves the old entry intact
+    last.input = input;
+    std::memcpy(last.extents, extents, sizeof(extents));
+    last.key = plan.key;
+  }
+  return last.map;
 }
 
 }  // namespace conv3djit::detail

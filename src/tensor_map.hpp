@@ -12,7 +12,9 @@ bool uses_tensor_map(const Plan& plan);
 
 /// The map of `input` (NCDHW fp32, the plan's extents) as a 5-D tensor (W, H, D, C, N) with the
 /// plan's box: TMA row x tile rows x KD planes (every DD-th) x CC channels x 1 image. `input` must be 16-byte
-/// aligned. Throws Error(DriverError) if the driver refuses the map.
-CUtensorMap input_tensor_map(const Plan& plan, const void* input);
+/// aligned. Throws Error(DriverError) if the driver refuses the map. The map is kept per thread
+/// and re-encoded only when the input or the plan changes; the reference stays valid until this
+/// thread's next call.
+const CUtensorMap& input_tensor_map(const Plan& plan, const void* input);
 
 }  // namespace conv3djit::detail
