@@ -11,8 +11,8 @@
 // memory rounded to TF32 (and split into big + small for 3xTF32) in wgmma's layout: when the whole
 // reduction is one chunk (CC == CG) the block converts them itself, once; with several chunks,
 // sm90_weights (below, launched just before on the same stream) has written every chunk in that
-// form to a workspace, `wt` points there, and each item's chunk is a plain cp.async copy into the
-// other of two buffers, next to the input.
+// form to a workspace, `wt` points there, and each item's chunk is a plain copy (one bulk copy
+// with TMA, else 16-byte cp.async) into the other of two buffers, next to the input.
 //
 // The im2col gather is what run-time specialisation buys: a thread's A fragment for reduction
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for

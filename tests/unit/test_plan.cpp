@@ -77,6 +77,51 @@ TEST_CASE("a long reduction runs in channel chunks whose weights are prepared fi
   }
 }
 
+TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.async twin") {
+  // W % 4 == 0 (here 64, 28, 20), any padding, dilation along D up to 8: TMA boxes.
+  for (const Conv3dDesc& d : {reference_problem(), test::make(2, 32, {16, 28, 28}, 64, {3, 3, 3}, 1, 1),
+                              test::make(1, 16, {12, 20, 20}, 64, {3, 3, 3}, 1, 2, {2, 2, 2})}) {
+    INFO(describe(d));
+    const detail::Plan plan = plan_for(d, "sm_90");
+    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(plan.key.config[7] == 1);
+    const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+    // The box is stored densely: row = sm90_tma_row(in_w) (3 spare columns for the aligned origin).
+    CHECK(plan.key.config[4] == sm90_tma_row(g.in_w));
+    CHECK(plan.key.config[5] == g.in_h * plan.key.config[4]);
+    CHECK(plan.key.config[6] == plan.key.kd * plan.key.config[5]);
+    CHECK(plan.key.config[4] % 4 == 0);
+    CHECK(plan.key.config[4] <= 256);
+    CHECK(plan.key.kd * plan.key.dd <= 256);
+    // 128-byte aligned tiles for the box destination.
+    CHECK(g.tiles_at % 32 == 0);
+    CHECK(g.tile_floats % 32 == 0);
+    // The twin for inputs that are not 16-byte aligned: the same tile and chunks, cp.async.
+    REQUIRE(plan.unaligned);
+    const detail::SpecKey& twin = plan.unaligned->key;
+    CHECK(twin.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(twin.config[7] == 0);
+    for (int i = 0; i < 4; ++i) CHECK(twin.config[i] == plan.key.config[i]);
+    CHECK(plan.unaligned->grid == plan.grid);
+    CHECK(plan.unaligned->prep.has_value() == plan.prep.has_value());
+    CHECK_FALSE(plan.unaligned->unaligned);
+  }
+  // Rows that are not 16-byte multiples, or a dilation along D past 8: cp.async, no twin.
+  for (const Conv3dDesc& d : {test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), test::make(2, 32, {16, 28, 30}, 64, {3, 3, 3}, 1, 1),
+                              test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1})}) {
+    INFO(describe(d));
+    const detail::Plan plan = plan_for(d, "sm_90");
+    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(plan.key.config[7] == 0);
+    CHECK_FALSE(plan.unaligned);
+  }
+  // Forced staging: 1 where it fits, an error where it does not; 0 always.
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,0").key.config[7] == 0);
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
+  CHECK_THROWS_AS(plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1"), Error);
+  CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
+}
+
 TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill") {
   const Conv3dDesc pw256 = test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1});  // 28 x 28: 87.5 % of 4 x 32
   const detail::Plan plan = plan_for(pw256, "sm_90");
