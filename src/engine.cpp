@@ -58,12 +58,12 @@ using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
-using DescFields = std::array<int64_t, 25>;
+using DescFields = std::array<int64_t, 24>;
 DescFields desc_fields(const Conv3dDesc& d) {
   return {d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
           d.stride.w, static_cast<int64_t>(d.padding.mode), d.padding.amount.d, d.padding.amount.h,
           d.padding.amount.w, d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
-          static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision), 0};
+          static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision)};
 }
 struct DescFieldsHash {
   size_t operator()(const DescFields& fields) const {

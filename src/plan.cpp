@@ -337,11 +337,19 @@ Plan plan_igemm(const Problem& prob, int bm, int bn) {
 
 // --- igemm_sm90 -------------------------------------------------------------------------------
 
-struct Sm90Choice {
-  int th, tw, bn, cc, rp, pp, cp;
-  int tma;  // input tiles staged as TMA boxes (dense pitches) instead of cp.async
+// How a tile's input reaches shared memory, and the pitches and geometry that follow.
+struct Sm90Staging {
+  int tma;  // 1: one TMA box, stored densely; 0: cp.async, pitches chosen against bank conflicts
+  int rp, pp, cp;
   Sm90Geometry g;
-  double score = 0;  // choose_sm90's useful fraction x warpgroup speed
+};
+
+struct Sm90Choice {
+  int th, tw, bn, cc;
+  Sm90Staging copies;                // always fits
+  std::optional<Sm90Staging> boxed;  // TMA, where it fits: then the kernel's, with `copies` its twin
+  double score = 0;                  // choose_sm90's useful fraction x warpgroup speed
+  const Sm90Staging& staging() const { return boxed ? *boxed : copies; }
 };
 
 // Bank conflicts of the A gather with these tile pitches: a warp's load for one slice and one
@@ -406,8 +414,8 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int in_w, int cc) {
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
-// cp.async, -1 = TMA where it fits. A TMA choice also fits with cp.async, its fallback for
-// inputs that are not 16-byte aligned.
+// cp.async, -1 = TMA where it fits. Every choice fits with cp.async, the fallback of a TMA plan
+// for inputs that are not 16-byte aligned.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging = -1) {
   const Conv3dDesc& d = prob.desc;
@@ -436,15 +444,14 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   const auto [rp, pp, cp] = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
   const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  const Sm90Choice copies{th, tw, bn, cc, rp, pp, cp, 0, g};
-  if (staging == 0) return copies;
-  if (sm90_tma_fits(prob, rough.in_h, rough.in_w, cc)) {
+  Sm90Choice choice{th, tw, bn, cc, Sm90Staging{0, rp, pp, cp, g}, std::nullopt};
+  if (staging != 0 && sm90_tma_fits(prob, rough.in_h, rough.in_w, cc)) {
     const int row = sm90_tma_row(rough.in_w), plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
     const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel);
-    if (boxed.shared_bytes <= limits.max_smem_per_block_optin) return Sm90Choice{th, tw, bn, cc, row, plane, channel, 1, boxed};
+    if (boxed.shared_bytes <= limits.max_smem_per_block_optin) choice.boxed = Sm90Staging{1, row, plane, channel, boxed};
   }
-  if (staging == 1) return std::nullopt;
-  return copies;
+  if (staging == 1 && !choice.boxed) return std::nullopt;
+  return choice;
 }
 
 // Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
@@ -525,17 +532,14 @@ std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& p
   return best;
 }
 
-Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
-  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, c.rp, c.pp, c.cp, c.tma},
-                       c.g.threads, c.g.shared_bytes);
-  if (c.tma) {
-    const auto copies = sm90_candidate(prob, limits, c.th, c.tw, c.bn, c.cc, 0);  // exists: see sm90_candidate
-    plan.unaligned = std::make_shared<const Plan>(plan_sm90(prob, limits, *copies));
-  }
+Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) {
+  const Sm90Geometry& g = s.g;
+  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma},
+                       g.threads, g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.
-  const int per_sm = c.g.min_blocks;
+  const int per_sm = g.min_blocks;
   const long long k_blocks = ceil_div(prob.out.k, c.bn);
   const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.th) * ceil_div(prob.out.w, c.tw);
   const long long resident = 1LL * limits.sm_count * per_sm;
@@ -545,7 +549,7 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
     throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm90: {} blocks exceed the grid limit", grid));
   }
   plan.grid = static_cast<unsigned>(grid);
-  if (c.g.chunks > 1) {
+  if (g.chunks > 1) {
     // Every (channel block, chunk) of weights, prepared once per call for all blocks to copy.
     PrepPlan prep;
     prep.key = shape_key(prob, Algorithm::Sm90Weights);
@@ -553,11 +557,18 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
     prep.key.config[0] = c.bn;
     prep.key.config[1] = c.cc;
     prep.block = 256;
-    const long long elems = k_blocks * c.g.chunks * c.g.weight_floats;
-    prep.grid = stride_grid(elems / c.g.parts, prep.block, limits, 8);
+    const long long elems = k_blocks * g.chunks * g.weight_floats;
+    prep.grid = stride_grid(elems / g.parts, prep.block, limits, 8);
     prep.workspace_bytes = static_cast<uint64_t>(elems) * 4;
     plan.prep = prep;
   }
+  return plan;
+}
+
+// The choice's plan; with TMA staging it carries its cp.async twin.
+Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
+  Plan plan = plan_sm90(prob, limits, c, c.staging());
+  if (c.boxed) plan.unaligned = std::make_shared<const Plan>(plan_sm90(prob, limits, c, c.copies));
   return plan;
 }
 
@@ -632,7 +643,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     return plan_igemm(prob, a, b);
   }
   const int sm90_fields = std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail);
-  if ((sm90_fields == 4 || sm90_fields == 5) && (sm90_fields == 4 || e == 0 || e == 1)) {
+  if (sm90_fields == 4 || (sm90_fields == 5 && (e == 0 || e == 1))) {
     const auto choice = sm90_candidate(prob, limits, a, b, c, std::min<int>(d, static_cast<int>(prob.c_per_group)),
                                        sm90_fields == 5 ? e : -1);
     if (!choice) {
@@ -640,14 +651,13 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64 or 128, "
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
-                              "staging 1 (TMA) needs W % 4 == 0, no dilation along D and boxes within 256",
+                              "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);
   }
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("config = '{}': expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], "
-                          "depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING]", forced));
+              fmt::format("config = '{}': expected {}", forced, kConfigForms));
 }
 
 }  // namespace

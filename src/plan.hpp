@@ -42,12 +42,16 @@ struct Plan {
   std::shared_ptr<const Plan> unaligned;
 };
 
+/// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
+/// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits.
+inline constexpr const char* kConfigForms =
+    "generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, "
+    "igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING]";
+
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and
-/// benchmarks) names a configuration instead of the heuristic's choice: "generic",
-/// "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "depthwise:TH,L,WARPS,ODB", "igemm:BM,BN" or
-/// "sm90:TH,TW,BN,CC[,STAGING]" (STAGING 1 = TMA boxes, 0 = cp.async); empty means
-/// the heuristic. Throws Error(InvalidArgument)
-/// for a malformed or infeasible forced configuration.
+/// benchmarks) names a configuration in one of kConfigForms instead of the heuristic's choice;
+/// empty means the heuristic. Throws Error(InvalidArgument) for a malformed or infeasible forced
+/// configuration.
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced = "");
 
 /// The plan of the fp64 reference kernel (Engine::run_reference).

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "cli.hpp"
+#include "plan.hpp"
 #include "device.hpp"
 
 namespace conv3djit::cli {
@@ -82,13 +83,13 @@ CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
   const CLI::Validator check(
       [](std::string& value) -> std::string {
         if (std::regex_match(value, form)) return {};
-        return fmt::format("expected generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING], got '{}'", value);
+        return fmt::format("expected {}, got '{}'", detail::kConfigForms, value);
       },
       "");
   return cmd
       .add_option("--config", config,
-                  "fixed kernel configuration instead of the planner's choice: generic, "
-                  "generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING] (1: TMA, 0: cp.async)")
+                  fmt::format("fixed kernel configuration instead of the planner's choice: {} (STAGING 1: TMA, "
+                              "0: cp.async)", detail::kConfigForms))
       ->type_name("CONFIG")
       ->check(check);
 }

@@ -19,9 +19,8 @@ struct EngineOptions {
   uint64_t cache_limit_bytes = 2ull << 30;
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
-  /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice:
-  /// "generic", "generic:TW", "tiled:WK,WS,WR,CC,TW", "grouped:BH,BW,TH,TW,ODB[,KB[,PF]]", "depthwise:TH,L,WARPS,ODB", "igemm:BM,BN" or "sm90:TH,TW,BN,CC"
-  /// (see src/plan.hpp).
+  /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice in one
+  /// of the forms `conv3djit run --help` lists (kConfigForms in src/plan.hpp; README, The CLI).
   std::string kernel_config;
 };
 
