@@ -13,6 +13,16 @@ __device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool 
 #endif
 }
 
+// 16-byte global -> shared copy that zero-fills when !valid; both addresses 16-byte aligned.
+__device__ __forceinline__ void copy16_or_zero(float* dst, const float* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0));
+#else
+  *reinterpret_cast<float4*>(dst) = valid ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
+}
+
 // 16-byte global -> shared copy; both addresses 16-byte aligned.
 __device__ __forceinline__ void copy16(float* dst, const float* src) {
 #if __CUDA_ARCH__ >= 800

@@ -26,4 +26,18 @@ struct ConvParams {
   int has_bias;
 };
 
+/// Returns a % b and leaves a / b in a (a >= 0, b > 0), in 32-bit arithmetic when both fit: a
+/// kernel's 64-bit division by a run-time value is a long subroutine.
+CONV3DJIT_HOST_DEVICE inline long long take_remainder(long long& a, long long b) {
+  if (((a | b) >> 32) == 0) {
+    const unsigned q = static_cast<unsigned>(a) / static_cast<unsigned>(b);
+    const long long r = a - static_cast<long long>(q) * b;
+    a = q;
+    return r;
+  }
+  const long long q = a / b, r = a - q * b;
+  a = q;
+  return r;
+}
+
 }  // namespace conv3djit

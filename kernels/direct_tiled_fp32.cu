@@ -25,7 +25,7 @@
 namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
-          int WK, int WS, int WR, int CC, int TW>
+          int WK, int WS, int WR, int CC, int TW, int V>
 __global__ void __launch_bounds__(WK * WS * 32, (CG + CC - 1) / CC > 1 ? 1 : 2)  // chunked: 2 accumulator sets
 direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
                   const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
@@ -36,9 +36,10 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int warp_k = warp % WK;                        // channel group of this warp
-  const int row = (warp / WK) * WR + lane / G.segs;    // output row within the tile
-  const int seg = lane % G.segs;                       // W segment within the row
+  const int warp_k = warp % WK;                            // channel group of this warp
+  const int lane_row = tiled_lane_row(lane, G.segs);       // output row within the warp's rows
+  const int row = (warp / WK) * WR + lane_row;             // output row within the tile
+  const int seg = tiled_lane_seg(lane, G.segs);            // W segment within the row
 
   const long long k_blocks = (p.k + BK - 1) / BK;
   const long long tiles_h = (p.oh + G.rows - 1) / G.rows;
@@ -48,25 +49,44 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   const long long k0 = kb * BK;
   const long long stride = gridDim.x / k_blocks;
   const long long in_plane = p.h * p.w;
+  const long long volume = p.od * p.oh * p.ow;             // one output channel
   bool weights_loaded = false;
 
   for (long long tile = blockIdx.x / k_blocks; tile < tiles; tile += stride) {
     long long t = tile;
-    const long long tw_i = t % tiles_w; t /= tiles_w;
-    const long long th_i = t % tiles_h; t /= tiles_h;
-    const long long od = t % p.od;
-    const long long n = t / p.od;
+    const long long tw_i = take_remainder(t, tiles_w);
+    const long long th_i = take_remainder(t, tiles_h);
+    const long long od = take_remainder(t, p.od);
+    const long long n = t;
     const long long oh0 = th_i * G.rows;
     const long long ow0 = tw_i * G.tile_w;
     const long long id0 = od * SD - p.pad_d;
     const long long ih0 = oh0 * SH - p.pad_h;
     const long long iw0 = ow0 * SW - p.pad_w;
 
+    // Copies a chunk's input tile (CC x KD x in_h rows, zero outside the input), a warp a row, V
+    // floats a copy: 4 when the planner knows every row and tile start is 16-byte aligned (W and
+    // pad_w multiples of 4; the engine takes the V = 1 twin for an input pointer that is not).
+    auto stage_input = [&](float* in_s, int c0) {
+      for (int r = warp; r < CC * KD * G.in_h; r += G.threads / 32) {  // (c_local * KD + kd) * in_h + ih_l
+        const int ckd = r / G.in_h;
+        const int c = c0 + ckd / KD;
+        const long long id = id0 + ckd % KD * DD, ih = ih0 + r % G.in_h;
+        const bool row_valid = c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h;
+        const float* src_row = in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw0;
+        for (int col = lane * V; col < G.in_w; col += 32 * V) {
+          const bool valid = row_valid && iw0 + col >= 0 && iw0 + col < p.w;
+          const float* src = valid ? src_row + col : in;
+          if constexpr (V == 4) copy16_or_zero(in_s + r * G.pitch + col, src, valid);
+          else copy_or_zero(in_s + r * G.pitch + col, src, valid);
+        }
+      }
+    };
+
     // Issues the copies of one channel chunk into buffer `buf`: weights transposed to
     // [c][kd][kh][kw][k] (a warp then reads TK consecutive channels), and the input tile.
     auto issue_chunk = [&](int chunk, int buf) {
       float* w_s = shared + buf * G.buffer_floats;
-      float* in_s = w_s + G.w_floats;
       const int c0 = chunk * CC;
       if (CHUNKS > 1 || !weights_loaded) {
         for (int i = threadIdx.x; i < G.w_floats; i += G.threads) {
@@ -77,19 +97,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
           copy_or_zero(w_s + i, valid ? wt + (k * CG + c) * G.kvol + tap % G.kvol : wt, valid);
         }
       }
-      constexpr int TILE_ELEMS = CC * KD * G.in_h * G.in_w;
-      for (int i = threadIdx.x; i < TILE_ELEMS; i += G.threads) {
-        const int col = i % G.in_w;
-        const int ih_l = (i / G.in_w) % G.in_h;
-        const int ckd = i / (G.in_w * G.in_h);         // c_local * KD + kd
-        const int c = c0 + ckd / KD;
-        const long long id = id0 + (ckd % KD) * DD;
-        const long long ih = ih0 + ih_l;
-        const long long iw = iw0 + col;
-        const bool valid = c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h && iw >= 0 && iw < p.w;
-        copy_or_zero(in_s + (ckd * G.in_h + ih_l) * G.pitch + col,
-                     valid ? in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw : in, valid);
-      }
+      stage_input(w_s + G.w_floats, c0);
       copies_commit();
     };
 
@@ -126,9 +134,17 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 #pragma unroll 1
         for (int kh = 0; kh < KH; ++kh) {
           const float* src = in_s + (ckd * G.in_h + row * SH + kh * DH) * G.pitch + seg * TW * SW;
-          float xin[G.nx];
+          float xin[G.nx];  // 16-byte aligned: float4s, then a float2 and a float
 #pragma unroll
-          for (int i = 0; i < G.nx; ++i) xin[i] = src[i];
+          for (int i = 0; i + 4 <= G.nx; i += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(src + i);
+            xin[i] = v.x, xin[i + 1] = v.y, xin[i + 2] = v.z, xin[i + 3] = v.w;
+          }
+          if constexpr (G.nx % 4 >= 2) {
+            const float2 v = *reinterpret_cast<const float2*>(src + G.nx / 4 * 4);
+            xin[G.nx / 4 * 4] = v.x, xin[G.nx / 4 * 4 + 1] = v.y;
+          }
+          if constexpr (G.nx % 2 == 1) xin[G.nx - 1] = src[G.nx - 1];
           const float* w_tap = w_warp + ((ckd * KH + kh) * KW) * BK;
 #pragma unroll
           for (int kw = 0; kw < KW; ++kw) {
@@ -158,7 +174,16 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     // input tile is free once everyone is past this barrier) and writes them row by row, so that
     // consecutive lanes store consecutive addresses instead of lanes TW floats apart.
     if constexpr (CHUNKS == 1) __syncthreads();  // chunked: the loop's last barrier did it
-    float* stage = shared + G.w_floats + warp * 32 * TW;
+    float* stage = shared + G.w_floats + warp * WR * G.stage_pitch;
+    const long long band0 = oh0 + (warp / WK) * WR;  // this warp's first output row
+    float* o = out + (((n * p.k + k0 + warp_k * TK) * p.od + od) * p.oh + band0) * p.ow + ow0;
+    // Store j of a lane writes staged output j * 32 + lane: row r, column col of the warp's rows.
+    auto store_row = [](int j, int lane) { return G.tile_w % 32 == 0 ? j * 32 / G.tile_w : (j * 32 + lane) / G.tile_w; };
+    auto store_col = [](int j, int lane) { return G.tile_w % 32 == 0 ? j * 32 % G.tile_w + lane : (j * 32 + lane) % G.tile_w; };
+    unsigned inside = 0;  // the stores inside the output, the same for every channel
+#pragma unroll
+    for (int j = 0; j < TW; ++j)
+      if (band0 + store_row(j, lane) < p.oh && ow0 + store_col(j, lane) < p.ow) inside |= 1u << j;
 #pragma unroll
     for (int k = 0; k < TK; ++k) {
 #pragma unroll
@@ -166,22 +191,19 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
         float4 v;
         if constexpr (CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
         else v = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
-        *reinterpret_cast<float4*>(stage + (lane / G.segs) * G.tile_w + seg * TW + x) = v;
+        *reinterpret_cast<float4*>(stage + lane_row * G.stage_pitch + seg * TW + x) = v;
       }
       __syncwarp();
       const long long kk = k0 + warp_k * TK + k;
       if (kk < p.k) {
         const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
-        const long long band0 = oh0 + (warp / WK) * WR;  // this warp's first output row
-        float* o = out + (((n * p.k + kk) * p.od + od) * p.oh + band0) * p.ow + ow0;
-#pragma unroll 1
+#pragma unroll
         for (int j = 0; j < TW; ++j) {
-          const int idx = j * 32 + lane;
-          const int r = idx / G.tile_w;
-          const int col = idx % G.tile_w;
-          if (band0 + r < p.oh && ow0 + col < p.ow) o[r * p.ow + col] = stage[idx] + b;
+          const int r = store_row(j, lane), col = store_col(j, lane);
+          if (inside >> j & 1) o[r * p.ow + col] = stage[r * G.stage_pitch + col] + b;
         }
       }
+      o += volume;
       __syncwarp();
     }
   }

@@ -13,16 +13,29 @@ struct TiledGeometry {
   int segs;          // W segments per warp row
   int tile_w;        // output columns per tile
   int in_h, in_w;    // input tile extents for one (channel, kd)
-  int pitch;         // shared-memory row pitch in floats
+  int groups;        // 4-column groups of an input row (the 16-byte copies of aligned inputs)
   int nx;            // inputs along W one thread's row needs
+  int pitch;         // shared-memory row pitch in floats: a multiple of 4 (16-byte copies and reads)
   int kvol;
   int in_floats, w_floats;
-  int stage_floats;  // the epilogue's output staging, which reuses the input tile's space
+  int stage_pitch;   // the epilogue's output staging: one row of a warp's tile, 4 floats of padding
+  int stage_floats;  // which reuses the input tile's space
   int chunks;        // channel chunks per tile
   int buffers;       // 2 when chunked: the next chunk loads while this one is computed
   int buffer_floats; // one buffer: weights, then the input tile (or the output staging)
   int shared_bytes;
 };
+
+/// Lane -> (row, segment) of a warp's WR x segs outputs. With 8 segments a row, bit 2 of the lane
+/// picks the row: a quarter-warp (one phase of 16-byte shared-memory loads) then reads segments
+/// 0-3 of two rows 4 mod 8 floats apart, all in distinct banks, where segments s and s + 4 of one
+/// row (TW = 8: 64 floats apart) would share them.
+CONV3DJIT_HOST_DEVICE constexpr int tiled_lane_row(int lane, int segs) {
+  return segs == 8 ? ((lane >> 2) & 1) | ((lane >> 4) << 1) : lane / segs;
+}
+CONV3DJIT_HOST_DEVICE constexpr int tiled_lane_seg(int lane, int segs) {
+  return segs == 8 ? (lane & 3) | (((lane >> 3) & 1) << 2) : lane % segs;
+}
 
 CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                              int dw, int wk, int ws, int wr, int cc, int tw) {
@@ -35,13 +48,19 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.tile_w = g.segs * tw;
   g.in_h = (g.rows - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (g.tile_w - 1) * sw + (kw - 1) * dw + 1;
-  // Even (8-byte aligned rows) and 2 mod 32, so that a warp's rows start in different banks.
-  g.pitch = ((g.in_w + 1) / 2 * 2 + 29) / 32 * 32 + 2;
+  g.groups = (g.in_w + 3) / 4;
   g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
+  // A thread reads its nx inputs as float4s (then a float2 and a float) from column seg * TW * SW.
+  // A quarter-warp holds two rows' segments 0-3: rows 16 mod 32 floats apart interleave their
+  // contiguous 16-float runs (TW * SW = 4), rows 4 mod 8 apart their 8-float-strided ones.
+  const int need = (g.segs - 1) * tw * sw + g.nx;
+  const int width = ((need > 4 * g.groups ? need : 4 * g.groups) + 3) / 4 * 4;
+  g.pitch = tw * sw == 4 ? width + (48 - width % 32) % 32 : width + (12 - width % 8) % 8;
   g.kvol = kd * kh * kw;
   g.in_floats = cc * kd * g.in_h * g.pitch;
   g.w_floats = cc * g.kvol * g.bk;
-  g.stage_floats = wk * ws * 32 * tw;
+  g.stage_pitch = g.tile_w + 4;
+  g.stage_floats = wk * ws * wr * g.stage_pitch;
   g.chunks = (cg + cc - 1) / cc;
   g.buffers = g.chunks > 1 ? 2 : 1;
   // Rounded to 8 floats so the second buffer keeps the 16-byte alignment of float4 accesses.

@@ -163,7 +163,7 @@ struct Engine::Impl {
   }
 
   void launch(const Plan& planned, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
-    // A TMA map needs a 16-byte aligned input; other inputs take the plan's cp.async twin.
+    // TMA maps and 16-byte copies need a 16-byte aligned input; other inputs take the plan's twin.
     const bool aligned = reinterpret_cast<uintptr_t>(t.input) % 16 == 0;
     const Plan& plan = planned.unaligned && !aligned ? *planned.unaligned : planned;
     // The stream's context, even when the caller's current context is another device's.

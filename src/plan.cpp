@@ -77,7 +77,14 @@ struct TiledChoice {
   int wk, ws, wr, cc, tw;
   TiledGeometry g;
   int blocks_per_sm;
+  int v;  // floats a copy of the input tile: 4 (16-byte copies) or 1
 };
+
+// 16-byte copies of the tiled kernel's input rows need every row and tile start 16-byte aligned
+// given an aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4).
+int tiled_copy_width(const Problem& prob) {
+  return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 ? 4 : 1;
+}
 
 TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw) {
   const Conv3dDesc& d = prob.desc;
@@ -97,8 +104,10 @@ int blocks_per_sm(const TiledGeometry& g, const DeviceLimits& limits) {
   return std::max(0, std::min({by_smem, by_regs, by_threads, 32}));
 }
 
+// The choice's plan; with 16-byte copies it carries its 4-byte twin for inputs not 16-byte aligned.
 Plan plan_tiled(const Problem& prob, const DeviceLimits& limits, const TiledChoice& c) {
-  Plan plan = new_plan(prob, Algorithm::DirectTiled, {c.wk, c.ws, c.wr, c.cc, c.tw}, c.g.threads, c.g.shared_bytes);
+  Plan plan =
+      new_plan(prob, Algorithm::DirectTiled, {c.wk, c.ws, c.wr, c.cc, c.tw, c.v}, c.g.threads, c.g.shared_bytes);
   const long long k_blocks = ceil_div(prob.out.k, c.g.bk);
   const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.g.rows) * ceil_div(prob.out.w, c.g.tile_w);
   const long long tasks = k_blocks * tiles;
@@ -106,6 +115,11 @@ Plan plan_tiled(const Problem& prob, const DeviceLimits& limits, const TiledChoi
   // Persistent: each block keeps one channel block (grid is a multiple of k_blocks) and walks
   // spatial tiles, so its weights are loaded once.
   plan.grid = static_cast<unsigned>(tasks <= resident ? tasks : std::max(k_blocks, resident / k_blocks * k_blocks));
+  if (c.v == 4) {
+    TiledChoice scalar = c;
+    scalar.v = 1;
+    plan.unaligned = std::make_shared<const Plan>(plan_tiled(prob, limits, scalar));
+  }
   return plan;
 }
 
@@ -135,7 +149,7 @@ std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& pro
   // Latency hiding wants >= 8 resident warps per SM; below that, score by the fraction.
   const double occupancy = std::min(1.0, bpsm * g.threads / 32 / 8.0);
   const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
-  return std::make_pair(score, TiledChoice{wk, ws, wr, cc, tw, g, bpsm});
+  return std::make_pair(score, TiledChoice{wk, ws, wr, cc, tw, g, bpsm, tiled_copy_width(prob)});
 }
 
 // The best feasible tiled configuration; nullopt if the kernel cannot serve the problem. Up to 8
@@ -590,21 +604,25 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
   if (std::sscanf(forced.c_str(), "generic:%d%c", &a, &tail) == 1 && (a == 1 || a == 2 || a == 4 || a == 8)) {
     return plan_generic(prob, limits, a);
   }
-  if (std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d,%d%c", &a, &e, &b, &c, &d, &tail) == 5) {
+  static const std::regex tiled_form("tiled:[0-9]+(,[0-9]+){4,5}");
+  if (std::regex_match(forced, tiled_form)) {
+    int v = tiled_copy_width(prob);  // V, optional
+    std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d,%d,%d", &a, &e, &b, &c, &d, &v);
     if (prob.desc.groups != 1) {
       throw Error(ErrorCategory::InvalidArgument, fmt::format("config = '{}': tiled needs groups == 1", forced));
     }
     c = static_cast<int>(std::min<long long>(c, prob.c_per_group));  // a chunk never exceeds the group
     const bool ok = a >= 1 && e >= 1 && a * e <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
-                    c >= 1 && (d == 4 || d == 8);
+                    c >= 1 && (d == 4 || d == 8) && (v == 1 || v == tiled_copy_width(prob));
     const TiledGeometry g = ok ? geometry(prob, a, e, b, c, d) : TiledGeometry{};
     const int bpsm = ok ? blocks_per_sm(g, limits) : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': WK x WS <= 16 warps, WR in 1..32 (powers of 2), CC >= 1, "
-                              "TW 4 or 8, and the tile must fit in shared memory", forced));
+                              "TW 4 or 8, V 1 or (with W and padding[W] multiples of 4) 4, and the tile must "
+                              "fit in shared memory", forced));
     }
-    return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm});
+    return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm, v});
   }
   static const std::regex grouped_form("grouped:[0-9]+(,[0-9]+){4,6}");
   if (std::regex_match(forced, grouped_form)) {

@@ -37,15 +37,16 @@ struct Plan {
   unsigned shared_bytes = 0;  // dynamic shared memory
   ConvParams params{};
   std::optional<PrepPlan> prep;
-  // igemm_sm90 with TMA staging: the same tiles staged with cp.async, for an input that is not
-  // 16-byte aligned (a TMA map needs an aligned base).
+  // Plans whose input staging needs a 16-byte aligned input (igemm_sm90's TMA boxes, the tiled
+  // kernel's 16-byte copies): the same tiles staged by 4-byte cp.async, for an input that is not.
   std::shared_ptr<const Plan> unaligned;
 };
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
-/// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits.
+/// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits; in tiled, V = floats a copy of
+/// the input tile (4 or 1; absent = 4 where W and padding[W] allow it).
 inline constexpr const char* kConfigForms =
-    "generic, generic:TW, tiled:WK,WS,WR,CC,TW, grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, "
+    "generic, generic:TW, tiled:WK,WS,WR,CC,TW[,V], grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, "
     "igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING]";
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and

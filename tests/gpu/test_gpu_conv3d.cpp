@@ -227,17 +227,31 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
   }
 }
 
-TEST_CASE("an input that is not 16-byte aligned runs the cp.async twin of a TMA plan") {
+TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or 16-byte-copy plan") {
   cli::make_context_current();
   cli::Stream stream;
-  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
-    Conv3dDesc d = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, 1, 1, 1, true);
-    d.precision = precision;
-    DYNAMIC_SECTION(describe(d)) {
-      const std::string planned = Engine::global().kernel_for(d);
+  EngineOptions tiled_options;
+  tiled_options.kernel_config = "tiled:8,1,4,3,8";
+  Engine tiled(tiled_options);
+  // igemm_sm90 with TMA staging (both classes) and the tiled FFMA kernel with 16-byte copies: both
+  // plans end in a 1 (TMA) or 4 (copy width) that the twin replaces.
+  struct Case {
+    Engine* engine;
+    Precision precision;
+    const char* kernel;
+    const char* staging;
+  };
+  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90", ",1>"},
+                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90", ",1>"},
+                        Case{&tiled, Precision::Fp32, "direct_tiled_fp32", ",4>"}}) {
+    Conv3dDesc d = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, Dims3{1, 1, 0}, 1, 1, true);
+    d.precision = k.precision;
+    Engine& engine = *k.engine;
+    DYNAMIC_SECTION(k.kernel << " " << describe(d)) {
+      const std::string planned = engine.kernel_for(d);
       INFO(planned);
-      REQUIRE(planned.find("igemm_sm90") != std::string::npos);
-      REQUIRE(planned.substr(planned.size() - 3) == ",1>");  // TMA staging
+      REQUIRE(planned.find(k.kernel) != std::string::npos);
+      REQUIRE(planned.substr(planned.size() - 3) == k.staging);
       cli::ProblemData data(d, 11);
       cli::DeviceBuffer shifted(data.d_input.bytes() + 16);
       void* input = static_cast<char*>(shifted.ptr()) + 4;
@@ -247,12 +261,12 @@ TEST_CASE("an input that is not 16-byte aligned runs the cp.async twin of a TMA 
       Conv3dTensors t = data.tensors();
       t.input = static_cast<const float*>(input);
       cli::fill_nan(data.d_output);
-      Engine::global().run(d, t, stream.get());
+      engine.run(d, t, stream.get());
       std::vector<float> got(static_cast<size_t>(data.output_elements));
       stream.synchronize();
       cli::copy_to_host(data.d_output, got.data());
-      const std::vector<double> ref = cli::reference_output(Engine::global(), d, data, stream, false);
-      const Comparison c = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(precision));
+      const std::vector<double> ref = cli::reference_output(engine, d, data, stream, false);
+      const Comparison c = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(k.precision));
       INFO("rel-L2 " << c.rel_l2 << ", non-finite " << c.non_finite);
       CHECK(c.non_finite == 0);
       CHECK(c.passed);

@@ -22,6 +22,14 @@ ConfigCases config_cases() {
       make(1, 48, {4, 7, 9}, 70, {3, 3, 3}, 1, 1, 1, 1, true),  // C * 27 > 1024: chunked
       make(1, 512, {5, 6, 7}, 9, {3, 3, 3}, 1, 1, 1, 1, true),  // 13824-term reduction
   };
+  // W and padding[W] multiples of 4: the tiled kernel's 16-byte input copies (V = 4), with a tile
+  // that starts left of the input (padding 4), strides, dilation, a chunked reduction.
+  const std::vector<Conv3dDesc> dense_aligned = {
+      make(2, 3, {5, 21, 68}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, Dims3{1, 1, 0}, 1, 1, true),
+      make(1, 5, {7, 12, 24}, 9, {2, 3, 3}, 1, Dims3{1, 2, 4}, {1, 1, 2}),
+      make(1, 48, {4, 7, 12}, 70, {3, 3, 3}, 1, Dims3{1, 1, 0}, 1, 1, true),
+  };
   std::vector<Conv3dDesc> dense_tf32 = dense;
   for (Conv3dDesc& d : dense_tf32) d.precision = Precision::Tf32;
   std::vector<Conv3dDesc> grouped = {
@@ -108,6 +116,11 @@ ConfigCases config_cases() {
           {"tiled:4,2,4,3,8", dense},
           {"tiled:1,8,2,2,4", dense},
           {"tiled:2,4,2,8,4", dense},
+          {"tiled:8,1,4,1,8", dense_aligned},
+          {"tiled:1,1,32,2,4", dense_aligned},
+          {"tiled:4,2,4,3,8", dense_aligned},
+          {"tiled:2,4,2,8,4", dense_aligned},
+          {"tiled:8,1,4,3,8,1", dense_aligned},
           {"grouped:8,64,2,4,4", grouped},
           {"grouped:8,32,2,4,16,1,4", grouped},
           {"grouped:6,16,3,4,5,1,1", grouped},

@@ -122,6 +122,41 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
 }
 
+TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding allow, with a 4-byte twin") {
+  // sm_80 serves the reference kernel with the tiled FFMA kernel; V (copy width) is its last field.
+  struct Case {
+    Conv3dDesc d;
+    int v;
+  };
+  for (const Case& c : {Case{test::make(2, 3, {24, 24, 24}, 16, {3, 5, 7}), 4},
+                        Case{test::make(2, 3, {24, 24, 24}, 16, {3, 5, 7}, 1, Dims3{0, 0, 4}), 4},
+                        Case{test::make(2, 3, {24, 24, 26}, 16, {3, 5, 7}), 1},
+                        Case{test::make(2, 3, {24, 24, 24}, 16, {3, 5, 7}, 1, Dims3{0, 0, 2}), 1}}) {
+    INFO(describe(c.d));
+    const detail::Plan plan = plan_for(c.d, "sm_80");
+    REQUIRE(plan.key.algorithm == Algorithm::DirectTiled);
+    CHECK(plan.key.config[5] == c.v);
+    REQUIRE(static_cast<bool>(plan.unaligned) == (c.v == 4));
+    if (plan.unaligned) {
+      const detail::SpecKey& twin = plan.unaligned->key;
+      CHECK(twin.algorithm == Algorithm::DirectTiled);
+      CHECK(twin.config[5] == 1);
+      for (int i = 0; i < 5; ++i) CHECK(twin.config[i] == plan.key.config[i]);
+      CHECK(plan.unaligned->grid == plan.grid);
+      CHECK(plan.unaligned->shared_bytes == plan.shared_bytes);
+      CHECK_FALSE(plan.unaligned->unaligned);
+    }
+  }
+  // Forced: V absent = automatic, 1 always, 4 only where it is safe.
+  const Conv3dDesc aligned = test::make(2, 3, {24, 24, 24}, 16, {3, 5, 7});
+  const Conv3dDesc odd = test::make(2, 3, {24, 24, 26}, 16, {3, 5, 7});
+  CHECK(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8").key.config[5] == 4);
+  CHECK(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8,1").key.config[5] == 1);
+  CHECK(plan_for(odd, "sm_90", "tiled:2,1,8,3,8").key.config[5] == 1);
+  CHECK_THROWS_AS(plan_for(odd, "sm_90", "tiled:2,1,8,3,8,4"), Error);
+  CHECK_THROWS_AS(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8,2"), Error);
+}
+
 TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill") {
   const Conv3dDesc pw256 = test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1});  // 28 x 28: 87.5 % of 4 x 32
   const detail::Plan plan = plan_for(pw256, "sm_90");
