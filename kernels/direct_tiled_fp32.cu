@@ -170,20 +170,22 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
       }
     }
 
-    // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory (buffer 0's
-    // input tile is free once everyone is past this barrier) and writes them row by row, so that
-    // consecutive lanes store consecutive addresses instead of lanes TW floats apart.
-    if constexpr (CHUNKS == 1) __syncthreads();  // chunked: the loop's last barrier did it
-    float* stage = shared + G.w_floats + warp * WR * G.stage_pitch;
+    // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory and writes
+    // them row by row, so that consecutive lanes store consecutive addresses instead of lanes TW
+    // floats apart. Store j of a lane writes staged output j * 32 + lane; its offset from the
+    // warp's first output fits in 32 bits (the planner bounds WR x OW).
+    // (Chunked, the stage is buffer 0's input tile: free since the chunk loop's last barrier.)
+    float* stage = shared + G.stage_at + warp * WR * G.stage_pitch;
     const long long band0 = oh0 + (warp / WK) * WR;  // this warp's first output row
     float* o = out + (((n * p.k + k0 + warp_k * TK) * p.od + od) * p.oh + band0) * p.ow + ow0;
-    // Store j of a lane writes staged output j * 32 + lane: row r, column col of the warp's rows.
-    auto store_row = [](int j, int lane) { return G.tile_w % 32 == 0 ? j * 32 / G.tile_w : (j * 32 + lane) / G.tile_w; };
-    auto store_col = [](int j, int lane) { return G.tile_w % 32 == 0 ? j * 32 % G.tile_w + lane : (j * 32 + lane) % G.tile_w; };
+    int offset[TW];
     unsigned inside = 0;  // the stores inside the output, the same for every channel
 #pragma unroll
-    for (int j = 0; j < TW; ++j)
-      if (band0 + store_row(j, lane) < p.oh && ow0 + store_col(j, lane) < p.ow) inside |= 1u << j;
+    for (int j = 0; j < TW; ++j) {
+      const int r = (j * 32 + lane) / G.tile_w, col = (j * 32 + lane) % G.tile_w;
+      offset[j] = r * static_cast<int>(p.ow) + col;
+      if (band0 + r < p.oh && ow0 + col < p.ow) inside |= 1u << j;
+    }
 #pragma unroll
     for (int k = 0; k < TK; ++k) {
 #pragma unroll
@@ -199,8 +201,8 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
         const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
 #pragma unroll
         for (int j = 0; j < TW; ++j) {
-          const int r = store_row(j, lane), col = store_col(j, lane);
-          if (inside >> j & 1) o[r * p.ow + col] = stage[r * G.stage_pitch + col] + b;
+          const int idx = j * 32 + lane;
+          if (inside >> j & 1) o[offset[j]] = stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w] + b;
         }
       }
       o += volume;

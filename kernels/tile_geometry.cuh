@@ -19,10 +19,11 @@ struct TiledGeometry {
   int kvol;
   int in_floats, w_floats;
   int stage_pitch;   // the epilogue's output staging: one row of a warp's tile, 4 floats of padding
-  int stage_floats;  // which reuses the input tile's space
+  int stage_floats;
   int chunks;        // channel chunks per tile
   int buffers;       // 2 when chunked: the next chunk loads while this one is computed
-  int buffer_floats; // one buffer: weights, then the input tile (or the output staging)
+  int buffer_floats; // one buffer: weights, then the input tile (chunked: or the output staging)
+  int stage_at;      // floats from the start: after the buffer (single chunk), else buffer 0's tile
   int shared_bytes;
 };
 
@@ -63,9 +64,14 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.stage_floats = wk * ws * wr * g.stage_pitch;
   g.chunks = (cg + cc - 1) / cc;
   g.buffers = g.chunks > 1 ? 2 : 1;
-  // Rounded to 8 floats so the second buffer keeps the 16-byte alignment of float4 accesses.
-  g.buffer_floats = (g.w_floats + (g.in_floats > g.stage_floats ? g.in_floats : g.stage_floats) + 7) / 8 * 8;
-  g.shared_bytes = g.buffers * g.buffer_floats * 4;
+  // A single chunk stages its outputs in a space of their own, so a warp starts its epilogue
+  // without waiting for the others to finish with the input tile; chunked tiles reuse buffer 0's
+  // input tile (free after the last chunk's barrier). Rounded to 8 floats so the second buffer
+  // keeps the 16-byte alignment of float4 accesses.
+  const int own = g.chunks > 1 ? 0 : g.stage_floats;
+  g.buffer_floats = (g.w_floats + (g.chunks > 1 && g.stage_floats > g.in_floats ? g.stage_floats : g.in_floats) + 7) / 8 * 8;
+  g.stage_at = g.chunks > 1 ? g.w_floats : g.buffer_floats;
+  g.shared_bytes = (g.buffers * g.buffer_floats + own) * 4;
   return g;
 }
 

@@ -131,6 +131,11 @@ int chunk_channels(const Problem& prob) {
   return static_cast<int>(std::max<long long>(1, std::min<long long>(prob.c_per_group, 512 / kvol)));
 }
 
+// The kernel's epilogue addresses a warp's rows with 32-bit offsets.
+bool tiled_offsets_fit(const Problem& prob, const TiledGeometry& g) {
+  return prob.out.w * g.rows + g.tile_w < 0x7fffffffLL;
+}
+
 // One tiled candidate: its channel chunk shrunk until it fits, and its score (the fraction of
 // useful work in the padded tiles, times occupancy); nullopt if it cannot run or would spill.
 std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& prob, const DeviceLimits& limits,
@@ -142,7 +147,7 @@ std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& pro
   // row of NX inputs must fit, or it spills (seen with TW = 8, stride 2, KW = 7: NX = 21).
   if (g.chunks == 1 && g.tk * tw + g.nx > 80) return std::nullopt;
   const int bpsm = blocks_per_sm(g, limits);
-  if (bpsm == 0) return std::nullopt;
+  if (bpsm == 0 || !tiled_offsets_fit(prob, g)) return std::nullopt;
   const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
   const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, g.rows) * g.rows);
   const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
@@ -615,7 +620,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     const bool ok = a >= 1 && e >= 1 && a * e <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
                     c >= 1 && (d == 4 || d == 8) && (v == 1 || v == tiled_copy_width(prob));
     const TiledGeometry g = ok ? geometry(prob, a, e, b, c, d) : TiledGeometry{};
-    const int bpsm = ok ? blocks_per_sm(g, limits) : 0;
+    const int bpsm = ok && tiled_offsets_fit(prob, g) ? blocks_per_sm(g, limits) : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': WK x WS <= 16 warps, WR in 1..32 (powers of 2), CC >= 1, "
