@@ -67,24 +67,18 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     // Copies a chunk's input tile (CC x KD x in_h rows, zero outside the input), a warp a row, V
     // floats a copy: 4 when the planner knows every row and tile start is 16-byte aligned (W and
     // pad_w multiples of 4; the engine takes the V = 1 twin for an input pointer that is not).
-    // A blocked row is copied segment block by segment block.
-    static_assert(V == 1 || !G.blocked, "blocked rows are copied a float at a time");
     auto stage_input = [&](float* in_s, int c0) {
-      constexpr int ITEMS = G.blocked ? G.segs * G.nx : G.in_w;  // copies of one row, V floats each
       for (int r = warp; r < CC * KD * G.in_h; r += G.threads / 32) {  // (c_local * KD + kd) * in_h + ih_l
         const int ckd = r / G.in_h;
         const int c = c0 + ckd / KD;
         const long long id = id0 + ckd % KD * DD, ih = ih0 + r % G.in_h;
         const bool row_valid = c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h;
         const float* src_row = in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw0;
-        for (int item = lane * V; item < ITEMS; item += 32 * V) {
-          // Input column col of the tile, stored at dst of the row.
-          const int col = G.blocked ? item / G.nx * TW * SW + item % G.nx : item;
-          const int dst = G.blocked ? item / G.nx * G.segw + item % G.nx : item;
+        for (int col = lane * V; col < G.in_w; col += 32 * V) {
           const bool valid = row_valid && iw0 + col >= 0 && iw0 + col < p.w;
           const float* src = valid ? src_row + col : in;
-          if constexpr (V == 4) copy16_or_zero(in_s + r * G.pitch + dst, src, valid);
-          else copy_or_zero(in_s + r * G.pitch + dst, src, valid);
+          if constexpr (V == 4) copy16_or_zero(in_s + r * G.pitch + col, src, valid);
+          else copy_or_zero(in_s + r * G.pitch + col, src, valid);
         }
       }
     };
@@ -139,7 +133,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
       for (int ckd = 0; ckd < CC * KD; ++ckd) {
 #pragma unroll 1
         for (int kh = 0; kh < KH; ++kh) {
-          const float* src = in_s + (ckd * G.in_h + row * SH + kh * DH) * G.pitch + seg * (G.blocked ? G.segw : TW * SW);
+          const float* src = in_s + (ckd * G.in_h + row * SH + kh * DH) * G.pitch + seg * TW * SW;
           float xin[G.nx];  // 16-byte aligned: float4s, then a float2 and a float
 #pragma unroll
           for (int i = 0; i + 4 <= G.nx; i += 4) {
@@ -154,12 +148,9 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
           const float* w_tap = w_warp + ((ckd * KH + kh) * KW) * BK;
 #pragma unroll
           for (int kw = 0; kw < KW; ++kw) {
-            float wv[TK];
-#pragma unroll
-            for (int k = 0; k < TK; k += 4) {
-              const float4 w = *reinterpret_cast<const float4*>(w_tap + kw * BK + k);
-              wv[k] = w.x, wv[k + 1] = w.y, wv[k + 2] = w.z, wv[k + 3] = w.w;
-            }
+            const float4 wa = *reinterpret_cast<const float4*>(w_tap + kw * BK);
+            const float4 wb = *reinterpret_cast<const float4*>(w_tap + kw * BK + 4);
+            const float wv[TK] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
             for (int k = 0; k < TK; ++k)
 #pragma unroll
@@ -181,36 +172,37 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
 
     // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory and writes
     // them row by row, so that consecutive lanes store consecutive addresses instead of lanes TW
-    // floats apart. (Chunked, the stage is buffer 0's input tile: free since the chunk loop's last
-    // barrier.)
+    // floats apart. Store j of a lane writes staged output j * 32 + lane; its offset from the
+    // warp's first output fits in 32 bits (the planner bounds WR x OW).
+    // (Chunked, the stage is buffer 0's input tile: free since the chunk loop's last barrier.)
     float* stage = shared + G.stage_at + warp * WR * G.stage_pitch;
     const long long band0 = oh0 + (warp / WK) * WR;  // this warp's first output row
-    const long long rows = p.oh - band0 < WR ? p.oh - band0 : WR;                 // inside the output
-    const int cols = static_cast<int>(p.ow - ow0 < G.tile_w ? p.ow - ow0 : G.tile_w);
     float* o = out + (((n * p.k + k0 + warp_k * TK) * p.od + od) * p.oh + band0) * p.ow + ow0;
+    int offset[TW];
+    unsigned inside = 0;  // the stores inside the output, the same for every channel
+#pragma unroll
+    for (int j = 0; j < TW; ++j) {
+      const int r = (j * 32 + lane) / G.tile_w, col = (j * 32 + lane) % G.tile_w;
+      offset[j] = r * static_cast<int>(p.ow) + col;
+      if (band0 + r < p.oh && ow0 + col < p.ow) inside |= 1u << j;
+    }
 #pragma unroll
     for (int k = 0; k < TK; ++k) {
-      float* my_stage = stage + lane_row * G.stage_pitch + seg * TW;
-      auto result = [&](int x) { return CHUNKS > 1 ? total[k % TOTAL_K][x % TOTAL_W] : acc[k][x]; };
-      if constexpr (TW % 4 == 0) {
 #pragma unroll
-        for (int x = 0; x < TW; x += 4)
-          *reinterpret_cast<float4*>(my_stage + x) = make_float4(result(x), result(x + 1), result(x + 2), result(x + 3));
-      } else {
-#pragma unroll
-        for (int x = 0; x < TW; ++x) my_stage[x] = result(x);
+      for (int x = 0; x < TW; x += 4) {
+        float4 v;
+        if constexpr (CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
+        else v = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
+        *reinterpret_cast<float4*>(stage + lane_row * G.stage_pitch + seg * TW + x) = v;
       }
       __syncwarp();
       const long long kk = k0 + warp_k * TK + k;
       if (kk < p.k) {
         const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
-        float* o_row = o;
-        const float* s_row = stage;
-#pragma unroll 1
-        for (long long r = 0; r < rows; ++r, o_row += p.ow, s_row += G.stage_pitch) {
 #pragma unroll
-          for (int c0 = 0; c0 < G.tile_w; c0 += 32)
-            if (c0 + lane < cols) o_row[c0 + lane] = s_row[c0 + lane] + b;
+        for (int j = 0; j < TW; ++j) {
+          const int idx = j * 32 + lane;
+          if (inside >> j & 1) o[offset[j]] = stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w] + b;
         }
       }
       o += volume;

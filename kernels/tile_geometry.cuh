@@ -15,8 +15,6 @@ struct TiledGeometry {
   int in_h, in_w;    // input tile extents for one (channel, kd)
   int groups;        // 4-column groups of an input row (the 16-byte copies of aligned inputs)
   int nx;            // inputs along W one thread's row needs
-  int blocked;       // 1: a row is stored as one block of segw floats per segment (see below)
-  int segw;
   int pitch;         // shared-memory row pitch in floats: a multiple of 4 (16-byte copies and reads)
   int kvol;
   int in_floats, w_floats;
@@ -43,7 +41,7 @@ CONV3DJIT_HOST_DEVICE constexpr int tiled_lane_seg(int lane, int segs) {
 CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                              int dw, int wk, int ws, int wr, int cc, int tw) {
   TiledGeometry g{};
-  g.tk = tw > 8 ? 4 : 8;  // wide rows (TW 12, 15: tiles that fit 48 or 60 columns) take 4 channels
+  g.tk = 8;
   g.bk = wk * g.tk;
   g.rows = ws * wr;
   g.threads = wk * ws * 32;
@@ -53,16 +51,11 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.in_w = (g.tile_w - 1) * sw + (kw - 1) * dw + 1;
   g.groups = (g.in_w + 3) / 4;
   g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
-  // A thread reads its nx inputs as float4s (then a float2 and a float), so its first one must be
-  // 16-byte aligned. Where segments start every TW * SW = 4k columns the row is stored as it is;
-  // else each segment gets its own block of segw floats (the halo columns stored twice), segw an
-  // odd multiple of 8 so that segments 0-3 of a row fall in distinct banks.
+  // A thread reads its nx inputs as float4s (then a float2 and a float) from column seg * TW * SW.
   // A quarter-warp holds two rows' segments 0-3: rows 16 mod 32 floats apart interleave their
-  // contiguous 16-float runs (TW * SW = 4), rows 4 mod 8 apart their 8- or segw-strided ones.
-  g.blocked = tw * sw % 4 != 0 ? 1 : 0;
-  g.segw = (g.nx + 15) / 16 * 16 - 8 >= g.nx ? (g.nx + 15) / 16 * 16 - 8 : (g.nx + 15) / 16 * 16 + 8;
+  // contiguous 16-float runs (TW * SW = 4), rows 4 mod 8 apart their 8-float-strided ones.
   const int need = (g.segs - 1) * tw * sw + g.nx;
-  const int width = g.blocked ? g.segs * g.segw : ((need > 4 * g.groups ? need : 4 * g.groups) + 3) / 4 * 4;
+  const int width = ((need > 4 * g.groups ? need : 4 * g.groups) + 3) / 4 * 4;
   g.pitch = tw * sw == 4 ? width + (48 - width % 32) % 32 : width + (12 - width % 8) % 8;
   g.kvol = kd * kh * kw;
   g.in_floats = cc * kd * g.in_h * g.pitch;

@@ -81,10 +81,9 @@ struct TiledChoice {
 };
 
 // 16-byte copies of the tiled kernel's input rows need every row and tile start 16-byte aligned
-// given an aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4),
-// and rows stored as they are (segments every TW x SW = 4k columns; see tiled_geometry).
-int tiled_copy_width(const Problem& prob, int tw, int sw) {
-  return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 && tw * sw % 4 == 0 ? 4 : 1;
+// given an aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4).
+int tiled_copy_width(const Problem& prob) {
+  return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 ? 4 : 1;
 }
 
 TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw) {
@@ -132,6 +131,11 @@ int chunk_channels(const Problem& prob) {
   return static_cast<int>(std::max<long long>(1, std::min<long long>(prob.c_per_group, 512 / kvol)));
 }
 
+// The kernel's epilogue addresses a warp's rows with 32-bit offsets.
+bool tiled_offsets_fit(const Problem& prob, const TiledGeometry& g) {
+  return prob.out.w * g.rows + g.tile_w < 0x7fffffffLL;
+}
+
 // One tiled candidate: its channel chunk shrunk until it fits, and its score (the fraction of
 // useful work in the padded tiles, times occupancy); nullopt if it cannot run or would spill.
 std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& prob, const DeviceLimits& limits,
@@ -140,19 +144,17 @@ std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& pro
   TiledGeometry g = geometry(prob, wk, ws, wr, cc, tw);
   while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, ws, wr, cc = (cc + 1) / 2, tw);
   // Two blocks per SM cap a single-chunk kernel at 128 registers: TK x TW accumulators plus a
-  // row of NX inputs and TK weights must fit, or it spills (seen with TW = 8, stride 2, KW = 7:
-  // NX = 21, 93 in all; TW = 15 with TK = 4, KW = 7: 85 takes 117 registers).
-  if (g.chunks == 1 && g.tk * tw + g.nx + g.tk > 88) return std::nullopt;
+  // row of NX inputs must fit, or it spills (seen with TW = 8, stride 2, KW = 7: NX = 21).
+  if (g.chunks == 1 && g.tk * tw + g.nx > 80) return std::nullopt;
   const int bpsm = blocks_per_sm(g, limits);
-  if (bpsm == 0) return std::nullopt;
+  if (bpsm == 0 || !tiled_offsets_fit(prob, g)) return std::nullopt;
   const double eff_w = double(prob.out.w) / double(ceil_div(prob.out.w, g.tile_w) * g.tile_w);
   const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, g.rows) * g.rows);
   const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
   // Latency hiding wants >= 8 resident warps per SM; below that, score by the fraction.
   const double occupancy = std::min(1.0, bpsm * g.threads / 32 / 8.0);
   const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
-  return std::make_pair(score, TiledChoice{wk, ws, wr, cc, tw, g, bpsm,
-                                           tiled_copy_width(prob, tw, static_cast<int>(prob.desc.stride.w))});
+  return std::make_pair(score, TiledChoice{wk, ws, wr, cc, tw, g, bpsm, tiled_copy_width(prob)});
 }
 
 // The best feasible tiled configuration; nullopt if the kernel cannot serve the problem. Up to 8
@@ -609,23 +611,21 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
   }
   static const std::regex tiled_form("tiled:[0-9]+(,[0-9]+){4,5}");
   if (std::regex_match(forced, tiled_form)) {
-    int v = 0;  // V, optional
+    int v = tiled_copy_width(prob);  // V, optional
     std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d,%d,%d", &a, &e, &b, &c, &d, &v);
-    if (v == 0) v = tiled_copy_width(prob, d, static_cast<int>(prob.desc.stride.w));
     if (prob.desc.groups != 1) {
       throw Error(ErrorCategory::InvalidArgument, fmt::format("config = '{}': tiled needs groups == 1", forced));
     }
     c = static_cast<int>(std::min<long long>(c, prob.c_per_group));  // a chunk never exceeds the group
     const bool ok = a >= 1 && e >= 1 && a * e <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
-                    c >= 1 && (d == 4 || d == 8 || d == 12 || d == 15) &&
-                    (v == 1 || v == tiled_copy_width(prob, d, static_cast<int>(prob.desc.stride.w)));
+                    c >= 1 && (d == 4 || d == 8) && (v == 1 || v == tiled_copy_width(prob));
     const TiledGeometry g = ok ? geometry(prob, a, e, b, c, d) : TiledGeometry{};
-    const int bpsm = ok ? blocks_per_sm(g, limits) : 0;
+    const int bpsm = ok && tiled_offsets_fit(prob, g) ? blocks_per_sm(g, limits) : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': WK x WS <= 16 warps, WR in 1..32 (powers of 2), CC >= 1, "
-                              "TW 4, 8, 12 or 15, V 1 or (with W, padding[W] and TW x stride[W] multiples of 4) "
-                              "4, and the tile must fit in shared memory", forced));
+                              "TW 4 or 8, V 1 or (with W and padding[W] multiples of 4) 4, and the tile must "
+                              "fit in shared memory", forced));
     }
     return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm, v});
   }

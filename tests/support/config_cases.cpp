@@ -121,10 +121,6 @@ ConfigCases config_cases() {
           {"tiled:4,2,4,3,8", dense_aligned},
           {"tiled:2,4,2,4,4", dense_aligned},
           {"tiled:8,1,4,3,8,1", dense_aligned},
-          {"tiled:8,1,8,3,15", dense},  // 4 channels x 15 columns a thread: rows in segment blocks
-          {"tiled:4,2,8,3,15", dense_aligned},
-          {"tiled:4,1,16,2,12", dense},
-          {"tiled:2,2,8,1,12", dense_aligned},
           {"grouped:8,64,2,4,4", grouped},
           {"grouped:8,32,2,4,16,1,4", grouped},
           {"grouped:6,16,3,4,5,1,1", grouped},
