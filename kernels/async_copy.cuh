@@ -3,23 +3,20 @@
 
 namespace conv3djit {
 
-// 4-byte global -> shared copy that zero-fills when !valid (src is then not read).
+// BYTES-byte (4 or 16) global -> shared copy that zero-fills when !valid (src is then not read);
+// both addresses BYTES-aligned. 16-byte copies skip L1 (.cg), which 4-byte ones may not.
+template <int BYTES = 4>
 __device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool valid) {
+  static_assert(BYTES == 4 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes; these kernels use 4 and 16");
 #if __CUDA_ARCH__ >= 800
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0));
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0));
+  }
 #else
-  *dst = valid ? __ldg(src) : 0.f;
-#endif
-}
-
-// 16-byte global -> shared copy that zero-fills when !valid; both addresses 16-byte aligned.
-__device__ __forceinline__ void copy16_or_zero(float* dst, const float* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0));
-#else
-  *reinterpret_cast<float4*>(dst) = valid ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = 0; i < BYTES / 4; ++i) dst[i] = valid ? __ldg(src + i) : 0.f;
 #endif
 }
 

@@ -77,8 +77,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
         for (int col = lane * V; col < G.in_w; col += 32 * V) {
           const bool valid = row_valid && iw0 + col >= 0 && iw0 + col < p.w;
           const float* src = valid ? src_row + col : in;
-          if constexpr (V == 4) copy16_or_zero(in_s + r * G.pitch + col, src, valid);
-          else copy_or_zero(in_s + r * G.pitch + col, src, valid);
+          copy_or_zero<4 * V>(in_s + r * G.pitch + col, src, valid);
         }
       }
     };
