@@ -20,16 +20,6 @@ __device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool 
 #endif
 }
 
-// 16-byte global -> shared copy; both addresses 16-byte aligned.
-__device__ __forceinline__ void copy16(float* dst, const float* src) {
-#if __CUDA_ARCH__ >= 800
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(addr), "l"(src));
-#else
-  *reinterpret_cast<float4*>(dst) = __ldg(reinterpret_cast<const float4*>(src));
-#endif
-}
-
 __device__ __forceinline__ void copies_commit() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::);

@@ -97,7 +97,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   auto copy_weights = [&](int chunk, int buffer) {
     const float* src = wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats;
     float* dst = w_s + buffer * G.weight_floats;
-    for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy16(dst + i, src + i);
+    for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
   // Tile offset (bytes) of every term of a chunk; padding terms read the zero channel.
   for (int r = tid; r < S * 8; r += THREADS) {
