@@ -13,7 +13,6 @@ struct TiledGeometry {
   int segs;          // W segments per warp row
   int tile_w;        // output columns per tile
   int in_h, in_w;    // input tile extents for one (channel, kd)
-  int groups;        // 4-column groups of an input row (the 16-byte copies of aligned inputs)
   int nx;            // inputs along W one thread's row needs
   int pitch;         // shared-memory row pitch in floats: a multiple of 4 (16-byte copies and reads)
   int kvol;
@@ -49,13 +48,12 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.tile_w = g.segs * tw;
   g.in_h = (g.rows - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (g.tile_w - 1) * sw + (kw - 1) * dw + 1;
-  g.groups = (g.in_w + 3) / 4;
   g.nx = (tw - 1) * sw + (kw - 1) * dw + 1;
   // A thread reads its nx inputs as float4s (then a float2 and a float) from column seg * TW * SW.
   // A quarter-warp holds two rows' segments 0-3: rows 16 mod 32 floats apart interleave their
   // contiguous 16-float runs (TW * SW = 4), rows 4 mod 8 apart their 8-float-strided ones.
   const int need = (g.segs - 1) * tw * sw + g.nx;
-  const int width = ((need > 4 * g.groups ? need : 4 * g.groups) + 3) / 4 * 4;
+  const int width = ((need > g.in_w ? need : g.in_w) + 3) / 4 * 4;  // 16-byte copies fill whole groups of 4
   g.pitch = tw * sw == 4 ? width + (48 - width % 32) % 32 : width + (12 - width % 8) % 8;
   g.kvol = kd * kh * kw;
   g.in_floats = cc * kd * g.in_h * g.pitch;
