@@ -117,7 +117,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64; in the input tile
   // the second is a compile-time distance from the first.
   const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g, row_a = pa / TW, col_a = pa % TW;
-  const int shift = TMA ? -p.pad_w & 3 : 0;  // TW is a multiple of 8: the same for every tile
+  const int shift = TMA ? sm90_tma_shift(p.pad_w) : 0;
   const int base_a = row_a * SH * RP + col_a * SW + shift;
   constexpr int B_BYTES = 4 * (TW >= 16 ? 8 * SW : SH * RP);
 

@@ -215,9 +215,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int 
   return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw : cc * cp;
 }
 
-/// A TMA box row: the tile's in_w columns plus up to 3 columns before them (the box must start at
-/// a multiple of 4 floats; the kernel shifts its reads by the difference), rounded up to 4.
-CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_row(int in_w) { return (in_w + 3 + 3) / 4 * 4; }
+/// Columns a TMA box starts before a tile's first input column: boxes start at multiples of 4
+/// floats, and tile origins are pad_w less a multiple of 4 (TW is a multiple of 8).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 3; }
+
+/// The narrowest TMA box row: the tile's in_w columns after the shift, rounded up to 4 floats. The
+/// planner may take a wider one (a multiple of 4) to spread the gather over the banks.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_row(int in_w, int shift) { return (in_w + shift + 3) / 4 * 4; }
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,

@@ -41,7 +41,7 @@ __device__ __forceinline__ void settle(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]));
 }
 
-// d = (accumulate ? d : 0) + A * B for N = 32, 64 or 128 columns.
+// d = (accumulate ? d : 0) + A * B for N = 32, 64, 128 or 256 columns.
 template <int N>
 __device__ __forceinline__ void mma(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b, bool accumulate);
 
@@ -75,6 +75,20 @@ CONV3DJIT_WGMMA_TF32(128,
                      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63",
                      "%64, %65, %66, %67", "%68", "%69", CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16),
                      CONV3DJIT_D8(24), CONV3DJIT_D8(32), CONV3DJIT_D8(40), CONV3DJIT_D8(48), CONV3DJIT_D8(56))
+CONV3DJIT_WGMMA_TF32(256,
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127",
+                     "%128, %129, %130, %131", "%132", "%133",
+                     CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16), CONV3DJIT_D8(24),
+                     CONV3DJIT_D8(32), CONV3DJIT_D8(40), CONV3DJIT_D8(48), CONV3DJIT_D8(56),
+                     CONV3DJIT_D8(64), CONV3DJIT_D8(72), CONV3DJIT_D8(80), CONV3DJIT_D8(88),
+                     CONV3DJIT_D8(96), CONV3DJIT_D8(104), CONV3DJIT_D8(112), CONV3DJIT_D8(120))
 #undef CONV3DJIT_WGMMA_TF32
 #undef CONV3DJIT_D8
 

@@ -361,6 +361,7 @@ struct Sm90Staging {
   int tma;  // 1: one TMA box, stored densely; 0: cp.async, pitches chosen against bank conflicts
   int rp, pp, cp;
   Sm90Geometry g;
+  double wavefronts;  // of the A gather per warp load (sm90_gather_wavefronts)
 };
 
 struct Sm90Choice {
@@ -371,45 +372,49 @@ struct Sm90Choice {
   const Sm90Staging& staging() const { return boxed ? *boxed : copies; }
 };
 
-// Bank conflicts of the A gather with these tile pitches: a warp's load for one slice and one
-// half (k = t or t + 4) has lanes (g, t) at g * SW + offset(term); count lane pairs that hit one
-// bank at different words, over every slice of a chunk of cc channels.
-int sm90_bank_conflicts(const Problem& prob, int cc, int rp, int pp, int cp) {
+// Shared-memory wavefronts of the A gather with these tile pitches, per warp load, averaged over
+// a chunk's loads (1 = conflict-free): the load for one slice and one half (k = t or t + 4) has
+// lanes (g, t) at g * SW + offset(term); a bank serves one word per wavefront.
+double sm90_gather_wavefronts(const Problem& prob, int cc, int rp, int pp, int cp) {
   const Conv3dDesc& d = prob.desc;
   const int kd = static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
-  const int kvol = kd * kh * kw, kred = cc * kvol, sw = static_cast<int>(d.stride.w);
+  const int kred = cc * kd * kh * kw, sw = static_cast<int>(d.stride.w);
   const int dh = static_cast<int>(d.dilation.h), dw = static_cast<int>(d.dilation.w);
-  auto offset = [&](int r) { return sm90_term_offset(r, cc, kd, kh, kw, dh, dw, rp, pp, cp); };
-  int conflicts = 0;
-  for (int first = 0; first < (kred + 7) / 8 * 8; first += 4) {
-    int o[4];
-    for (int t = 0; t < 4; ++t) o[t] = offset(first + t);
-    for (int t1 = 0; t1 < 4; ++t1)
-      for (int t2 = t1 + 1; t2 < 4; ++t2)
-        for (int g1 = 0; g1 < 8; ++g1)
-          for (int g2 = 0; g2 < 8; ++g2) {
-            const int diff = (g1 - g2) * sw + o[t1] - o[t2];
-            conflicts += diff != 0 && diff % 32 == 0;
-          }
+  long long wavefronts = 0, loads = 0;
+  for (int first = 0; first < (kred + 7) / 8 * 8; first += 4, ++loads) {
+    std::array<int, 32> words{};  // the lanes' words, then per bank the distinct ones
+    for (int t = 0; t < 4; ++t) {
+      const int offset = sm90_term_offset(first + t, cc, kd, kh, kw, dh, dw, rp, pp, cp);
+      for (int g = 0; g < 8; ++g) words[t * 8 + g] = g * sw + offset;
+    }
+    std::sort(words.begin(), words.end());
+    std::array<int, 32> per_bank{};
+    int most = 0;
+    for (int i = 0; i < 32; ++i) {
+      if (i > 0 && words[i] == words[i - 1]) continue;  // one word, broadcast
+      most = std::max(most, ++per_bank[words[i] % 32]);
+    }
+    wavefronts += most;
   }
-  return conflicts;
+  return loads ? double(wavefronts) / double(loads) : 1.0;
 }
 
 // Pitches of the input tile (row, plane, channel), each the first of the 32 values at or above
-// its minimum with the fewest gather bank conflicts.
+// its minimum with the fewest gather wavefronts.
 std::array<int, 3> sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
   const int kd = static_cast<int>(prob.desc.kernel.d);
-  auto best = [&](int lo, auto&& conflicts_at) {
-    int pick = lo, fewest = conflicts_at(lo);
-    for (int v = lo + 1; v < lo + 32 && fewest > 0; ++v) {
-      const int c = conflicts_at(v);
-      if (c < fewest) { fewest = c; pick = v; }
+  auto best = [&](int lo, auto&& wavefronts_at) {
+    int pick = lo;
+    double fewest = wavefronts_at(lo);
+    for (int v = lo + 1; v < lo + 32 && fewest > 1.0; ++v) {
+      const double w = wavefronts_at(v);
+      if (w < fewest) { fewest = w; pick = v; }
     }
     return pick;
   };
-  const int rp = best(in_w, [&](int v) { return sm90_bank_conflicts(prob, cc, v, in_h * v, kd * in_h * v); });
-  const int pp = best(in_h * rp, [&](int v) { return sm90_bank_conflicts(prob, cc, rp, v, kd * v); });
-  const int cp = best(kd * pp, [&](int v) { return sm90_bank_conflicts(prob, cc, rp, pp, v); });
+  const int rp = best(in_w, [&](int v) { return sm90_gather_wavefronts(prob, cc, v, in_h * v, kd * in_h * v); });
+  const int pp = best(in_h * rp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, v, kd * v); });
+  const int cp = best(kd * pp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, pp, v); });
   return {rp, pp, cp};
 }
 
@@ -426,8 +431,8 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
 // dilation along D at most 8 (the box steps through the planes with that traversal stride).
 bool sm90_tma_fits(const Problem& prob, int in_h, int in_w, int cc) {
   const Conv3dDesc& d = prob.desc;
-  return d.w % 4 == 0 && d.dilation.d <= 8 && sm90_tma_row(in_w) <= 256 && in_h <= 256 &&
-         d.kernel.d * d.dilation.d <= 256 && cc <= 256;
+  return d.w % 4 == 0 && d.dilation.d <= 8 && sm90_tma_row(in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w))) <= 256 &&
+         in_h <= 256 && d.kernel.d * d.dilation.d <= 256 && cc <= 256;
 }
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
@@ -439,7 +444,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
                                          int cc, int staging = -1) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
-  if ((bn != 32 && bn != 64 && bn != 128) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
+  if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
       th * tw > 256 || cc < 1 || cc > prob.c_per_group) {
     return std::nullopt;
   }
@@ -463,11 +468,24 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   const auto [rp, pp, cp] = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
   const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  Sm90Choice choice{th, tw, bn, cc, Sm90Staging{0, rp, pp, cp, g}, std::nullopt};
+  Sm90Choice choice{th, tw, bn, cc, Sm90Staging{0, rp, pp, cp, g, sm90_gather_wavefronts(prob, cc, rp, pp, cp)},
+                    std::nullopt};
   if (staging != 0 && sm90_tma_fits(prob, rough.in_h, rough.in_w, cc)) {
-    const int row = sm90_tma_row(rough.in_w), plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
-    const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel);
-    if (boxed.shared_bytes <= limits.max_smem_per_block_optin) choice.boxed = Sm90Staging{1, row, plane, channel, boxed};
+    // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
+    // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
+    // with the fewest gather wavefronts. (A pointwise tile of 8 rows puts its channels 8 rows
+    // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
+    const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
+    for (int row = narrowest; row <= std::min(256, narrowest + 28); row += 4) {
+      const int plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel);
+      if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
+      const double wavefronts = sm90_gather_wavefronts(prob, cc, row, plane, channel);
+      if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {
+        choice.boxed = Sm90Staging{1, row, plane, channel, boxed, wavefronts};
+      }
+      if (wavefronts <= 1.0) break;
+    }
   }
   if (staging == 1 && !choice.boxed) return std::nullopt;
   return choice;
@@ -479,12 +497,22 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
 // {64, 32, 16, 8} x TH rows for 4, 3 or 2 warpgroups (earlier ones win ties: wide tiles load
 // fewer halo columns; more warpgroups hide each other's gathers: on the reference problem 4 / 3 /
 // 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one
-// warpgroup took 2x as long again).
+// warpgroup took 2x as long again). Pointwise tf32 layers with K > 128 may also take 256 columns
+// (2 warpgroups, for the registers): a product then needs half the input reads and gather
+// loads, and these layers are bound by them (H200, TF32: pointwise_256 0.0447 ms against 0.0476
+// with 3 warpgroups of 128 columns; pointwise_512 0.0813 against 0.0922 with 2 of 128: as fast
+// as 0.91 of 4 warpgroups of 128). A pointwise gather's loads are conflict-free or 4-way (all k
+// of a load on one bank: channel pitches that are multiples of 32), which costs a little:
+// pointwise_512 in 8 x 16 tiles took 0.108 ms, in conflict-free 2 x 64 tiles 0.092. (Elsewhere
+// the pitch search leaves few conflicts, and tile shape matters more: video_vae_512 took 0.342 ms
+// in 12 x 16 tiles at 1.33 wavefronts a load, 0.359 in 6 x 32 at 1.0.)
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
-  if (prob.out.k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
-  const int bn = prob.out.k <= 32 ? 32 : prob.out.k <= 64 ? 64 : 128;
+  const long long k = prob.out.k;
+  if (k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
   const int cg = static_cast<int>(prob.c_per_group);
   const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  std::vector<int> widths = {k <= 32 ? 32 : k <= 64 ? 64 : 128};
+  if (kvol == 1 && prob.desc.precision == Precision::Tf32 && k > 128) widths.push_back(256);
   std::vector<int> chunk_sizes = {cg};
   for (int cc : {64, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
     if (cc < cg) chunk_sizes.push_back(cc);
@@ -496,14 +524,19 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
     const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
     for (int tw : {64, 32, 16, 8}) {
       for (int wgs : {4, 3, 2}) {
-        const int th = 64 * wgs / tw;
-        // Useful fraction of the padded work, times the speed of this many warpgroups relative
-        // to 4 (the reference problem's times above).
-        const double speed = wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-        const double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
-                           double(ceil_div(prob.out.h, th) * th) * eff_r * speed;
-        if (eff <= best_eff * 1.01) continue;
-        if (auto c = sm90_candidate(prob, limits, th, tw, bn, cc)) {
+        for (int bn : widths) {
+          const int th = 64 * wgs / tw;
+          // Useful fraction of the padded work, times the speed of this tile relative to 4
+          // warpgroups of 128 columns (the times above).
+          const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
+          double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
+                       double(ceil_div(prob.out.h, th) * th) * eff_r * double(k) / double(ceil_div(k, bn) * bn) *
+                       speed;
+          if (eff <= best_eff * 1.01) continue;  // conflicts only lower it
+          auto c = sm90_candidate(prob, limits, th, tw, bn, cc);
+          if (!c) continue;
+          if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
+          if (eff <= best_eff * 1.01) continue;
           best = c;
           best_eff = eff;
         }
@@ -671,7 +704,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                                        sm90_fields == 5 ? e : -1);
     if (!choice) {
       throw Error(ErrorCategory::InvalidArgument,
-                  fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64 or 128, "
+                  fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), "
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
                               "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256",

@@ -103,6 +103,10 @@ ConfigCases config_cases() {
   for (Conv3dDesc& d : tma_tf32) d.precision = Precision::Tf32;
   // 128 columns with chunks of 2: all but the 3 x 5 x 7 kernel (its 3xTF32 chunk weights don't fit).
   const std::vector<Conv3dDesc> tma_wide(tma.begin() + 1, tma.end());
+  // 256 columns (tf32 class only): K from 9 to 130 in one block; the whole reduction where its
+  // weights fit (not the 3 x 5 x 7 kernel's), chunks of 2 read by TMA.
+  const std::vector<Conv3dDesc> wide_256(wide_tf32.begin() + 1, wide_tf32.end());
+  const std::vector<Conv3dDesc> tma_wide_tf32(tma_tf32.begin() + 1, tma_tf32.end());
   return ConfigCases{
       {
           {"generic", dense},
@@ -148,6 +152,8 @@ ConfigCases config_cases() {
           {"sm90:4,32,128,512", wide},
           {"sm90:2,32,64,512", short_reduction_tf32},
           {"sm90:8,16,128,512", wide_tf32},
+          {"sm90:4,32,256,512", wide_256},
+          {"sm90:2,64,256,2,1", tma_wide_tf32},
           {"sm90:2,64,64,4", dense},
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},

@@ -86,8 +86,11 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
     REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
     CHECK(plan.key.config[7] == 1);
     const Sm90Geometry g = sm90_geometry_of(d, plan.key);
-    // The box is stored densely: row = sm90_tma_row(in_w) (3 spare columns for the aligned origin).
-    CHECK(plan.key.config[4] == sm90_tma_row(g.in_w));
+    // The box is stored densely; its row is a multiple of 4 floats from the narrowest (in_w after
+    // the aligned origin's shift) to 28 wider, the width picked against gather bank conflicts.
+    const int narrowest = sm90_tma_row(g.in_w, sm90_tma_shift(static_cast<int>(resolved_padding(d).before.w)));
+    CHECK(plan.key.config[4] >= narrowest);
+    CHECK(plan.key.config[4] <= narrowest + 28);
     CHECK(plan.key.config[5] == g.in_h * plan.key.config[4]);
     CHECK(plan.key.config[6] == plan.key.kd * plan.key.config[5]);
     CHECK(plan.key.config[4] % 4 == 0);
@@ -120,6 +123,31 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
   CHECK_THROWS_AS(plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1"), Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
+  // The reference problem's box row: 84 floats, where its gather is conflict-free (the narrowest,
+  // 72, puts two k of most loads on one bank).
+  CHECK(plan_for(reference_problem(), "sm_90").key.config[4] == 84);
+}
+
+TEST_CASE("pointwise tf32 layers with K > 128 take 256 columns; conflict-free channel pitches") {
+  // pointwise_512 of the suite: planned as 8 x 14 x 56 planes in 2 x 64 tiles (channels 136
+  // floats apart: k t and t + 1 of a load 8 banks apart); 8 x 16 tiles would put every channel of
+  // a load on one bank.
+  Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+  d.precision = Precision::Tf32;
+  const detail::Plan plan = plan_for(d, "sm_90");
+  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  CHECK(plan.key.config[0] * plan.key.config[1] == 128);  // 2 warpgroups: 128 accumulators each
+  CHECK(plan.key.config[2] == 256);
+  CHECK(plan.key.config[6] % 32 == 8);
+  // The fp32 class (3xTF32) has no registers for 256 columns, and K <= 128 no use for them.
+  d.precision = Precision::Fp32;
+  CHECK(plan_for(d, "sm_90").key.config[2] == 128);
+  CHECK_THROWS_AS(plan_for(d, "sm_90", "sm90:2,64,256,64"), Error);
+  Conv3dDesc narrow = test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1});  // pointwise_128
+  narrow.precision = Precision::Tf32;
+  const detail::Plan narrow_plan = plan_for(narrow, "sm_90");
+  REQUIRE(narrow_plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  CHECK(narrow_plan.key.config[2] == 128);
 }
 
 TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding allow, with a 4-byte twin") {
