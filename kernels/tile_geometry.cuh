@@ -182,23 +182,28 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_t
 
 /// Shared memory an SM of compute capability 9.0 (the only target of igemm_sm90) gives its blocks.
 constexpr int kSm90SharedPerSm = 228 * 1024;
+/// Most copy stages of igemm_sm90 (items in flight + the one computed).
+constexpr int kSm90MaxStages = 4;
 
 /// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
 /// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). The reduction runs
 /// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
-/// slices x BN x 8 floats, in wgmma's core-matrix layout; two buffers when there are several
-/// chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of its
-/// channels, two mbarriers (TMA staging), then, 128-byte aligned, two input tiles of
-/// [CC (+1 zero channel)][KD planes of PP][in_h rows of RP] (channel pitch CP). The pitches come
+/// slices x BN x 8 floats, in wgmma's core-matrix layout; one buffer per stage when there are
+/// several chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of
+/// its channels, one mbarrier per stage (TMA staging), then, 128-byte aligned, one input tile per
+/// stage of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP] (channel pitch CP). The
+/// stages are the items whose copies are in flight while one is computed, plus that one: two, or
+/// up to four where a block has the SM to itself and its reduction streams in chunks (more bytes
+/// in flight: such kernels wait on their copies, not on the tensor cores). The pitches come
 /// from the planner: chosen against bank conflicts for cp.async staging; with TMA staging the box
 /// is stored densely (RP = tma_row(in_w), PP = in_h * RP, CP = KD * PP).
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
-  int chunks, weight_buffers;
+  int chunks, stages, weight_buffers;
   int in_h, in_w;
   int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
   int weight_floats, table_ints, tile_floats;
-  int bars_at, tiles_at;  // floats from the start: the two mbarriers, the two input tiles
+  int bars_at, tiles_at;  // floats from the start: the mbarriers, the input tiles
   int shared_bytes;
   // 2 when two blocks fit an SM by shared memory and by the register estimate: the kernel's
   // launch bounds then hold ptxas to it, and two independent blocks overlap one's epilogue and
@@ -233,18 +238,32 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.warpgroups = th * tw / 64;
   g.threads = 128 * g.warpgroups;
   g.chunks = (cg + cc - 1) / cc;
-  g.weight_buffers = g.chunks > 1 ? 2 : 1;
+  g.stages = 2;
+  g.weight_buffers = g.chunks > 1 ? g.stages : 1;
   g.in_h = (th - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (tw - 1) * sw + (kw - 1) * dw + 1;
   g.zero_channel = g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
   g.table_ints = g.slices * 8;
   g.tile_floats = ((cc + g.zero_channel) * cp + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
-  g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
-  g.tiles_at = (g.bars_at + 4 + 31) / 32 * 32;
-  g.shared_bytes = 4 * (g.tiles_at + 2 * g.tile_floats);
+  auto lay_out = [&] {
+    g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
+    g.tiles_at = (g.bars_at + 2 * kSm90MaxStages + 31) / 32 * 32;
+    g.shared_bytes = 4 * (g.tiles_at + g.stages * g.tile_floats);
+  };
+  lay_out();
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
+  while (g.min_blocks == 1 && g.chunks > 1 && g.stages < kSm90MaxStages) {
+    const Sm90Geometry two = g;
+    ++g.stages;
+    g.weight_buffers = g.stages;
+    lay_out();
+    if (g.shared_bytes + 1024 > kSm90SharedPerSm) {
+      g = two;
+      break;
+    }
+  }
   return g;
 }
 

@@ -462,7 +462,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   const long long tile_floats = cc * d.kernel.d * rough.in_h * rough.in_w;
-  if (4 * (rough.weight_buffers * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
+  if (4 * ((rough.chunks > 1 ? 2 : 1) * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
     return std::nullopt;
   }
   const auto [rp, pp, cp] = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
@@ -610,7 +610,7 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
     prep.key.config[1] = c.cc;
     prep.block = 256;
     const long long elems = k_blocks * g.chunks * g.weight_floats;
-    prep.grid = stride_grid(elems / g.parts, prep.block, limits, 8);
+    prep.grid = stride_grid(elems / g.parts / 4, prep.block, limits, 8);  // a thread per 16-byte group
     prep.workspace_bytes = static_cast<uint64_t>(elems) * 4;
     plan.prep = prep;
   }

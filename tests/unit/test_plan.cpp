@@ -60,7 +60,9 @@ TEST_CASE("a long reduction runs in channel chunks whose weights are prepared fi
   REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
   const Sm90Geometry g = sm90_geometry_of(d, plan.key);
   CHECK(g.chunks > 1);
-  CHECK(g.weight_buffers == 2);
+  CHECK(g.weight_buffers == g.stages);  // one weight chunk per item in flight
+  CHECK(g.stages >= 2);
+  CHECK(g.stages <= kSm90MaxStages);
   REQUIRE(plan.prep);
   CHECK(plan.prep->key.algorithm == Algorithm::Sm90Weights);
   CHECK(plan.prep->key.config[0] == plan.key.config[2]);  // BN
@@ -75,6 +77,25 @@ TEST_CASE("a long reduction runs in channel chunks whose weights are prepared fi
   if (other.prep && other.key.config[2] == plan.key.config[2] && other.key.config[3] == plan.key.config[3]) {
     CHECK(other.prep->key == plan.prep->key);
   }
+}
+
+TEST_CASE("a block alone on its SM streams its weight chunks through as many stages as fit") {
+  // pointwise_512's 2 x 64 tiles of 256 columns (tf32): 64-channel chunks take 99 KB a stage (two
+  // fit), 32-channel chunks 50 KB (four); whole reductions and two blocks an SM keep two stages.
+  auto geometry = [](int cc, int cg, int bn) { return sm90_geometry(cg, 1, 1, 1, 1, 1, 1, 1, 2, 64, bn, cc, 136, 0); };
+  for (const auto& [cc, stages] : {std::pair{64, 2}, std::pair{32, 4}, std::pair{16, 4}}) {
+    const Sm90Geometry g = geometry(cc, 512, 256);
+    INFO("CC " << cc);
+    CHECK(g.min_blocks == 1);
+    CHECK(g.stages == stages);
+    CHECK(g.weight_buffers == stages);
+    CHECK(g.shared_bytes + 1024 <= kSm90SharedPerSm);
+    CHECK(g.tiles_at + stages * g.tile_floats == g.shared_bytes / 4);
+  }
+  CHECK(geometry(24, 24, 256).stages == 2);  // one chunk: weights resident
+  const Sm90Geometry two_blocks = geometry(8, 64, 32);
+  CHECK(two_blocks.min_blocks == 2);
+  CHECK(two_blocks.stages == 2);
 }
 
 TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.async twin") {
