@@ -6,7 +6,9 @@
 // because a thread walks its run of output planes one input plane at a time and adds each plane
 // into the SPAN output planes that read it (a ring of accumulator sets, indexed at compile time
 // by unrolling the walk). The next plane's loads are in flight while one is computed. No shared
-// memory and no barriers: a block is only a launch unit of independent warps.
+// memory and no barriers: a block is only a launch unit of independent warps. V = 4: 16-byte
+// loads (the planner's choice where W % 4 == 0; the engine takes the V = 1 twin, element by
+// element, for an input that is not 16-byte aligned).
 // See DepthwiseGeometry (tile_geometry.cuh) for the lane layout.
 #pragma once
 #include "common.cuh"
@@ -20,11 +22,12 @@ __device__ __forceinline__ float component(const float4& v, int e) {
 }
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int L, int WARPS,
-          int ODB, int S>
+          int ODB, int S, int V>
 __global__ void __launch_bounds__(WARPS * 32, depthwise_geometry(KD, KH, KW, SH, DD, DH, DW, TH, L, WARPS, S).min_blocks)
 depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
                float* __restrict__ out, ConvParams p) {
   static_assert(CG == 1 && SD == 1 && SW == 1, "depthwise_fp32: one channel per group, unit stride in D and W");
+  static_assert(V == 4 || V == 1, "depthwise_fp32: 16-byte or 4-byte input loads");
   constexpr DepthwiseGeometry G = depthwise_geometry(KD, KH, KW, SH, DD, DH, DW, TH, L, WARPS, S);
   static_assert(G.stores >= 1 && L <= 32, "depthwise_fp32: a row group needs a storing lane");
 
@@ -52,7 +55,6 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
   for (int i = 0; i < G.kvol; ++i) w[i] = __ldg(wt + k * G.kvol + i);
   const float bk = p.has_bias ? __ldg(bias + k) : 0.f;
 
-  const bool vec_in = W % 4 == 0 && (reinterpret_cast<unsigned long long>(in) & 15) == 0;
   const int id0 = od0 - p.pad_d;
   const int steps = min(ODB, OD - od0);
   const int inputs = steps + G.span - 1;  // input planes of this run
@@ -66,16 +68,16 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
 #pragma unroll
   for (int j = 0; j < 4; ++j) cols_in |= (col + j >= 0 && col + j < W ? 1u : 0u) << j;
 
-  // Loads input plane i's rows, zeros outside the input. VEC: 16-byte loads (W % 4 == 0 and an
+  // Loads input plane i's rows, zeros outside the input. V = 4: 16-byte loads (W % 4 == 0 and an
   // aligned input, so a float4 is wholly inside or outside a row); else element by element.
-  auto load = [&](bool vec, int i, float4* v) {
+  auto load = [&](int i, float4* v) {
     const int id = id0 + i;
     const unsigned rows = id >= 0 && id < D ? rows_in : 0u;
     const float* plane = base + id * plane_floats;
 #pragma unroll
     for (int r = 0; r < G.rows; ++r) {
       const float* src = plane + r * W;
-      if (vec) {
+      if constexpr (V == 4) {
         const bool ok = (rows >> r & 1u) && (cols_in & 1u);
         v[r] = ok ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
       } else {
@@ -94,18 +96,17 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
   const int ow = c0 + 4 * s;  // this lane's stored columns: its computed ones shifted by S
 
   // Two plane buffers (the one computed, the one loading) and SPAN accumulator sets: unrolling
-  // 2 x SPAN planes makes both indices compile-time. The load path is chosen once, outside.
+  // 2 x SPAN planes makes both indices compile-time.
   constexpr int UNROLL = 2 * G.span;
-  auto walk = [&](bool vec) {
   float4 buf[2][G.rows];
-  load(vec, 0, buf[0]);
+  load(0, buf[0]);
 #pragma unroll 1
   for (int first = 0; first < inputs; first += UNROLL) {
 #pragma unroll
     for (int q = 0; q < UNROLL; ++q) {
       const int i = first + q;
       if (i >= inputs) break;
-      if (i + 1 < inputs) load(vec, i + 1, buf[(q + 1) % 2]);
+      if (i + 1 < inputs) load(i + 1, buf[(q + 1) % 2]);
       const float4* v = buf[q % 2];
 
       float win[G.rows][G.nxw];
@@ -161,9 +162,6 @@ depthwise_fp32(const float* __restrict__ in, const float* __restrict__ wt, const
       }
     }
   }
-  };
-  if (vec_in) walk(true);
-  else walk(false);  // two inlined copies, each with its load path fixed
 }
 
 }  // namespace conv3djit

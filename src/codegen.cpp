@@ -37,9 +37,9 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
       break;
     case Algorithm::Depthwise:
       g.source = "#include \"depthwise_fp32.cu\"\n";
-      g.name_expression = fmt::format("conv3djit::depthwise_fp32<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>",
+      g.name_expression = fmt::format("conv3djit::depthwise_fp32<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>",
                                       k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw,
-                                      k.config[0], k.config[1], k.config[2], k.config[3], k.config[4]);
+                                      k.config[0], k.config[1], k.config[2], k.config[3], k.config[4], k.config[5]);
       break;
     case Algorithm::ImplicitGemm:
       g.source = "#include \"igemm_tf32.cu\"\n";

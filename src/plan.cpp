@@ -295,9 +295,20 @@ bool depthwise_fits(const Problem& prob, const DepthwiseChoice& c, const Depthwi
   return problem && shapes && extents && depthwise_blocks(prob, c, g) <= limit;
 }
 
-Plan plan_depthwise(const Problem& prob, const DepthwiseChoice& c, const DepthwiseGeometry& g) {
-  Plan plan = new_plan(prob, Algorithm::Depthwise, {c.th, c.lanes, c.warps, c.odb, depthwise_shift(prob)}, g.threads);
+// V: 4 = 16-byte input loads (W % 4 == 0, an aligned input), 1 = element by element. The kernel
+// holds one load path, so a specialisation compiles one unrolled walk, not two.
+Plan plan_depthwise(const Problem& prob, const DepthwiseChoice& c, const DepthwiseGeometry& g, int v) {
+  Plan plan =
+      new_plan(prob, Algorithm::Depthwise, {c.th, c.lanes, c.warps, c.odb, depthwise_shift(prob), v}, g.threads);
   plan.grid = static_cast<unsigned>(depthwise_blocks(prob, c, g));
+  return plan;
+}
+
+// Where W % 4 == 0, the 16-byte plan with its element-by-element twin for an unaligned input.
+Plan plan_depthwise(const Problem& prob, const DepthwiseChoice& c, const DepthwiseGeometry& g) {
+  if (prob.desc.w % 4 != 0) return plan_depthwise(prob, c, g, 1);
+  Plan plan = plan_depthwise(prob, c, g, 4);
+  plan.unaligned = std::make_shared<const Plan>(plan_depthwise(prob, c, g, 1));
   return plan;
 }
 

@@ -38,7 +38,8 @@ struct Plan {
   ConvParams params{};
   std::optional<PrepPlan> prep;
   // Plans whose input staging needs a 16-byte aligned input (igemm_sm90's TMA boxes, the tiled
-  // kernel's 16-byte copies): the same tiles staged by 4-byte cp.async, for an input that is not.
+  // kernel's 16-byte copies, depthwise's 16-byte loads): the same tiles staged 4 bytes at a time,
+  // for an input that is not.
   std::shared_ptr<const Plan> unaligned;
 };
 

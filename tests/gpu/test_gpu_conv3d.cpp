@@ -233,18 +233,23 @@ TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or
   EngineOptions tiled_options;
   tiled_options.kernel_config = "tiled:8,1,4,3,8";
   Engine tiled(tiled_options);
-  // igemm_sm90 with TMA staging (both classes) and the tiled FFMA kernel with 16-byte copies: both
-  // plans end in a 1 (TMA) or 4 (copy width) that the twin replaces.
+  // igemm_sm90 with TMA staging (both classes), the tiled FFMA kernel with 16-byte copies and the
+  // depthwise kernel with 16-byte loads: the plans end in a 1 (TMA) or 4 (copy width) that the
+  // twin replaces.
   struct Case {
     Engine* engine;
     Precision precision;
     const char* kernel;
     const char* staging;
+    Conv3dDesc desc;
   };
-  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90", ",1>"},
-                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90", ",1>"},
-                        Case{&tiled, Precision::Fp32, "direct_tiled_fp32", ",4>"}}) {
-    Conv3dDesc d = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, Dims3{1, 1, 0}, 1, 1, true);
+  const Conv3dDesc dense = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, Dims3{1, 1, 0}, 1, 1, true);
+  const Conv3dDesc depthwise = make(2, 12, {7, 10, 28}, 12, {3, 3, 3}, 1, 1, 1, 12, true);
+  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90", ",1>", dense},
+                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90", ",1>", dense},
+                        Case{&tiled, Precision::Fp32, "direct_tiled_fp32", ",4>", dense},
+                        Case{&Engine::global(), Precision::Fp32, "depthwise_fp32", ",4>", depthwise}}) {
+    Conv3dDesc d = k.desc;
     d.precision = k.precision;
     Engine& engine = *k.engine;
     DYNAMIC_SECTION(k.kernel << " " << describe(d)) {

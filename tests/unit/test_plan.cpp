@@ -260,12 +260,22 @@ TEST_CASE("depthwise layers stream through registers, a row group per output row
   CHECK(plan.key.config[2] == 7);   // warps
   CHECK(plan.key.config[3] == 4);   // runs of SPAN + 1 planes: one unrolled pass
   CHECK(plan.key.config[4] == 3);   // S
+  CHECK(plan.key.config[5] == 4);   // V: 16-byte loads
   CHECK(plan.block == 7 * 32);
   CHECK(plan.grid == 8 * 64 * 2 * 4);
   CHECK(plan.shared_bytes == 0);
-  // Rows that are not 16-byte multiples too (element loads).
-  CHECK(plan_for(test::make(8, 64, {16, 54, 54}, 64, {3, 3, 3}, 1, 1, 1, 64), "sm_90").key.algorithm ==
-        Algorithm::Depthwise);
+  // Its twin for an input that is not 16-byte aligned: the same plan, element loads.
+  REQUIRE(plan.unaligned);
+  CHECK(plan.unaligned->key.config[5] == 1);
+  for (int i = 0; i < 5; ++i) CHECK(plan.unaligned->key.config[i] == plan.key.config[i]);
+  CHECK(plan.unaligned->grid == plan.grid);
+  CHECK(plan.unaligned->block == plan.block);
+  CHECK_FALSE(plan.unaligned->unaligned);
+  // Rows that are not 16-byte multiples too: element loads only, no twin.
+  const detail::Plan odd = plan_for(test::make(8, 64, {16, 54, 54}, 64, {3, 3, 3}, 1, 1, 1, 64), "sm_90");
+  CHECK(odd.key.algorithm == Algorithm::Depthwise);
+  CHECK(odd.key.config[5] == 1);
+  CHECK_FALSE(odd.unaligned);
   // Wider rows take whole warps and W tiles; a channel multiplier is still one channel per group.
   const detail::Plan wide = plan_for(test::make(1, 32, {8, 30, 224}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90");
   CHECK(wide.key.algorithm == Algorithm::Depthwise);
