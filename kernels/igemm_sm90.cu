@@ -135,8 +135,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // `inside`), and each row only adds its own bounds and one 64-bit row address. Positions
   // outside the input are zero-filled from a valid address (the row start, or `in`).
   constexpr int ROWS = CC * KD * G.in_h, XS = (G.in_w + 31) / 32;
-  auto stage = [&](const Origin& o, int chunk, int item) {
-    const int buf = item % STAGES;
+  auto stage = [&](const Origin& o, int chunk, int buf) {
     if (TMA) {
       if (tid == 0) {
         unsigned long long* bar = bars + buf;
@@ -194,7 +193,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // Issues the next item's copies (one commit group each, empty past the last item).
   auto fetch = [&] {
     if (fetch_tile < n_tiles) {
-      stage(origin(fetch_tile), fetch_chunk, fetched);
+      stage(origin(fetch_tile), fetch_chunk, fetched % STAGES);
       if (CHUNKS > 1 && !TMA) copy_weights(fetch_chunk, fetched % STAGES);
     }
     copies_commit();

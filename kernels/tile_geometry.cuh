@@ -255,12 +255,12 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   while (g.min_blocks == 1 && g.chunks > 1 && g.stages < kSm90MaxStages) {
-    const Sm90Geometry two = g;
+    const Sm90Geometry fewer = g;
     ++g.stages;
     g.weight_buffers = g.stages;
     lay_out();
     if (g.shared_bytes + 1024 > kSm90SharedPerSm) {
-      g = two;
+      g = fewer;
       break;
     }
   }

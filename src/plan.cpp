@@ -411,12 +411,17 @@ double sm90_gather_wavefronts(const Problem& prob, int cc, int rp, int pp, int c
 }
 
 // Pitches of the input tile (row, plane, channel), each the first of the 32 values at or above
-// its minimum with the fewest gather wavefronts.
-std::array<int, 3> sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
+// its minimum with the fewest gather wavefronts; and those wavefronts.
+struct Sm90Pitches {
+  int rp, pp, cp;
+  double wavefronts;
+};
+Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
   const int kd = static_cast<int>(prob.desc.kernel.d);
+  double fewest = 0;
   auto best = [&](int lo, auto&& wavefronts_at) {
     int pick = lo;
-    double fewest = wavefronts_at(lo);
+    fewest = wavefronts_at(lo);
     for (int v = lo + 1; v < lo + 32 && fewest > 1.0; ++v) {
       const double w = wavefronts_at(v);
       if (w < fewest) { fewest = w; pick = v; }
@@ -426,7 +431,7 @@ std::array<int, 3> sm90_pitches(const Problem& prob, int cc, int in_h, int in_w)
   const int rp = best(in_w, [&](int v) { return sm90_gather_wavefronts(prob, cc, v, in_h * v, kd * in_h * v); });
   const int pp = best(in_h * rp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, v, kd * v); });
   const int cp = best(kd * pp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, pp, v); });
-  return {rp, pp, cp};
+  return {rp, pp, cp, fewest};
 }
 
 Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp) {
@@ -440,10 +445,10 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
 // its rows must be 16-byte multiples (the map's strides), every box extent at most 256, and a
 // dilation along D at most 8 (the box steps through the planes with that traversal stride).
-bool sm90_tma_fits(const Problem& prob, int in_h, int in_w, int cc) {
+bool sm90_tma_fits(const Problem& prob, int in_h, int row, int cc) {
   const Conv3dDesc& d = prob.desc;
-  return d.w % 4 == 0 && d.dilation.d <= 8 && sm90_tma_row(in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w))) <= 256 &&
-         in_h <= 256 && d.kernel.d * d.dilation.d <= 256 && cc <= 256;
+  return d.w % 4 == 0 && d.dilation.d <= 8 && row <= 256 && in_h <= 256 && d.kernel.d * d.dilation.d <= 256 &&
+         cc <= 256;
 }
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
@@ -476,17 +481,17 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   if (4 * ((rough.chunks > 1 ? 2 : 1) * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
     return std::nullopt;
   }
-  const auto [rp, pp, cp] = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
-  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp);
+  const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  Sm90Choice choice{th, tw, bn, cc, Sm90Staging{0, rp, pp, cp, g, sm90_gather_wavefronts(prob, cc, rp, pp, cp)},
+  Sm90Choice choice{th, tw, bn, cc, Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts},
                     std::nullopt};
-  if (staging != 0 && sm90_tma_fits(prob, rough.in_h, rough.in_w, cc)) {
+  const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
+  if (staging != 0 && sm90_tma_fits(prob, rough.in_h, narrowest, cc)) {
     // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
     // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
     // with the fewest gather wavefronts. (A pointwise tile of 8 rows puts its channels 8 rows
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
-    const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
     for (int row = narrowest; row <= std::min(256, narrowest + 28); row += 4) {
       const int plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
       const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel);
