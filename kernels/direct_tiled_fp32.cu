@@ -8,8 +8,11 @@
 // the input tile (CC x KD x tile rows x tile cols, zero-filled outside the input, which is how
 // padding is applied) and the weights (BK channels x CC x KD x KH x KW) live in shared memory,
 // copied there with cp.async. When CC == CG the weights are loaded once per block: the grid is
-// persistent, each block keeps one channel block and walks spatial tiles. With several chunks
-// there are two buffers, and the next chunk's copy runs while the current one is computed.
+// persistent, each block keeps one channel block and walks spatial tiles, and P teams of WK x WS
+// warps share that one copy of the weights, each team walking its own tiles with two input
+// buffers (the next tile's copy runs while this one is computed; a team waits only on its own
+// named barrier). With several chunks there are two buffers of weights and input, and the next
+// chunk's copy runs while the current one is computed.
 //
 // Accuracy: with several chunks, each chunk's sum is added into a separate total (blocked
 // summation), so rounding error grows with the chunk length, not with C * KD * KH * KW; this is
@@ -25,17 +28,19 @@
 namespace conv3djit {
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
-          int WK, int WS, int WR, int CC, int TW, int V>
-__global__ void __launch_bounds__(WK * WS * 32, (CG + CC - 1) / CC > 1 ? 1 : 2)  // chunked: 2 accumulator sets
+          int WK, int WS, int WR, int CC, int TW, int V, int P>
+__global__ void __launch_bounds__(P * WK * WS * 32, (CG + CC - 1) / CC > 1 ? 1 : 2 / P)  // chunked: 2 accumulator sets
 direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
                   const float* __restrict__ bias, float* __restrict__ out, ConvParams p) {
-  constexpr TiledGeometry G = tiled_geometry(CG, KD, KH, KW, SH, SW, DH, DW, WK, WS, WR, CC, TW);
-  constexpr int TK = G.tk, BK = G.bk, CHUNKS = G.chunks;
+  constexpr TiledGeometry G = tiled_geometry(CG, KD, KH, KW, SH, SW, DH, DW, WK, WS, WR, CC, TW, P);
+  constexpr int TK = G.tk, BK = G.bk, CHUNKS = G.chunks, NX = G.nx;
+  static_assert(CHUNKS == 1 || P == 1, "teams share resident weights only");
   extern __shared__ float4 shared4[];
-  float* const shared = reinterpret_cast<float*>(shared4);  // buffers of [weights | input tile]
+  float* const shared = reinterpret_cast<float*>(shared4);
 
+  const int team = threadIdx.x / G.threads;                // 0 when P == 1
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
+  const int warp = threadIdx.x % G.threads >> 5;           // within the team
   const int warp_k = warp % WK;                            // channel group of this warp
   const int lane_row = tiled_lane_row(lane, G.segs);       // output row within the warp's rows
   const int row = (warp / WK) * WR + lane_row;             // output row within the tile
@@ -47,123 +52,221 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   const long long tiles = p.n * p.od * tiles_h * tiles_w;
   const long long kb = blockIdx.x % k_blocks;
   const long long k0 = kb * BK;
-  const long long stride = gridDim.x / k_blocks;
+  // Team-major: the last, partial round of tiles goes to one team per block first, so an SM ends
+  // with one busy team rather than some SMs with two and others idle.
+  const long long blocks_k = gridDim.x / k_blocks;           // blocks sharing one channel block
+  const long long stride = blocks_k * P;                     // tiles between a team's consecutive ones
+  const long long first = team * blocks_k + blockIdx.x / k_blocks;
   const long long in_plane = p.h * p.w;
   const long long volume = p.od * p.oh * p.ow;             // one output channel
-  bool weights_loaded = false;
+  const int in_d = static_cast<int>(p.d), in_h = static_cast<int>(p.h), in_w = static_cast<int>(p.w);
 
-  for (long long tile = blockIdx.x / k_blocks; tile < tiles; tile += stride) {
-    long long t = tile;
+  struct Origin {
+    long long n;
+    int od, oh0, ow0, id0, ih0, iw0;
+  };
+  auto origin_of = [&](long long t) {
+    Origin o;
     const long long tw_i = take_remainder(t, tiles_w);
     const long long th_i = take_remainder(t, tiles_h);
-    const long long od = take_remainder(t, p.od);
-    const long long n = t;
-    const long long oh0 = th_i * G.rows;
-    const long long ow0 = tw_i * G.tile_w;
-    const long long id0 = od * SD - p.pad_d;
-    const long long ih0 = oh0 * SH - p.pad_h;
-    const long long iw0 = ow0 * SW - p.pad_w;
+    o.od = static_cast<int>(take_remainder(t, p.od));
+    o.n = t;
+    o.oh0 = static_cast<int>(th_i) * G.rows;
+    o.ow0 = static_cast<int>(tw_i) * G.tile_w;
+    o.id0 = o.od * SD - p.pad_d;
+    o.ih0 = o.oh0 * SH - p.pad_h;
+    o.iw0 = o.ow0 * SW - p.pad_w;
+    return o;
+  };
 
-    // Copies a chunk's input tile (CC x KD x in_h rows, zero outside the input), a warp a row, V
-    // floats a copy: 4 when the planner knows every row and tile start is 16-byte aligned (W and
-    // pad_w multiples of 4; the engine takes the V = 1 twin for an input pointer that is not).
-    auto stage_input = [&](float* in_s, int c0) {
-      for (int r = warp; r < CC * KD * G.in_h; r += G.threads / 32) {  // (c_local * KD + kd) * in_h + ih_l
-        const int ckd = r / G.in_h;
-        const int c = c0 + ckd / KD;
-        const long long id = id0 + ckd % KD * DD, ih = ih0 + r % G.in_h;
-        const bool row_valid = c < CG && id >= 0 && id < p.d && ih >= 0 && ih < p.h;
-        const float* src_row = in + ((n * p.c + c) * p.d + id) * in_plane + ih * p.w + iw0;
-        for (int col = lane * V; col < G.in_w; col += 32 * V) {
-          const bool valid = row_valid && iw0 + col >= 0 && iw0 + col < p.w;
-          const float* src = valid ? src_row + col : in;
-          copy_or_zero<4 * V>(in_s + r * G.pitch + col, src, valid);
+  // Copies a chunk's input tile (CC x KD x in_h rows of in_w floats, zero outside the input), V
+  // floats a copy: 4 when the planner knows every row and tile start is 16-byte aligned (W and
+  // pad_w multiples of 4; the engine takes the V = 1 twin for an input pointer that is not).
+  // L threads a row (L = the row's copies, at most 32), so short rows keep every lane busy; the
+  // row's index math is 32-bit and done once a row.
+  auto stage_input = [&](float* in_s, int c0, const Origin& o) {
+    constexpr int GROUPS = (G.in_w + V - 1) / V, L = GROUPS < 32 ? GROUPS : 32;
+    constexpr int ROWS = CC * KD * G.in_h, SLOTS = G.threads / L;
+    const int t = threadIdx.x % G.threads;
+    if (t >= SLOTS * L) return;
+    const float* sample = in + o.n * p.c * p.d * in_plane;
+    for (int r = t / L; r < ROWS; r += SLOTS) {  // r = (c_local * KD + kd) * in_h + ih_l
+      const int ckd = r / G.in_h, c = c0 + ckd / KD;
+      const int id = o.id0 + ckd % KD * DD, ih = o.ih0 + r % G.in_h;
+      const bool row_valid = c < CG && id >= 0 && id < in_d && ih >= 0 && ih < in_h;
+      const float* src_row = sample + (static_cast<long long>(c) * in_d + id) * in_plane + ih * p.w + o.iw0;
+      for (int col = t % L * V; col < G.in_w; col += L * V) {
+        const bool valid = row_valid && o.iw0 + col >= 0 && o.iw0 + col < in_w;
+        copy_or_zero<4 * V>(in_s + r * G.pitch + col, valid ? src_row + col : in, valid);
+      }
+    }
+  };
+
+  // Copies a chunk's weights transposed to [c][kd][kh][kw][k] (a warp then reads TK consecutive
+  // channels), `step` threads from `first_thread`.
+  auto stage_weights = [&](float* w_s, int c0, int first_thread, int step) {
+    for (int i = first_thread; i < G.w_floats; i += step) {
+      const int tap = i / BK;                      // c_local * KVOL + kvol index
+      const int c = c0 + tap / G.kvol;
+      const long long k = k0 + i % BK;
+      const bool valid = k < p.k && c < CG;
+      copy_or_zero(w_s + i, valid ? wt + (k * CG + c) * G.kvol + tap % G.kvol : wt, valid);
+    }
+  };
+
+  // One step per (c, kd, kh) of a chunk, both loops rolled. The pointers advance by adds:
+  // multiplies would be IMADs, which queue on the FMA pipe the FFMAs keep busy, right before the
+  // step's loads (one flat loop over the steps, its kh wrap a select, ran 1 % slower).
+  float acc[TK][TW];
+  auto accumulate = [&](const float* w_s, const float* in_s) {
+    const float* src = in_s + row * SH * G.pitch + seg * TW * SW;
+    const float* w_tap = w_s + warp_k * TK;
+#pragma unroll 1
+    for (int ckd = 0; ckd < CC * KD; ++ckd) {
+#pragma unroll 1
+      for (int kh = 0; kh < KH; ++kh) {
+        float xin[NX];  // 16-byte aligned: float4s, then a float2 and a float
+#pragma unroll
+        for (int i = 0; i + 4 <= NX; i += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(src + i);
+          xin[i] = v.x, xin[i + 1] = v.y, xin[i + 2] = v.z, xin[i + 3] = v.w;
+        }
+        if constexpr (NX % 4 >= 2) {
+          const float2 v = *reinterpret_cast<const float2*>(src + NX / 4 * 4);
+          xin[NX / 4 * 4] = v.x, xin[NX / 4 * 4 + 1] = v.y;
+        }
+        if constexpr (NX % 2 == 1) xin[NX - 1] = src[NX - 1];
+#pragma unroll
+        for (int kw = 0; kw < KW; ++kw) {
+          const float4 wa = *reinterpret_cast<const float4*>(w_tap + kw * BK);
+          const float4 wb = *reinterpret_cast<const float4*>(w_tap + kw * BK + 4);
+          const float wv[TK] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+          for (int k = 0; k < TK; ++k)
+#pragma unroll
+            for (int x = 0; x < TW; ++x) acc[k][x] = fmaf(wv[k], xin[x * SW + kw * DW], acc[k][x]);
+        }
+        w_tap += KW * BK;
+        src += DH * G.pitch;
+      }
+      src += (G.in_h - KH * DH) * G.pitch;  // the next (c, kd) plane of the tile
+    }
+  };
+
+  // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory and writes
+  // them row by row, so that consecutive lanes store consecutive addresses instead of lanes TW
+  // floats apart. Store j of a lane writes staged output j * 32 + lane; its offset from the
+  // warp's first output fits in 32 bits (the planner bounds WR x OW).
+  struct Destination {
+    float* o;         // the warp's first output of its first channel
+    unsigned inside;  // bit j: store j is inside the output (the same for every channel)
+  };
+  auto destination = [&](const Origin& t) {
+    const long long band0 = t.oh0 + (warp / WK) * WR;  // this warp's first output row
+    Destination d{out + (((t.n * p.k + k0 + warp_k * TK) * p.od + t.od) * p.oh + band0) * p.ow + t.ow0, 0u};
+#pragma unroll
+    for (int j = 0; j < TW; ++j) {
+      const int r = (j * 32 + lane) / G.tile_w, col = (j * 32 + lane) % G.tile_w;
+      if (band0 + r < p.oh && t.ow0 + col < p.ow) d.inside |= 1u << j;
+    }
+    return d;
+  };
+  auto store_tile = [&](const Destination& d, const float (&v)[TK][TW]) {
+    float* stage = shared + G.stage_at + (threadIdx.x >> 5) * WR * G.stage_pitch;
+    float* o = d.o;
+    int offset[TW];
+#pragma unroll
+    for (int j = 0; j < TW; ++j) offset[j] = (j * 32 + lane) / G.tile_w * static_cast<int>(p.ow) + (j * 32 + lane) % G.tile_w;
+#pragma unroll
+    for (int k = 0; k < TK; ++k) {
+#pragma unroll
+      for (int x = 0; x < TW; x += 4) {
+        *reinterpret_cast<float4*>(stage + lane_row * G.stage_pitch + seg * TW + x) =
+            make_float4(v[k][x], v[k][x + 1], v[k][x + 2], v[k][x + 3]);
+      }
+      __syncwarp();
+      const long long kk = k0 + warp_k * TK + k;
+      if (kk < p.k) {
+        const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
+#pragma unroll
+        for (int j = 0; j < TW; ++j) {
+          const int idx = j * 32 + lane;
+          if (d.inside >> j & 1) o[offset[j]] = stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w] + b;
         }
       }
-    };
+      o += volume;
+      __syncwarp();
+    }
+  };
 
-    // Issues the copies of one channel chunk into buffer `buf`: weights transposed to
-    // [c][kd][kh][kw][k] (a warp then reads TK consecutive channels), and the input tile.
-    auto issue_chunk = [&](int chunk, int buf) {
-      float* w_s = shared + buf * G.buffer_floats;
-      const int c0 = chunk * CC;
-      if (CHUNKS > 1 || !weights_loaded) {
-        for (int i = threadIdx.x; i < G.w_floats; i += G.threads) {
-          const int tap = i / BK;                      // c_local * KVOL + kvol index
-          const int c = c0 + tap / G.kvol;
-          const long long k = k0 + i % BK;
-          const bool valid = k < p.k && c < CG;
-          copy_or_zero(w_s + i, valid ? wt + (k * CG + c) * G.kvol + tap % G.kvol : wt, valid);
-        }
-      }
-      stage_input(w_s + G.w_floats, c0);
-      copies_commit();
-    };
-
-    float acc[TK][TW];
-    constexpr int TOTAL_K = CHUNKS > 1 ? TK : 1, TOTAL_W = CHUNKS > 1 ? TW : 1;
-    float total[TOTAL_K][TOTAL_W];
+  auto clear = [](float (&a)[TK][TW]) {
 #pragma unroll
     for (int k = 0; k < TK; ++k)
 #pragma unroll
-      for (int x = 0; x < TW; ++x) acc[k][x] = 0.f;
-#pragma unroll
-    for (int k = 0; k < TOTAL_K; ++k)
-#pragma unroll
-      for (int x = 0; x < TOTAL_W; ++x) total[k][x] = 0.f;
+      for (int x = 0; x < TW; ++x) a[k][x] = 0.f;
+  };
 
-    __syncthreads();  // everyone is done with the previous tile's buffers
-    issue_chunk(0, 0);
-    weights_loaded = true;
-#pragma unroll 1
-    for (int chunk = 0; chunk < CHUNKS; ++chunk) {
-      const int buf = chunk & 1;
-      if (chunk + 1 < CHUNKS) {
-        issue_chunk(chunk + 1, buf ^ 1);
-        copies_wait<1>();
-      } else {
-        copies_wait<0>();
+  if constexpr (CHUNKS == 1) {
+    // Resident weights, loaded by the whole block with each team's first tile; then each team
+    // copies its next tile into its other input buffer while it computes this one. The staging
+    // space is per warp, so a warp's epilogue waits for nobody.
+    auto input_buffer = [&](int buf) { return shared + G.in_at + (team * 2 + buf) * G.in_stride; };
+    stage_weights(shared, 0, threadIdx.x, P * G.threads);
+    Destination dst{};  // of the tile whose input is in buffer `buf`
+    if (first < tiles) {
+      const Origin o = origin_of(first);
+      stage_input(input_buffer(0), 0, o);
+      dst = destination(o);
+    }
+    copies_commit();
+    copies_wait<0>();
+    __syncthreads();  // the weights, from every thread of every team
+    int buf = 0;
+    for (long long tile = first; tile < tiles; tile += stride, buf ^= 1) {
+      copies_wait<0>();
+      // This tile's input has landed for the whole team, and the team is done with the other
+      // buffer (the previous tile), which the next copy overwrites.
+      if constexpr (P == 1) __syncthreads();
+      else if (team == 0) asm volatile("bar.sync 1, %0;" ::"n"(G.threads) : "memory");  // ids as immediates:
+      else asm volatile("bar.sync 2, %0;" ::"n"(G.threads) : "memory");  // a register id reserves all 16
+      const Destination this_dst = dst;
+      if (tile + stride < tiles) {
+        const Origin o = origin_of(tile + stride);
+        stage_input(input_buffer(buf ^ 1), 0, o);
+        dst = destination(o);
       }
-      __syncthreads();  // this chunk's copies, from every thread, have landed
-
-      const float* w_warp = shared + buf * G.buffer_floats + warp_k * TK;
-      const float* in_s = shared + buf * G.buffer_floats + G.w_floats;
-      // One step per (c, kd, kh) of the chunk, both loops rolled. The pointers advance by adds:
-      // multiplies would be IMADs, which queue on the FMA pipe the FFMAs keep busy, right before
-      // the step's loads (one flat loop over the steps, its kh wrap a select, ran 1 % slower).
-      const float* src = in_s + row * SH * G.pitch + seg * TW * SW;
-      const float* w_tap = w_warp;
+      copies_commit();
+      clear(acc);
+      accumulate(shared, input_buffer(buf));
+      store_tile(this_dst, acc);
+    }
+  } else {
+    // Chunked: each chunk's sum goes into `total` (blocked summation); chunk c + 1's weights and
+    // input are copied into the other buffer while chunk c is computed.
+    float total[TK][TW];
+    auto issue_chunk = [&](int chunk, int buf, const Origin& o) {
+      float* w_s = shared + buf * G.buffer_floats;
+      stage_weights(w_s, chunk * CC, threadIdx.x, G.threads);
+      stage_input(w_s + G.w_floats, chunk * CC, o);
+      copies_commit();
+    };
+    for (long long tile = first; tile < tiles; tile += stride) {
+      const Origin o = origin_of(tile);
+      clear(acc);
+      clear(total);
+      __syncthreads();  // everyone is done with the previous tile's buffers
+      issue_chunk(0, 0, o);
 #pragma unroll 1
-      for (int ckd = 0; ckd < CC * KD; ++ckd) {
-#pragma unroll 1
-        for (int kh = 0; kh < KH; ++kh) {
-          float xin[G.nx];  // 16-byte aligned: float4s, then a float2 and a float
-#pragma unroll
-          for (int i = 0; i + 4 <= G.nx; i += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(src + i);
-            xin[i] = v.x, xin[i + 1] = v.y, xin[i + 2] = v.z, xin[i + 3] = v.w;
-          }
-          if constexpr (G.nx % 4 >= 2) {
-            const float2 v = *reinterpret_cast<const float2*>(src + G.nx / 4 * 4);
-            xin[G.nx / 4 * 4] = v.x, xin[G.nx / 4 * 4 + 1] = v.y;
-          }
-          if constexpr (G.nx % 2 == 1) xin[G.nx - 1] = src[G.nx - 1];
-#pragma unroll
-          for (int kw = 0; kw < KW; ++kw) {
-            const float4 wa = *reinterpret_cast<const float4*>(w_tap + kw * BK);
-            const float4 wb = *reinterpret_cast<const float4*>(w_tap + kw * BK + 4);
-            const float wv[TK] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-            for (int k = 0; k < TK; ++k)
-#pragma unroll
-              for (int x = 0; x < TW; ++x) acc[k][x] = fmaf(wv[k], xin[x * SW + kw * DW], acc[k][x]);
-          }
-          w_tap += KW * BK;
-          src += DH * G.pitch;
+      for (int chunk = 0; chunk < CHUNKS; ++chunk) {
+        const int buf = chunk & 1;
+        if (chunk + 1 < CHUNKS) {
+          issue_chunk(chunk + 1, buf ^ 1, o);
+          copies_wait<1>();
+        } else {
+          copies_wait<0>();
         }
-        src += (G.in_h - KH * DH) * G.pitch;  // the next (c, kd) plane of the tile
-      }
-      if constexpr (CHUNKS > 1) {
+        __syncthreads();  // this chunk's copies, from every thread, have landed
+        accumulate(shared + buf * G.buffer_floats, shared + buf * G.buffer_floats + G.w_floats);
 #pragma unroll
         for (int k = 0; k < TK; ++k)
 #pragma unroll
@@ -173,45 +276,8 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
           }
         __syncthreads();  // this buffer is refilled by the next iteration's copies
       }
-    }
-
-    // Epilogue: each warp stages one channel's WR x TILE_W outputs in shared memory and writes
-    // them row by row, so that consecutive lanes store consecutive addresses instead of lanes TW
-    // floats apart. Store j of a lane writes staged output j * 32 + lane; its offset from the
-    // warp's first output fits in 32 bits (the planner bounds WR x OW).
-    // (Chunked, the stage is buffer 0's input tile: free since the chunk loop's last barrier.)
-    float* stage = shared + G.stage_at + warp * WR * G.stage_pitch;
-    const long long band0 = oh0 + (warp / WK) * WR;  // this warp's first output row
-    float* o = out + (((n * p.k + k0 + warp_k * TK) * p.od + od) * p.oh + band0) * p.ow + ow0;
-    int offset[TW];
-    unsigned inside = 0;  // the stores inside the output, the same for every channel
-#pragma unroll
-    for (int j = 0; j < TW; ++j) {
-      const int r = (j * 32 + lane) / G.tile_w, col = (j * 32 + lane) % G.tile_w;
-      offset[j] = r * static_cast<int>(p.ow) + col;
-      if (band0 + r < p.oh && ow0 + col < p.ow) inside |= 1u << j;
-    }
-#pragma unroll
-    for (int k = 0; k < TK; ++k) {
-#pragma unroll
-      for (int x = 0; x < TW; x += 4) {
-        float4 v;
-        if constexpr (CHUNKS > 1) v = make_float4(total[k][x], total[k][x + 1], total[k][x + 2], total[k][x + 3]);
-        else v = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
-        *reinterpret_cast<float4*>(stage + lane_row * G.stage_pitch + seg * TW + x) = v;
-      }
-      __syncwarp();
-      const long long kk = k0 + warp_k * TK + k;
-      if (kk < p.k) {
-        const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
-#pragma unroll
-        for (int j = 0; j < TW; ++j) {
-          const int idx = j * 32 + lane;
-          if (inside >> j & 1) o[offset[j]] = stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w] + b;
-        }
-      }
-      o += volume;
-      __syncwarp();
+      // The stage is buffer 0's input tile: free since the chunk loop's last barrier.
+      store_tile(destination(o), total);
     }
   }
 }

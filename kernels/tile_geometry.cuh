@@ -18,11 +18,14 @@ struct TiledGeometry {
   int kvol;
   int in_floats, w_floats;
   int stage_pitch;   // the epilogue's output staging: one row of a warp's tile, 4 floats of padding
-  int stage_floats;
+  int stage_floats;  // one team's warps
   int chunks;        // channel chunks per tile
-  int buffers;       // 2 when chunked: the next chunk loads while this one is computed
-  int buffer_floats; // one buffer: weights, then the input tile (chunked: or the output staging)
-  int stage_at;      // floats from the start: after the buffer (single chunk), else buffer 0's tile
+  int teams;         // single chunk: P teams of warps share the weights, each with 2 input buffers
+  int block_threads; // teams x threads
+  int buffer_floats; // chunked: one of the 2 buffers (weights, then the input tile or the staging)
+  int in_at;         // single chunk: the first input buffer (after the weights), and the distance
+  int in_stride;     // between two (team t's buffer b is number 2 t + b)
+  int stage_at;      // floats from the start: after the input buffers (single chunk), else buffer 0's tile
   int shared_bytes;
 };
 
@@ -38,7 +41,8 @@ CONV3DJIT_HOST_DEVICE constexpr int tiled_lane_seg(int lane, int segs) {
 }
 
 CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
-                                                             int dw, int wk, int ws, int wr, int cc, int tw) {
+                                                             int dw, int wk, int ws, int wr, int cc, int tw,
+                                                             int teams) {
   TiledGeometry g{};
   g.tk = 8;
   g.bk = wk * g.tk;
@@ -61,15 +65,18 @@ CONV3DJIT_HOST_DEVICE constexpr TiledGeometry tiled_geometry(int cg, int kd, int
   g.stage_pitch = g.tile_w + 4;
   g.stage_floats = wk * ws * wr * g.stage_pitch;
   g.chunks = (cg + cc - 1) / cc;
-  g.buffers = g.chunks > 1 ? 2 : 1;
-  // A single chunk stages its outputs in a space of their own, so a warp starts its epilogue
-  // without waiting for the others to finish with the input tile; chunked tiles reuse buffer 0's
-  // input tile (free after the last chunk's barrier). Rounded to 8 floats so the second buffer
-  // keeps the 16-byte alignment of float4 accesses.
-  const int own = g.chunks > 1 ? 0 : g.stage_floats;
-  g.buffer_floats = (g.w_floats + (g.chunks > 1 && g.stage_floats > g.in_floats ? g.stage_floats : g.in_floats) + 7) / 8 * 8;
-  g.stage_at = g.chunks > 1 ? g.w_floats : g.buffer_floats;
-  g.shared_bytes = (g.buffers * g.buffer_floats + own) * 4;
+  g.teams = g.chunks > 1 ? 1 : teams;
+  g.block_threads = g.teams * g.threads;
+  // Regions rounded to 8 floats keep the 16-byte alignment of float4 accesses. A single chunk:
+  // [weights | 2 input buffers a team | staging], its own staging space so that a warp starts its
+  // epilogue without waiting for the others to finish with the input tile. Chunked: 2 x
+  // [weights | input tile], the staging in buffer 0's input tile (free after the last chunk).
+  const int w8 = (g.w_floats + 7) / 8 * 8, in8 = (g.in_floats + 7) / 8 * 8;
+  g.buffer_floats = (g.w_floats + (g.stage_floats > g.in_floats ? g.stage_floats : g.in_floats) + 7) / 8 * 8;
+  g.in_at = w8;
+  g.in_stride = in8;
+  g.stage_at = g.chunks > 1 ? g.w_floats : w8 + 2 * g.teams * in8;
+  g.shared_bytes = 4 * (g.chunks > 1 ? 2 * g.buffer_floats : g.stage_at + g.teams * g.stage_floats);
   return g;
 }
 

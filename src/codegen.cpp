@@ -24,9 +24,9 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
     case Algorithm::DirectTiled:
       g.source = "#include \"direct_tiled_fp32.cu\"\n";
       g.name_expression = fmt::format(
-          "conv3djit::direct_tiled_fp32<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>", k.c_per_group, k.kd,
+          "conv3djit::direct_tiled_fp32<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>", k.c_per_group, k.kd,
           k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw, k.config[0], k.config[1], k.config[2], k.config[3],
-          k.config[4], k.config[5]);
+          k.config[4], k.config[5], k.config[6]);
       break;
     case Algorithm::Grouped:
       g.source = "#include \"grouped_fp32.cu\"\n";

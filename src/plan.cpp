@@ -80,18 +80,20 @@ struct TiledChoice {
   int v;  // floats a copy of the input tile: 4 (16-byte copies) or 1
 };
 
+constexpr int kTiledMaxThreads = 512;  // 128 registers a thread (the 2-block launch bounds' budget)
+
 // 16-byte copies of the tiled kernel's input rows need every row and tile start 16-byte aligned
 // given an aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4).
 int tiled_copy_width(const Problem& prob) {
   return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 ? 4 : 1;
 }
 
-TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw) {
+TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw, int teams) {
   const Conv3dDesc& d = prob.desc;
   return tiled_geometry(static_cast<int>(prob.c_per_group), static_cast<int>(d.kernel.d),
                         static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w), static_cast<int>(d.stride.h),
                         static_cast<int>(d.stride.w), static_cast<int>(d.dilation.h),
-                        static_cast<int>(d.dilation.w), wk, ws, wr, cc, tw);
+                        static_cast<int>(d.dilation.w), wk, ws, wr, cc, tw, teams);
 }
 
 // Blocks of this configuration that fit on one SM (shared memory, registers, threads).
@@ -99,18 +101,28 @@ int blocks_per_sm(const TiledGeometry& g, const DeviceLimits& limits) {
   if (g.shared_bytes > limits.max_smem_per_block_optin) return 0;
   const int by_smem = limits.max_smem_per_sm / (g.shared_bytes + kSharedPerBlockReserved);
   const int regs_per_thread = g.chunks > 1 ? 224 : 128;  // the kernel's launch bounds
-  const int by_regs = 65536 / (regs_per_thread * g.threads);
-  const int by_threads = 2048 / g.threads;
+  const int by_regs = 65536 / (regs_per_thread * g.block_threads);
+  const int by_threads = 2048 / g.block_threads;
   return std::max(0, std::min({by_smem, by_regs, by_threads, 32}));
+}
+
+// Two teams sharing one copy of resident weights where they fit in a block (each team then
+// double-buffers its input tiles in the shared memory a second copy of the weights would take),
+// else one.
+TiledGeometry team_geometry(const Problem& prob, const DeviceLimits& limits, int wk, int ws, int wr, int cc, int tw) {
+  const TiledGeometry pair = geometry(prob, wk, ws, wr, cc, tw, 2);
+  if (pair.teams == 2 && pair.block_threads <= kTiledMaxThreads && blocks_per_sm(pair, limits) > 0) return pair;
+  return geometry(prob, wk, ws, wr, cc, tw, 1);
 }
 
 // The choice's plan; with 16-byte copies it carries its 4-byte twin for inputs not 16-byte aligned.
 Plan plan_tiled(const Problem& prob, const DeviceLimits& limits, const TiledChoice& c) {
   Plan plan =
-      new_plan(prob, Algorithm::DirectTiled, {c.wk, c.ws, c.wr, c.cc, c.tw, c.v}, c.g.threads, c.g.shared_bytes);
+      new_plan(prob, Algorithm::DirectTiled, {c.wk, c.ws, c.wr, c.cc, c.tw, c.v, c.g.teams}, c.g.block_threads,
+               c.g.shared_bytes);
   const long long k_blocks = ceil_div(prob.out.k, c.g.bk);
   const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.g.rows) * ceil_div(prob.out.w, c.g.tile_w);
-  const long long tasks = k_blocks * tiles;
+  const long long tasks = k_blocks * ceil_div(tiles, c.g.teams);  // a block's teams take a tile each
   const long long resident = 1LL * limits.sm_count * c.blocks_per_sm;
   // Persistent: each block keeps one channel block (grid is a multiple of k_blocks) and walks
   // spatial tiles, so its weights are loaded once.
@@ -141,8 +153,8 @@ bool tiled_offsets_fit(const Problem& prob, const TiledGeometry& g) {
 std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& prob, const DeviceLimits& limits,
                                                               int wk, int ws, int wr, int tw) {
   int cc = chunk_channels(prob);
-  TiledGeometry g = geometry(prob, wk, ws, wr, cc, tw);
-  while (blocks_per_sm(g, limits) == 0 && cc > 1) g = geometry(prob, wk, ws, wr, cc = (cc + 1) / 2, tw);
+  TiledGeometry g = team_geometry(prob, limits, wk, ws, wr, cc, tw);
+  while (blocks_per_sm(g, limits) == 0 && cc > 1) g = team_geometry(prob, limits, wk, ws, wr, cc = (cc + 1) / 2, tw);
   // Two blocks per SM cap a single-chunk kernel at 128 registers: TK x TW accumulators plus a
   // row of NX inputs must fit, or it spills (seen with TW = 8, stride 2, KW = 7: NX = 21).
   if (g.chunks == 1 && g.tk * tw + g.nx > 80) return std::nullopt;
@@ -152,7 +164,7 @@ std::optional<std::pair<double, TiledChoice>> tiled_candidate(const Problem& pro
   const double eff_h = double(prob.out.h) / double(ceil_div(prob.out.h, g.rows) * g.rows);
   const double eff_k = double(prob.out.k) / double(ceil_div(prob.out.k, g.bk) * g.bk);
   // Latency hiding wants >= 8 resident warps per SM; below that, score by the fraction.
-  const double occupancy = std::min(1.0, bpsm * g.threads / 32 / 8.0);
+  const double occupancy = std::min(1.0, bpsm * g.block_threads / 32 / 8.0);
   const double score = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
   return std::make_pair(score, TiledChoice{wk, ws, wr, cc, tw, g, bpsm, tiled_copy_width(prob)});
 }
@@ -658,23 +670,28 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
   if (std::sscanf(forced.c_str(), "generic:%d%c", &a, &tail) == 1 && (a == 1 || a == 2 || a == 4 || a == 8)) {
     return plan_generic(prob, limits, a);
   }
-  static const std::regex tiled_form("tiled:[0-9]+(,[0-9]+){4,5}");
+  static const std::regex tiled_form("tiled:[0-9]+(,[0-9]+){4,6}");
   if (std::regex_match(forced, tiled_form)) {
-    int v = tiled_copy_width(prob);  // V, optional
-    std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d,%d,%d", &a, &e, &b, &c, &d, &v);
+    int v = tiled_copy_width(prob), teams = 0;  // V and P, optional (P: as the planner would)
+    std::sscanf(forced.c_str(), "tiled:%d,%d,%d,%d,%d,%d,%d", &a, &e, &b, &c, &d, &v, &teams);
     if (prob.desc.groups != 1) {
       throw Error(ErrorCategory::InvalidArgument, fmt::format("config = '{}': tiled needs groups == 1", forced));
     }
     c = static_cast<int>(std::min<long long>(c, prob.c_per_group));  // a chunk never exceeds the group
     const bool ok = a >= 1 && e >= 1 && a * e <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32) &&
-                    c >= 1 && (d == 4 || d == 8) && (v == 1 || v == tiled_copy_width(prob));
-    const TiledGeometry g = ok ? geometry(prob, a, e, b, c, d) : TiledGeometry{};
-    const int bpsm = ok && tiled_offsets_fit(prob, g) ? blocks_per_sm(g, limits) : 0;
+                    c >= 1 && (d == 4 || d == 8) && (v == 1 || v == tiled_copy_width(prob)) && teams >= 0 &&
+                    teams <= 2;
+    TiledGeometry g{};
+    if (ok) g = teams == 0 ? team_geometry(prob, limits, a, e, b, c, d) : geometry(prob, a, e, b, c, d, teams);
+    const int bpsm = ok && g.teams == std::max(teams, g.teams) &&
+                             (g.teams == 1 || g.block_threads <= kTiledMaxThreads) && tiled_offsets_fit(prob, g)
+                         ? blocks_per_sm(g, limits)
+                         : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': WK x WS <= 16 warps, WR in 1..32 (powers of 2), CC >= 1, "
-                              "TW 4 or 8, V 1 or (with W and padding[W] multiples of 4) 4, and the tile must "
-                              "fit in shared memory", forced));
+                              "TW 4 or 8, V 1 or (with W and padding[W] multiples of 4) 4, P 1 or (one chunk, "
+                              "P x WK x WS <= 16 warps) 2, and the tile must fit in shared memory", forced));
     }
     return plan_tiled(prob, limits, TiledChoice{a, e, b, c, d, g, bpsm, v});
   }

@@ -234,8 +234,8 @@ TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or
   tiled_options.kernel_config = "tiled:8,1,4,3,8";
   Engine tiled(tiled_options);
   // igemm_sm90 with TMA staging (both classes), the tiled FFMA kernel with 16-byte copies and the
-  // depthwise kernel with 16-byte loads: the plans end in a 1 (TMA) or 4 (copy width) that the
-  // twin replaces.
+  // depthwise kernel with 16-byte loads: the plans end in a 1 (TMA) or 4 (copy width; the tiled
+  // kernel's is followed by its team count) that the twin replaces.
   struct Case {
     Engine* engine;
     Precision precision;
@@ -247,7 +247,7 @@ TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or
   const Conv3dDesc depthwise = make(2, 12, {7, 10, 28}, 12, {3, 3, 3}, 1, 1, 1, 12, true);
   for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90", ",1>", dense},
                         Case{&Engine::global(), Precision::Tf32, "igemm_sm90", ",1>", dense},
-                        Case{&tiled, Precision::Fp32, "direct_tiled_fp32", ",4>", dense},
+                        Case{&tiled, Precision::Fp32, "direct_tiled_fp32", ",4,1>", dense},
                         Case{&Engine::global(), Precision::Fp32, "depthwise_fp32", ",4>", depthwise}}) {
     Conv3dDesc d = k.desc;
     d.precision = k.precision;
@@ -256,7 +256,7 @@ TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or
       const std::string planned = engine.kernel_for(d);
       INFO(planned);
       REQUIRE(planned.find(k.kernel) != std::string::npos);
-      REQUIRE(planned.substr(planned.size() - 3) == k.staging);
+      REQUIRE(planned.substr(planned.size() - std::strlen(k.staging)) == k.staging);
       cli::ProblemData data(d, 11);
       cli::DeviceBuffer shifted(data.d_input.bytes() + 16);
       void* input = static_cast<char*>(shifted.ptr()) + 4;

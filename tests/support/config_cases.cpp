@@ -125,6 +125,8 @@ ConfigCases config_cases() {
           {"tiled:4,2,4,3,8", dense_aligned},
           {"tiled:2,4,2,4,4", dense_aligned},
           {"tiled:8,1,4,3,8,1", dense_aligned},
+          {"tiled:4,2,4,3,8,4,1", dense_aligned},  // one team with resident weights (2 by default)
+          {"tiled:2,4,2,4,4,1,1", dense},
           {"grouped:8,64,2,4,4", grouped},
           {"grouped:8,32,2,4,16,1,4", grouped},
           {"grouped:6,16,3,4,5,1,1", grouped},

@@ -190,7 +190,7 @@ TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding al
       const detail::SpecKey& twin = plan.unaligned->key;
       CHECK(twin.algorithm == Algorithm::DirectTiled);
       CHECK(twin.config[5] == 1);
-      for (int i = 0; i < 5; ++i) CHECK(twin.config[i] == plan.key.config[i]);
+      for (int i : {0, 1, 2, 3, 4, 6}) CHECK(twin.config[i] == plan.key.config[i]);
       CHECK(plan.unaligned->grid == plan.grid);
       CHECK(plan.unaligned->shared_bytes == plan.shared_bytes);
       CHECK_FALSE(plan.unaligned->unaligned);
@@ -204,6 +204,32 @@ TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding al
   CHECK(plan_for(odd, "sm_90", "tiled:2,1,8,3,8").key.config[5] == 1);
   CHECK_THROWS_AS(plan_for(odd, "sm_90", "tiled:2,1,8,3,8,4"), Error);
   CHECK_THROWS_AS(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8,2"), Error);
+}
+
+TEST_CASE("two teams of warps share resident weights, each double-buffering its input tiles") {
+  // The FFMA reference configuration: 8 warps a team, 80 KB of weights once, 2 x 2 input tiles of
+  // 9 (c, kd) planes x 8 rows x 76 floats, 2 x 8 warps' staging rows (4 x 68 floats).
+  const int weights = 3 * 3 * 5 * 7 * 64, tile = 3 * 3 * 8 * 76, stage = 8 * 4 * 68;
+  const detail::Plan pair = plan_for(reference_problem(), "sm_90", "tiled:8,1,4,3,8");
+  CHECK(pair.key.config[6] == 2);
+  CHECK(pair.block == 512);
+  CHECK(pair.shared_bytes == 4u * (weights + 2 * 2 * tile + 2 * stage));
+  CHECK(pair.grid == 132);  // one block an SM: 7440 tile pairs
+  const detail::Plan single = plan_for(reference_problem(), "sm_90", "tiled:8,1,4,3,8,4,1");
+  CHECK(single.key.config[6] == 1);
+  CHECK(single.block == 256);
+  CHECK(single.shared_bytes == 4u * (weights + 2 * tile + stage));
+  // Fewer tiles than the SMs hold: a block a pair of tiles. 3 output planes of 4 x 14, a tile
+  // each: 2 blocks, the second one's second team without a tile.
+  const detail::Plan small = plan_for(test::make(1, 3, {5, 8, 20}, 64, {3, 5, 7}), "sm_90", "tiled:8,1,4,3,8");
+  CHECK(small.grid == 2);
+  // Chunked reductions keep one team (two buffers of weights and input); P = 2 is refused there,
+  // as is a pair of 16-warp teams.
+  const Conv3dDesc chunked = test::make(1, 48, {4, 7, 12}, 64, {3, 3, 3}, 1, 1);
+  CHECK(plan_for(chunked, "sm_90", "tiled:8,1,4,3,8").key.config[6] == 1);
+  CHECK_THROWS_AS(plan_for(chunked, "sm_90", "tiled:8,1,4,3,8,4,2"), Error);
+  CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "tiled:8,2,4,3,8,4,2"), Error);
+  CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "tiled:8,1,4,3,8,4,3"), Error);
 }
 
 TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill") {
