@@ -210,11 +210,13 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     const int buf = it % STAGES;
     if (CHUNKS == 1) chunk = 0;  // a constant for the compiler: nothing lives across tiles
     const bool last_chunk = chunk == CHUNKS - 1;
-    fetch();  // into the buffer the previous item used
-    copies_wait<STAGES - 1>();  // this item's copies (the next STAGES - 1 items' stay in flight)
+    copies_wait<STAGES - 2>();  // this item's copies (the next STAGES - 2 items' stay in flight)
     // The tensor cores read the weights (stored or copied above) through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    // This item's copies have landed, and every warp is done with the previous item (its
+    // wgmmas waited for below), so its buffer can be refilled: one barrier an item.
     __syncthreads();
+    fetch();  // into the buffer the previous item used
     if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
 
     const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
@@ -326,7 +328,6 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         }
       }
     }
-    __syncthreads();  // every warp is done with this item's buffers before they are refilled
     advance(tile, chunk);
   }
 }
