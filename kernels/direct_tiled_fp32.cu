@@ -176,7 +176,9 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     float* o = d.o;
     int offset[TW];
 #pragma unroll
-    for (int j = 0; j < TW; ++j) offset[j] = (j * 32 + lane) / G.tile_w * static_cast<int>(p.ow) + (j * 32 + lane) % G.tile_w;
+    for (int j = 0; j < TW; ++j) {
+      offset[j] = (j * 32 + lane) / G.tile_w * static_cast<int>(p.ow) + (j * 32 + lane) % G.tile_w;
+    }
 #pragma unroll
     for (int k = 0; k < TK; ++k) {
 #pragma unroll

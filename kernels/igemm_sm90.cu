@@ -181,15 +181,15 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
 
-  // Items are (tile, chunk) pairs in order; `fetch` is the next item to copy, STAGES - 1 ahead.
-  unsigned tile = blockIdx.x / k_blocks, fetch_tile = tile;
-  int chunk = 0, fetch_chunk = 0, fetched = 0;
-  auto advance = [&](unsigned& t, int& c) {
-    if (++c == CHUNKS) {
-      c = 0;
-      t += step;
-    }
-  };
+  // Items are (tile, chunk) pairs in order; `fetch` is the next item to copy, LEAD ahead. A tf32
+  // chain runs on across a tile's chunks, so with 3 or more stages an item does not wait for its
+  // last wgmmas (the tensor cores keep running into the next item, whose first wait<1> covers
+  // them); the copies then run one item less ahead, into the buffer of the item before the
+  // previous one, which every warp has waited for.
+  constexpr bool DRAIN = SPLIT || CHUNKS == 1 || STAGES < 3;
+  constexpr int LEAD = DRAIN ? STAGES - 1 : STAGES - 2;
+  unsigned fetch_tile = blockIdx.x / k_blocks;
+  int fetch_chunk = 0, fetched = 0;
   // Issues the next item's copies (one commit group each, empty past the last item).
   auto fetch = [&] {
     if (fetch_tile < n_tiles) {
@@ -197,115 +197,128 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       if (CHUNKS > 1 && !TMA) copy_weights(fetch_chunk, fetched % STAGES);
     }
     copies_commit();
-    advance(fetch_tile, fetch_chunk);
+    if (++fetch_chunk == CHUNKS) {
+      fetch_chunk = 0;
+      fetch_tile += step;
+    }
     ++fetched;
   };
   if (TMA && tid == 0) {
     for (int b = 0; b < STAGES; ++b) tma::init(bars + b);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  for (int i = 0; i < STAGES - 1; ++i) fetch();
+  for (int i = 0; i < LEAD; ++i) fetch();
+  int it = 0;  // items so far; item `it` uses buffer it % STAGES
+  // A tile's chunks in an inner loop: between them the accumulators are touched by wgmma only, so
+  // ptxas keeps them in flight across the loop's back edge (a wait at the tile's end, not per item).
 #pragma unroll 1
-  for (int it = 0; tile < n_tiles; ++it) {
-    const int buf = it % STAGES;
-    if (CHUNKS == 1) chunk = 0;  // a constant for the compiler: nothing lives across tiles
-    const bool last_chunk = chunk == CHUNKS - 1;
-    copies_wait<STAGES - 2>();  // this item's copies (the next STAGES - 2 items' stay in flight)
-    // The tensor cores read the weights (stored or copied above) through the async proxy.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    // This item's copies have landed, and every warp is done with the previous item (its
-    // wgmmas waited for below), so its buffer can be refilled: one barrier an item.
-    __syncthreads();
-    fetch();  // into the buffer the previous item used
-    if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
+  for (unsigned tile = blockIdx.x / k_blocks; tile < n_tiles; tile += step) {
+#pragma unroll 1
+    for (int chunk = 0; chunk < CHUNKS; ++chunk, ++it) {
+      const int buf = it % STAGES;
+      copies_wait<LEAD - 1>();  // this item's copies (the next LEAD - 1 items' stay in flight)
+      // The tensor cores read the weights (stored or copied above) through the async proxy.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      // This item's copies have landed, and every warp is done with the item whose buffer the
+      // next copy refills: one barrier an item.
+      __syncthreads();
+      fetch();
+      if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
 
-    const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
-    auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
-    // Rounded with integer arithmetic (tf32.cuh): cvt.rna would cost ~4 instructions a value.
-    auto gather = [&](int group, unsigned (&frag)[CHAIN][PARTS][4]) {
+      const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
+      auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
+      // Rounded with integer arithmetic (tf32.cuh): cvt.rna would cost ~4 instructions a value.
+      auto gather = [&](int group, unsigned (&frag)[CHAIN][PARTS][4]) {
 #pragma unroll
-      for (int j = 0; j < CHAIN; ++j) {
-        const int s = group * CHAIN + j;
-        if (s >= S) break;
-        const int2 o = table[s * 4 + t];
-        const float x[4] = {at(o.x), at(o.x + B_BYTES), at(o.y), at(o.y + B_BYTES)};
+        for (int j = 0; j < CHAIN; ++j) {
+          const int s = group * CHAIN + j;
+          if (s >= S) break;
+          const int2 o = table[s * 4 + t];
+          const float x[4] = {at(o.x), at(o.x + B_BYTES), at(o.y), at(o.y + B_BYTES)};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (SPLIT) {
-            const float big = tf32_big(x[e]);
-            frag[j][0][e] = __float_as_uint(big);
-            frag[j][PARTS - 1][e] = tf32_operand(x[e] - big);
-          } else {
-            frag[j][0][e] = tf32_operand(x[e]);
+          for (int e = 0; e < 4; ++e) {
+            if (SPLIT) {
+              const float big = tf32_big(x[e]);
+              frag[j][0][e] = __float_as_uint(big);
+              frag[j][PARTS - 1][e] = tf32_operand(x[e] - big);
+            } else {
+              frag[j][0][e] = tf32_operand(x[e]);
+            }
           }
         }
-      }
-    };
-    // A tile's first wgmma starts its chain from zero, so only the running sums need clearing.
-    if (SPLIT && chunk == 0) {
+      };
+      // A tile's first wgmma starts its chain from zero, so only the running sums need clearing.
+      if (SPLIT && chunk == 0) {
 #pragma unroll
-      for (int i = 0; i < R; ++i) sum[i] = 0.f;
-      if (BLOCKED) {
+        for (int i = 0; i < R; ++i) sum[i] = 0.f;
+        if (BLOCKED) {
 #pragma unroll
-        for (int i = 0; i < R; ++i) total[i] = 0.f;
-        chains = 0;
-      }
-    }
-    const unsigned long long w_item = w_desc + (CHUNKS > 1 ? buf * (G.weight_floats * 4 >> 4) : 0);
-    // One group: its wgmmas on `cur`, then the next group's gather into `next`. The group loop
-    // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
-    // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
-    using Frags = unsigned[CHAIN][PARTS][4];
-    // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
-    // group); the accumulators are drained into `sum` only then, and the group between overlaps
-    // its gather with the chain's first half.
-    auto run_group = [&](int group, const Frags& cur, Frags& next, bool odd) {
-      wgmma::fence();
-#pragma unroll
-      for (int j = 0; j < CHAIN; ++j) {
-        const int s = group * CHAIN + j;
-        if (s >= S) break;
-        const unsigned long long big_b = w_item + static_cast<unsigned>(s * NB * 2 * 128 >> 4);
-        const bool chained = SPLIT ? j > 0 || odd : (s > 0 || chunk > 0);
-        if (SPLIT) {
-          const unsigned long long small_b = big_b + (W_ELEMS * 4 >> 4);
-          wgmma::mma<BN>(acc, cur[j][PARTS - 1], big_b, chained);
-          wgmma::mma<BN>(acc, cur[j][0], small_b, true);
-          wgmma::mma<BN>(acc, cur[j][0], big_b, true);
-        } else {
-          wgmma::mma<BN>(acc, cur[j][0], big_b, chained);
-        }
-      }
-      wgmma::commit();
-      // `next` holds the fragments of the group before this one: wait for it unless it ended a
-      // 3xTF32 chain (waited for below).
-      if (!SPLIT || odd) wgmma::wait<1>();
-      if (group + 1 < GROUPS) gather(group + 1, next);
-      if (SPLIT && (odd || group + 1 == GROUPS)) {
-        wgmma::wait<0>();
-        wgmma::settle(acc);
-#pragma unroll
-        for (int i = 0; i < R; ++i) sum[i] += acc[i];
-        if (BLOCKED && ++chains == BLOCK_CHAINS) {
-#pragma unroll
-          for (int i = 0; i < R; ++i) {
-            total[i] += sum[i];
-            sum[i] = 0.f;
-          }
+          for (int i = 0; i < R; ++i) total[i] = 0.f;
           chains = 0;
         }
       }
-    };
-    gather(0, a[0]);
+      const unsigned long long w_item = w_desc + (CHUNKS > 1 ? buf * (G.weight_floats * 4 >> 4) : 0);
+      // One group: its wgmmas on `cur`, then the next group's gather into `next`. The group loop
+      // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
+      // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
+      using Frags = unsigned[CHAIN][PARTS][4];
+      // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
+      // group); the accumulators are drained into `sum` only then, and the group between overlaps
+      // its gather with the chain's first half.
+      auto run_group = [&](int group, const Frags& cur, Frags& next, bool odd) {
+        wgmma::fence();
+#pragma unroll
+        for (int j = 0; j < CHAIN; ++j) {
+          const int s = group * CHAIN + j;
+          if (s >= S) break;
+          const unsigned long long big_b = w_item + static_cast<unsigned>(s * NB * 2 * 128 >> 4);
+          const bool chained = SPLIT ? j > 0 || odd : (s > 0 || chunk > 0);
+          if (SPLIT) {
+            const unsigned long long small_b = big_b + (W_ELEMS * 4 >> 4);
+            wgmma::mma<BN>(acc, cur[j][PARTS - 1], big_b, chained);
+            wgmma::mma<BN>(acc, cur[j][0], small_b, true);
+            wgmma::mma<BN>(acc, cur[j][0], big_b, true);
+          } else {
+            wgmma::mma<BN>(acc, cur[j][0], big_b, chained);
+          }
+        }
+        wgmma::commit();
+        // `next` holds the fragments of the group before this one: wait for it unless it ended a
+        // 3xTF32 chain (waited for below).
+        if (!SPLIT || odd) wgmma::wait<1>();
+        if (group + 1 < GROUPS) gather(group + 1, next);
+        if (SPLIT && (odd || group + 1 == GROUPS)) {
+          wgmma::wait<0>();
+          wgmma::settle(acc);
+#pragma unroll
+          for (int i = 0; i < R; ++i) sum[i] += acc[i];
+          if (BLOCKED && ++chains == BLOCK_CHAINS) {
+#pragma unroll
+            for (int i = 0; i < R; ++i) {
+              total[i] += sum[i];
+              sum[i] = 0.f;
+            }
+            chains = 0;
+          }
+        }
+      };
+      // Without a drain, the previous item's last group may still be reading its A fragments from
+      // registers: a[1] when the group count is even, else a[0], which the next gather overwrites.
+      if (!DRAIN && GROUPS % 2 == 1) wgmma::wait<0>();
+      gather(0, a[0]);
 #pragma unroll 1
-    for (int group = 0; group < GROUPS; group += 2) {
-      run_group(group, a[0], a[1], false);
-      if (group + 1 < GROUPS) run_group(group + 1, a[1], a[0], true);
+      for (int group = 0; group < GROUPS; group += 2) {
+        run_group(group, a[0], a[1], false);
+        if (group + 1 < GROUPS) run_group(group + 1, a[1], a[0], true);
+      }
+      if (DRAIN) {
+        wgmma::wait<0>();
+        wgmma::settle(acc);
+      }
     }
-    wgmma::wait<0>();
+    wgmma::wait<0>();  // (drained already when DRAIN)
     wgmma::settle(acc);
-
-    if (last_chunk) {
+    {  // the tile's outputs
 #pragma unroll
       for (int i = 0; i < R; ++i) {
         if (!SPLIT) sum[i] = acc[i];
@@ -328,7 +341,6 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         }
       }
     }
-    advance(tile, chunk);
   }
 }
 

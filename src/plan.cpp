@@ -535,6 +535,14 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
 // the pitch search leaves few conflicts, and tile shape matters more: video_vae_512 took 0.342 ms
 // in 12 x 16 tiles at 1.33 wavefronts a load, 0.359 in 6 x 32 at 1.0.)
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
+  // TF32 chunks streamed through 3 or more copy stages keep the tensor cores running from one
+  // item into the next (igemm_sm90.cu: no drain between a tile's chunks), which smaller chunks
+  // buy where the items are long, 128 or 256 columns (H200): c3d_conv3b_tf32 in 2-channel chunks
+  // (4 stages) 0.670 ms against 0.726 in 4-channel ones (2 stages), video_vae_128_tf32 0.410
+  // against 0.444, pointwise_512_tf32 in 32-channel chunks 0.078 against 0.082 in 64. With 64
+  // columns the items' fixed costs win instead: unet3d_encoder_tf32 and _decoder, dilated_tf32
+  // and odd_extents_tf32 in half-size chunks took 4-7 % longer.
+  const double pipelined = prob.desc.precision == Precision::Tf32 ? 1.06 : 1.0;
   const long long k = prob.out.k;
   if (k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
   const int cg = static_cast<int>(prob.c_per_group);
@@ -560,10 +568,11 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
           double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
                        double(ceil_div(prob.out.h, th) * th) * eff_r * double(k) / double(ceil_div(k, bn) * bn) *
                        speed;
-          if (eff <= best_eff * 1.01) continue;  // conflicts only lower it
+          if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
           auto c = sm90_candidate(prob, limits, th, tw, bn, cc);
           if (!c) continue;
           if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
+          if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
           if (eff <= best_eff * 1.01) continue;
           best = c;
           best_eff = eff;

@@ -156,6 +156,9 @@ ConfigCases config_cases() {
           {"sm90:8,16,128,512", wide_tf32},
           {"sm90:4,32,256,512", wide_256},
           {"sm90:2,64,256,2,1", tma_wide_tf32},
+          // tf32 chunks through 4 stages without a drain between items, staged by cp.async: 2 and
+          // 3 wgmma groups an item (C = 5; C = 48 and 512), besides 2 stages (C = 8) and resident.
+          {"sm90:4,32,128,3,0", dense_tf32},
           {"sm90:2,64,64,4", dense},
           {"sm90:8,16,32,3", dense_tf32},
           {"sm90:2,64,128,2", chunked_wide},
