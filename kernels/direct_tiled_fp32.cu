@@ -103,9 +103,9 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
   };
 
   // Copies a chunk's weights transposed to [c][kd][kh][kw][k] (a warp then reads TK consecutive
-  // channels), `step` threads from `first_thread`.
-  auto stage_weights = [&](float* w_s, int c0, int first_thread, int step) {
-    for (int i = first_thread; i < G.w_floats; i += step) {
+  // channels), every thread of the block.
+  auto stage_weights = [&](float* w_s, int c0) {
+    for (int i = threadIdx.x; i < G.w_floats; i += G.block_threads) {
       const int tap = i / BK;                      // c_local * KVOL + kvol index
       const int c = c0 + tap / G.kvol;
       const long long k = k0 + i % BK;
@@ -213,7 +213,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     // copies its next tile into its other input buffer while it computes this one. The staging
     // space is per warp, so a warp's epilogue waits for nobody.
     auto input_buffer = [&](int buf) { return shared + G.in_at + (team * 2 + buf) * G.in_stride; };
-    stage_weights(shared, 0, threadIdx.x, P * G.threads);
+    stage_weights(shared, 0);
     Destination dst{};  // of the tile whose input is in buffer `buf`
     if (first < tiles) {
       const Origin o = origin_of(first);
@@ -248,7 +248,7 @@ direct_tiled_fp32(const float* __restrict__ in, const float* __restrict__ wt,
     float total[TK][TW];
     auto issue_chunk = [&](int chunk, int buf, const Origin& o) {
       float* w_s = shared + buf * G.buffer_floats;
-      stage_weights(w_s, chunk * CC, threadIdx.x, G.threads);
+      stage_weights(w_s, chunk * CC);
       stage_input(w_s + G.w_floats, chunk * CC, o);
       copies_commit();
     };
