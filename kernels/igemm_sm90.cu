@@ -5,7 +5,8 @@
 // outputs of one (n, od). The reduction runs CC channels at a time: a work item is (tile, chunk).
 // Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied into
 // one of G.stages buffers while an earlier item is computed (the copies of the next stages - 1
-// items are in flight; tile_geometry.cuh says how many): with TMA = 1 as one tensor box (a single
+// items are in flight, stages - 2 for tf32 items that run without a drain; tile_geometry.cuh
+// says how many stages): with TMA = 1 as one tensor box (a single
 // instruction from one thread, completing on the buffer's mbarrier; the box starts up to 3 columns
 // early so that its origin is 16-byte aligned, and the gather reads `shift` columns in), else
 // element by element with cp.async by all threads. The weights go to shared
