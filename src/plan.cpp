@@ -692,10 +692,9 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                     teams <= 2;
     TiledGeometry g{};
     if (ok) g = teams == 0 ? team_geometry(prob, limits, a, e, b, c, d) : geometry(prob, a, e, b, c, d, teams);
-    const int bpsm = ok && g.teams == std::max(teams, g.teams) &&
-                             (g.teams == 1 || g.block_threads <= kTiledMaxThreads) && tiled_offsets_fit(prob, g)
-                         ? blocks_per_sm(g, limits)
-                         : 0;
+    // Refused: P = 2 for a chunked reduction (geometry() gives it one team), or for teams of 16 warps.
+    const bool teams_ok = (teams != 2 || g.teams == 2) && (g.teams == 1 || g.block_threads <= kTiledMaxThreads);
+    const int bpsm = ok && teams_ok && tiled_offsets_fit(prob, g) ? blocks_per_sm(g, limits) : 0;
     if (bpsm == 0) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': WK x WS <= 16 warps, WR in 1..32 (powers of 2), CC >= 1, "
