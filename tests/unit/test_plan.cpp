@@ -98,6 +98,36 @@ TEST_CASE("a block alone on its SM streams its weight chunks through as many sta
   CHECK(two_blocks.stages == 2);
 }
 
+TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 or more stages") {
+  // Such items run without draining the tensor cores (igemm_sm90.cu): c3d_conv3b (256 channels,
+  // 3 x 3 x 3) in 2-channel chunks, pointwise_512 in 32-channel ones; 64 columns keep the chunk
+  // that wastes the fewest reduction slots (unet3d_decoder: 8 channels, 27 slices).
+  struct Case {
+    Conv3dDesc d;
+    int bn, cc;
+    bool streamed;  // 3 or more stages
+  };
+  const Conv3dDesc c3b = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
+  const Conv3dDesc pw512 = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+  const Conv3dDesc decoder = test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1);
+  for (Case c : {Case{c3b, 128, 2, true}, Case{pw512, 256, 32, true}, Case{decoder, 64, 8, false}}) {
+    c.d.precision = Precision::Tf32;
+    INFO(describe(c.d));
+    const detail::Plan plan = plan_for(c.d, "sm_90");
+    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(plan.key.config[2] == c.bn);
+    CHECK(plan.key.config[3] == c.cc);
+    const int32_t* k = plan.key.config;
+    const Sm90Geometry g = sm90_geometry(plan.key.c_per_group, plan.key.kd, plan.key.kh, plan.key.kw, plan.key.sh,
+                                         plan.key.sw, plan.key.dh, plan.key.dw, k[0], k[1], k[2], k[3], k[6], 0);
+    CHECK(g.chunks > 1);
+    CHECK((g.stages >= 3) == c.streamed);
+  }
+  // The fp32 class (3xTF32 drains every chain anyway) keeps 2-channel chunks for c3d_conv3b too,
+  // chosen by reduction slots alone.
+  CHECK(plan_for(c3b, "sm_90").key.config[3] == 2);
+}
+
 TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.async twin") {
   // W % 4 == 0 (here 64, 28, 20), any padding, dilation along D up to 8: TMA boxes.
   for (const Conv3dDesc& d : {reference_problem(), test::make(2, 32, {16, 28, 28}, 64, {3, 3, 3}, 1, 1),
