@@ -50,6 +50,11 @@ struct Plan {
 inline constexpr const char* kConfigForms =
     "generic, generic:TW, tiled:WK,WS,WR,CC,TW[,V[,P]], grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, "
     "igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING]";
+/// Their grammar, next to their description so the two change together (the CLI checks
+/// `--config` against it before any device work; make_plan then checks each form's values).
+inline constexpr const char* kConfigPattern =
+    "generic(:[0-9]+)?|tiled:[0-9]+(,[0-9]+){4,6}|grouped:[0-9]+(,[0-9]+){4,6}|depthwise:[0-9]+,[0-9]+,[0-9]+,[0-9]+|"
+    "igemm:[0-9]+,[0-9]+|sm90:[0-9]+,[0-9]+,[0-9]+,[0-9]+(,[01])?";
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and
 /// benchmarks) names a configuration in one of kConfigForms instead of the heuristic's choice;

@@ -79,7 +79,7 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
 }  // namespace
 
 CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
-  static const std::regex form("generic(:[0-9]+)?|tiled:[0-9]+(,[0-9]+){4,6}|grouped:[0-9]+(,[0-9]+){4,6}|depthwise:[0-9]+,[0-9]+,[0-9]+,[0-9]+|igemm:[0-9]+,[0-9]+|sm90:[0-9]+,[0-9]+,[0-9]+,[0-9]+(,[01])?");
+  static const std::regex form(detail::kConfigPattern);
   const CLI::Validator check(
       [](std::string& value) -> std::string {
         if (std::regex_match(value, form)) return {};
