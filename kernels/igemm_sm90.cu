@@ -9,7 +9,9 @@
 // says how many stages): with TMA = 1 as one tensor box (a single
 // instruction from one thread, completing on the buffer's mbarrier; the box starts up to 3 columns
 // early so that its origin is 16-byte aligned, and the gather reads `shift` columns in), else
-// element by element with cp.async by all threads. The weights go to shared
+// element by element with cp.async by all threads. Items start with a block-wide barrier, except
+// TMA tiles of one chunk: there the last warp done with a buffer refills it, and warpgroups run
+// apart. The weights go to shared
 // memory rounded to TF32 (and split into big + small for 3xTF32) in wgmma's layout: when the whole
 // reduction is one chunk (CC == CG) the block converts them itself, once; with several chunks,
 // sm90_weights (below, launched just before on the same stream) has written every chunk in that
@@ -68,7 +70,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
   int2* const table = reinterpret_cast<int2*>(w_s + G.weight_buffers * G.weight_floats);  // [S][4] bytes
   float* const bias_s = reinterpret_cast<float*>(table) + G.table_ints;                   // [BN]
-  unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // [STAGES], TMA
+  unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // TMA: [STAGES] + counts
   float* const tiles = w_s + G.tiles_at;                                                   // [STAGES][tile_floats]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -137,19 +139,6 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // outside the input are zero-filled from a valid address (the row start, or `in`).
   constexpr int ROWS = CC * KD * G.in_h, XS = (G.in_w + 31) / 32;
   auto stage = [&](const Origin& o, int chunk, int buf) {
-    if (TMA) {
-      if (tid == 0) {
-        unsigned long long* bar = bars + buf;
-        tma::arrive_expect(bar, (CC * CP + (CHUNKS > 1 ? G.weight_floats : 0)) * 4);
-        tma::load_box(tiles + buf * G.tile_floats, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h,
-                      o.od * SD - p.pad_d, chunk * CC, o.n, bar);
-        if (CHUNKS > 1) {
-          tma::load_bytes(w_s + buf * G.weight_floats, wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats,
-                          G.weight_floats * 4, bar);
-        }
-      }
-      return;
-    }
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
     float* dst = tiles + buf * G.tile_floats + lane;
@@ -182,48 +171,93 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
 
-  // Items are (tile, chunk) pairs in order; `fetch` is the next item to copy, LEAD ahead. A tf32
-  // chain runs on across a tile's chunks, so with 3 or more stages an item does not wait for its
-  // last wgmmas (the tensor cores keep running into the next item, whose first wait<1> covers
-  // them); the copies then run one item less ahead, into the buffer of the item before the
-  // previous one, which every warp has waited for.
+  // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
+  // * step, in buffer j % STAGES. A tf32 chain runs on across a tile's chunks, so with 3 or more
+  // stages an item does not wait for its last wgmmas (the tensor cores keep running into the next
+  // item, whose first wait<1> covers them): its buffer is free one item later, and its copies run
+  // one item less far ahead.
   constexpr bool DRAIN = SPLIT || CHUNKS == 1 || STAGES < 3;
   constexpr int LEAD = DRAIN ? STAGES - 1 : STAGES - 2;
-  unsigned fetch_tile = blockIdx.x / k_blocks;
-  int fetch_chunk = 0, fetched = 0;
-  // Issues the next item's copies (one commit group each, empty past the last item).
+  const unsigned first_tile = blockIdx.x / k_blocks;
+  auto item_tile = [&](int j) { return first_tile + static_cast<unsigned>(j / CHUNKS) * step; };
+  // TMA: item j's box (and chunk of weights) by one thread, completing on the buffer's mbarrier.
+  auto load_item = [&](int j) {
+    if (item_tile(j) >= n_tiles) return;
+    const Origin o = origin(item_tile(j));
+    const int chunk = j % CHUNKS, buf = j % STAGES;
+    unsigned long long* bar = bars + buf;
+    tma::arrive_expect(bar, (CC * CP + (CHUNKS > 1 ? G.weight_floats : 0)) * 4);
+    tma::load_box(tiles + buf * G.tile_floats, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h,
+                  o.od * SD - p.pad_d, chunk * CC, o.n, bar);
+    if (CHUNKS > 1) {
+      tma::load_bytes(w_s + buf * G.weight_floats, wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats,
+                      G.weight_floats * 4, bar);
+    }
+  };
+  // TMA, one chunk (an item is a tile): a warp done with item j's gathers counts itself out of its
+  // buffer, and the last warp out loads item j + STAGES into it. No block-wide barrier: a
+  // warpgroup's epilogue (stores) overlaps the others' wgmmas, and the next box loads meanwhile.
+  constexpr bool DECOUPLED = TMA && CHUNKS == 1;
+  unsigned* const done = reinterpret_cast<unsigned*>(bars + STAGES);  // [STAGES], counts only up
+  auto release = [&](int j) {
+    __syncwarp();  // the warp's reads of the buffer come before its count
+    if (lane == 0) {
+      unsigned before;
+      asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;\n"
+                   : "=r"(before)
+                   : "r"(tma::smem_addr(done + j % STAGES))
+                   : "memory");
+      if ((before + 1) % WARPS == 0) load_item(j + STAGES);
+    }
+  };
+  // Otherwise every item starts with a barrier, after which item `fetched` (LEAD ahead) is copied:
+  // by every thread with cp.async (one commit group each, empty past the last item), or by one
+  // thread with TMA.
+  int fetched = 0;
   auto fetch = [&] {
-    if (fetch_tile < n_tiles) {
-      stage(origin(fetch_tile), fetch_chunk, fetched % STAGES);
-      if (CHUNKS > 1 && !TMA) copy_weights(fetch_chunk, fetched % STAGES);
+    if (TMA) {
+      if (tid == 0) load_item(fetched);
+    } else if (item_tile(fetched) < n_tiles) {
+      stage(origin(item_tile(fetched)), fetched % CHUNKS, fetched % STAGES);
+      if (CHUNKS > 1) copy_weights(fetched % CHUNKS, fetched % STAGES);
     }
     copies_commit();
-    if (++fetch_chunk == CHUNKS) {
-      fetch_chunk = 0;
-      fetch_tile += step;
-    }
     ++fetched;
   };
   if (TMA && tid == 0) {
-    for (int b = 0; b < STAGES; ++b) tma::init(bars + b);
+    for (int b = 0; b < STAGES; ++b) {
+      tma::init(bars + b);
+      done[b] = 0;
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  for (int i = 0; i < LEAD; ++i) fetch();
+  if (DECOUPLED) {
+    if (tid == 0) {
+      for (int j = 0; j < STAGES; ++j) load_item(j);
+    }
+  } else {
+    for (int i = 0; i < LEAD; ++i) fetch();
+  }
+  // The tensor cores read the weights stored above through the async proxy.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
   int it = 0;  // items so far; item `it` uses buffer it % STAGES
   // A tile's chunks in an inner loop: between them the accumulators are touched by wgmma only, so
   // ptxas keeps them in flight across the loop's back edge (a wait at the tile's end, not per item).
 #pragma unroll 1
-  for (unsigned tile = blockIdx.x / k_blocks; tile < n_tiles; tile += step) {
+  for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
 #pragma unroll 1
     for (int chunk = 0; chunk < CHUNKS; ++chunk, ++it) {
       const int buf = it % STAGES;
-      copies_wait<LEAD - 1>();  // this item's copies (the next LEAD - 1 items' stay in flight)
-      // The tensor cores read the weights (stored or copied above) through the async proxy.
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      // This item's copies have landed, and every warp is done with the item whose buffer the
-      // next copy refills: one barrier an item.
-      __syncthreads();
-      fetch();
+      if (!DECOUPLED) {
+        copies_wait<LEAD - 1>();  // this item's copies (the next LEAD - 1 items' stay in flight)
+        // Weights copied with cp.async reach the tensor cores through the async proxy.
+        if (CHUNKS > 1 && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // This item's copies have landed, and every warp is done with the item whose buffer the
+        // next copy refills: one barrier an item.
+        __syncthreads();
+        fetch();
+      }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
 
       const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
@@ -315,6 +349,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       if (DRAIN) {
         wgmma::wait<0>();
         wgmma::settle(acc);
+        if (DECOUPLED) release(it);
       }
     }
     wgmma::wait<0>();  // (drained already when DRAIN)

@@ -197,8 +197,8 @@ constexpr int kSm90MaxStages = 4;
 /// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
 /// slices x BN x 8 floats, in wgmma's core-matrix layout; one buffer per stage when there are
 /// several chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of
-/// its channels, one mbarrier per stage (TMA staging), then, 128-byte aligned, one input tile per
-/// stage of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP] (channel pitch CP). The
+/// its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
+/// input tile per stage of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP] (channel pitch CP). The
 /// stages are the items whose copies are in flight while one is computed, plus that one: two, or
 /// up to four where a block has the SM to itself and its reduction streams in chunks (more bytes
 /// in flight: such kernels wait on their copies, not on the tensor cores). The pitches come
@@ -255,7 +255,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.tile_floats = ((cc + g.zero_channel) * cp + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
   auto lay_out = [&] {
     g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
-    g.tiles_at = (g.bars_at + 2 * kSm90MaxStages + 31) / 32 * 32;
+    g.tiles_at = (g.bars_at + 3 * kSm90MaxStages + 31) / 32 * 32;  // an mbarrier and a count a stage
     g.shared_bytes = 4 * (g.tiles_at + g.stages * g.tile_floats);
   };
   lay_out();
