@@ -22,8 +22,8 @@
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for
 // its k = t and t + 4), and those offsets come from a per-block table built from compile-time
 // constants, so C = 3 packs densely (315 terms = 40 slices of 8, the 5 padding terms read an
-// all-zero channel). The planner picks the tile pitches RP, PP, CP so that these loads hit
-// distinct banks.
+// all-zero plane after the channels). The planner picks the tile pitches RP, PP, CP so that these
+// loads hit distinct banks.
 //
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
 // slice small*big, big*small, then big*big into the same accumulator. Tensor cores add with
@@ -50,12 +50,12 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 }
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
-          int CC, int RP, int PP, int CP, int SPLIT, int TMA>
+          int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW>
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
-                                                          SPLIT).min_blocks)
+                                                          SPLIT, ROW).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
            float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map) {
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT);
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : 4;  // slices per wgmma group
@@ -79,7 +79,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
-  const unsigned tiles_h = (OH + TH - 1) / TH, tiles_w = (OW + TW - 1) / TW;
+  // A plane's tiles: TH x TW blocks, or runs of TH x TW positions of the OH x ROW plane (1 x tiles_w).
+  const unsigned tiles_h = ROW ? 1 : (OH + TH - 1) / TH, tiles_w = ROW ? (OH * ROW + TH * TW - 1) / (TH * TW) : (OW + TW - 1) / TW;
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * tiles_h * tiles_w;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
 
@@ -103,7 +104,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     float* dst = w_s + buffer * G.weight_floats;
     for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
-  // Tile offset (bytes) of every term of a chunk; padding terms read the zero channel.
+  // Tile offset (bytes) of every term of a chunk; padding terms read the zero plane.
   for (int r = tid; r < S * 8; r += THREADS) {
     const int off = sm90_term_offset(r, CC, KD, KH, KW, DH, DW, RP, PP, CP);
     int* entry = reinterpret_cast<int*>(&table[r / 8 * 4 + r % 4]);
@@ -114,25 +115,35 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     bias_s[i] = p.has_bias && k < K ? __ldg(bias + k) : 0.f;
   }
   if (G.zero_channel) {
-    for (int i = tid; i < STAGES * CP; i += THREADS) tiles[i / CP * G.tile_floats + CC * CP + i % CP] = 0.f;
+    constexpr int Z = G.zero_floats;
+    for (int i = tid; i < STAGES * Z; i += THREADS) tiles[i / Z * G.tile_floats + CC * CP + i % Z] = 0.f;
   }
   const unsigned long long w_desc = wgmma::descriptor(w_s);
 
-  // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64; in the input tile
-  // the second is a compile-time distance from the first.
-  const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g, row_a = pa / TW, col_a = pa % TW;
+  // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64.
+  const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
   const int shift = TMA ? sm90_tma_shift(p.pad_w) : 0;
-  const int base_a = row_a * SH * RP + col_a * SW + shift;
-  constexpr int B_BYTES = 4 * (TW >= 16 ? 8 * SW : SH * RP);
 
+  // A tile's image and plane, its first output row and column (row tiles: the first row they
+  // touch, column 0) and, for row tiles, the plane position of its first output.
   struct Origin {
-    int n, od, oh0, ow0;
+    int n, od, oh0, ow0, first;
   };
   auto origin = [&](unsigned tile) {
     const unsigned plane = tile / tiles_w / tiles_h;
-    return Origin{static_cast<int>(plane / OD), static_cast<int>(plane % OD),
-                  static_cast<int>(tile / tiles_w % tiles_h) * TH, static_cast<int>(tile % tiles_w) * TW};
+    const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);
+    if (ROW) {
+      const int first = static_cast<int>(tile % tiles_w) * (TH * TW);
+      return Origin{n, od, first / ROW, 0, first};
+    }
+    return Origin{n, od, static_cast<int>(tile / tiles_w % tiles_h) * TH, static_cast<int>(tile % tiles_w) * TW, 0};
   };
+  // Output row and column of tile position pos.
+  auto position = [&](const Origin& o, int pos) {
+    return ROW ? make_int2((o.first + pos) / ROW, (o.first + pos) % ROW) : make_int2(o.oh0 + pos / TW, o.ow0 + pos % TW);
+  };
+  // Where an output's first input lies in the tile, in floats.
+  auto tile_offset = [&](const Origin& o, int2 at) { return (at.x - o.oh0) * SH * RP + (at.y - o.ow0) * SW + shift; };
   // A warp copies whole tile rows, a lane the columns lane, lane + 32, ...: which of those lie
   // inside the input is the same for every row, so it is worked out once per item (bit k of
   // `inside`), and each row only adds its own bounds and one 64-bit row address. Positions
@@ -246,6 +257,11 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // ptxas keeps them in flight across the loop's back edge (a wait at the tile's end, not per item).
 #pragma unroll 1
   for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
+    const Origin o = origin(tile);
+    // The input of the thread's second A row lies a fixed distance after its first's: known at
+    // compile time for TH x TW tiles (8 columns on, or one row down in tiles 8 wide).
+    const int base_a = tile_offset(o, position(o, pa));
+    const int second = ROW ? 4 * (tile_offset(o, position(o, pa + 8)) - base_a) : 4 * (TW >= 16 ? 8 * SW : SH * RP);
 #pragma unroll 1
     for (int chunk = 0; chunk < CHUNKS; ++chunk, ++it) {
       const int buf = it % STAGES;
@@ -268,8 +284,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         for (int j = 0; j < CHAIN; ++j) {
           const int s = group * CHAIN + j;
           if (s >= S) break;
-          const int2 o = table[s * 4 + t];
-          const float x[4] = {at(o.x), at(o.x + B_BYTES), at(o.y), at(o.y + B_BYTES)};
+          const int2 off = table[s * 4 + t];
+          const float x[4] = {at(off.x), at(off.x + second), at(off.y), at(off.y + second)};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             if (SPLIT) {
@@ -361,12 +377,12 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         if (BLOCKED) sum[i] += total[i];
       }
       // Accumulator j * 4 + half * 2 + e: position pa (+ 8 for half 1), channel kb * BN + 8j + 2t + e.
-      const Origin o = origin(tile);
       const long long out_vol = static_cast<long long>(OD) * OH * OW;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int pos = pa + 8 * half, oh = o.oh0 + pos / TW, ow = o.ow0 + pos % TW;
-        if (oh >= OH || ow >= OW) continue;
+        const int2 at = position(o, pa + 8 * half);
+        const int oh = at.x, ow = at.y;
+        if (oh >= OH || ow >= OW) continue;  // (row tiles: past the plane's last position)
         float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + (o.od * OH + oh) * OW + ow;
 #pragma unroll
         for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
@@ -391,7 +407,7 @@ template <int CG, int KD, int KH, int KW, int BN, int CC, int SPLIT>
 __global__ void __launch_bounds__(256)
 sm90_weights(const float* __restrict__, const float* __restrict__ wt, const float* __restrict__,
              float* __restrict__ out, ConvParams p) {
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, 1, 1, 1, 1, 8, 8, BN, CC, 0, SPLIT);
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, 1, 1, 1, 1, 8, 8, BN, CC, 0, SPLIT, 0);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, NB = BN / 8, W_ELEMS = G.slices * 8 * BN;
   constexpr int GROUPS = W_ELEMS / 4;  // per chunk: (slice, column block, k half, column % 8)
   const long long total = (p.k + BN - 1) / BN * G.chunks * GROUPS;

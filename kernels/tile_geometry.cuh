@@ -193,12 +193,15 @@ constexpr int kSm90SharedPerSm = 228 * 1024;
 constexpr int kSm90MaxStages = 4;
 
 /// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
-/// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). The reduction runs
+/// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). Row tiles (ROW > 0,
+/// the output width OW): a tile is instead TH x TW consecutive positions of the OH x ROW plane,
+/// and its input covers whole rows, so no column of a tile is wasted when OW is no multiple of 8. The reduction runs
 /// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
 /// slices x BN x 8 floats, in wgmma's core-matrix layout; one buffer per stage when there are
 /// several chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of
 /// its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
-/// input tile per stage of [CC (+1 zero channel)][KD planes of PP][in_h rows of RP] (channel pitch CP). The
+/// input tile per stage of [CC][KD planes of PP][in_h rows of RP] (channel pitch CP), then a zero
+/// plane when the padding terms need it. The
 /// stages are the items whose copies are in flight while one is computed, plus that one: two, or
 /// up to four where a block has the SM to itself and its reduction streams in chunks (more bytes
 /// in flight: such kernels wait on their copies, not on the tensor cores). The pitches come
@@ -209,6 +212,7 @@ struct Sm90Geometry {
   int chunks, stages, weight_buffers;
   int in_h, in_w;
   int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
+  int zero_floats;   // of it: what the gather reads at term offset 0, at most a plane (PP <= CP / KD)
   int weight_floats, table_ints, tile_floats;
   int bars_at, tiles_at;  // floats from the start: the mbarriers, the input tiles
   int shared_bytes;
@@ -220,7 +224,7 @@ struct Sm90Geometry {
 
 /// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
 /// the kernel's gather table, and the planner's bank-conflict search over the same offsets.
-/// Terms past the chunk's cc * kd * kh * kw read the all-zero channel cc.
+/// Terms past the chunk's cc * kd * kh * kw read the all-zero plane after channel cc - 1.
 CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int kh, int kw, int dh, int dw, int rp,
                                                      int pp, int cp) {
   const int kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
@@ -235,9 +239,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 
 /// planner may take a wider one (a multiple of 4) to spread the gather over the banks.
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_row(int in_w, int shift) { return (in_w + shift + 3) / 4 * 4; }
 
+/// Output rows that `positions` consecutive positions of rows `row` wide may touch (starting at a
+/// row's last column).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_row_span(int positions, int row) { return (row + positions - 2) / row + 1; }
+
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
-                                                           int split) {
+                                                           int split, int row) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.slices = (g.kred + 7) / 8;
@@ -247,12 +255,14 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.chunks = (cg + cc - 1) / cc;
   g.stages = 2;
   g.weight_buffers = g.chunks > 1 ? g.stages : 1;
-  g.in_h = (th - 1) * sh + (kh - 1) * dh + 1;
-  g.in_w = (tw - 1) * sw + (kw - 1) * dw + 1;
+  const int out_rows = row > 0 ? sm90_row_span(th * tw, row) : th, out_cols = row > 0 ? row : tw;
+  g.in_h = (out_rows - 1) * sh + (kh - 1) * dh + 1;
+  g.in_w = (out_cols - 1) * sw + (kw - 1) * dw + 1;
   g.zero_channel = g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
   g.table_ints = g.slices * 8;
-  g.tile_floats = ((cc + g.zero_channel) * cp + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
+  g.zero_floats = g.zero_channel ? cp / kd : 0;
+  g.tile_floats = (cc * cp + g.zero_floats + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
   auto lay_out = [&] {
     g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
     g.tiles_at = (g.bars_at + 3 * kSm90MaxStages + 31) / 32 * 32;  // an mbarrier and a count a stage

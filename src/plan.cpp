@@ -389,6 +389,7 @@ struct Sm90Staging {
 
 struct Sm90Choice {
   int th, tw, bn, cc;
+  int row;                           // row tiles: the output width (0: TH x TW tiles)
   Sm90Staging copies;                // always fits
   std::optional<Sm90Staging> boxed;  // TMA, where it fits: then the kernel's, with `copies` its twin
   double score = 0;                  // choose_sm90's useful fraction x warpgroup speed
@@ -446,12 +447,22 @@ Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
   return {rp, pp, cp, fewest};
 }
 
-Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp) {
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
-                       d.precision == Precision::Fp32 ? 1 : 0);
+                       d.precision == Precision::Fp32 ? 1 : 0, row);
+}
+
+// Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
+long long sm90_plane_tiles(const Problem& prob, int th, int tw, int row) {
+  return row > 0 ? ceil_div(prob.out.h * prob.out.w, th * tw) : ceil_div(prob.out.h, th) * ceil_div(prob.out.w, tw);
+}
+
+// The fraction of a plane's tile positions that are outputs.
+double sm90_area(const Problem& prob, int th, int tw, int row) {
+  return double(prob.out.h * prob.out.w) / double(sm90_plane_tiles(prob, th, tw, row) * th * tw);
 }
 
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
@@ -469,21 +480,22 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int row, int cc) {
 // cp.async, -1 = TMA where it fits. Every choice fits with cp.async, the fallback of a TMA plan
 // for inputs that are not 16-byte aligned.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
-                                         int cc, int staging = -1) {
+                                         int cc, int staging = -1, bool rows = false) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
   if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
       th * tw > 256 || cc < 1 || cc > prob.c_per_group) {
     return std::nullopt;
   }
+  const int row = rows ? static_cast<int>(prob.out.w) : 0;
   // The kernel counts tiles, extents and one image's offsets in 32 bits.
-  const long long n_tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, th) * ceil_div(prob.out.w, tw);
+  const long long n_tiles = prob.out.n * prob.out.d * sm90_plane_tiles(prob, th, tw, row);
   const long long limit = (1LL << 31) - 1;
   if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit) {
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
-  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0);
+  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row);
   const int split = d.precision == Precision::Fp32 ? 1 : 0;
   if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w)) >
       std::min(255, 65536 / rough.threads / 8 * 8)) {
@@ -494,9 +506,9 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
-  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  Sm90Choice choice{th, tw, bn, cc, Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts},
+  Sm90Choice choice{th, tw, bn, cc, row, Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts},
                     std::nullopt};
   const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
   if (staging != 0 && sm90_tma_fits(prob, rough.in_h, narrowest, cc)) {
@@ -506,7 +518,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
     for (int row = narrowest; row <= std::min(256, narrowest + 28); row += 4) {
       const int plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
-      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel);
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row);
       if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
       const double wavefronts = sm90_gather_wavefronts(prob, cc, row, plane, channel);
       if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {
@@ -534,6 +546,13 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
 // pointwise_512 in 8 x 16 tiles took 0.108 ms, in conflict-free 2 x 64 tiles 0.092. (Elsewhere
 // the pitch search leaves few conflicts, and tile shape matters more: video_vae_512 took 0.342 ms
 // in 12 x 16 tiles at 1.33 wavefronts a load, 0.359 in 6 x 32 at 1.0.)
+// Row tiles (runs of TH x 64 positions of a plane whose whole input rows they load) join where
+// OW <= 64 and the reduction is one chunk or in the fp32 class: no column wasted, and each
+// channel's outputs are one contiguous run. H200, against the best TH x TW tile: the reference
+// problem 1.418 -> 1.209 ms (3xTF32), 0.863 -> 0.675 (TF32); odd_extents 0.186 -> 0.144 and
+// asymmetric_kernel 0.268 -> 0.213 (3xTF32, chunked). Chunked TF32 layers, whose items are short,
+// pay more for the taller input tiles than they gain: dilated_tf32 0.131 -> 0.141 (and half the
+// chunk), asymmetric_kernel_tf32 0.1030 -> 0.1040.
 std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits) {
   // TF32 chunks streamed through 3 or more copy stages keep the tensor cores running from one
   // item into the next (igemm_sm90.cu: no drain between a tile's chunks), which smaller chunks
@@ -558,18 +577,20 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   for (int cc : chunk_sizes) {
     const long long chunks = ceil_div(cg, cc);
     const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
-    for (int tw : {64, 32, 16, 8}) {
+    const bool rows_pay = prob.out.w <= 64 && (cc == cg || prob.desc.precision == Precision::Fp32);
+    for (int width : {64, 32, 16, 8, 0}) {  // 0: row tiles
+      if (width == 0 && !rows_pay) continue;
       for (int wgs : {4, 3, 2}) {
         for (int bn : widths) {
-          const int th = 64 * wgs / tw;
+          const bool rows = width == 0;
+          const int tw = rows ? 64 : width, th = 64 * wgs / tw;
           // Useful fraction of the padded work, times the speed of this tile relative to 4
           // warpgroups of 128 columns (the times above).
           const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-          double eff = double(prob.out.w) / double(ceil_div(prob.out.w, tw) * tw) * double(prob.out.h) /
-                       double(ceil_div(prob.out.h, th) * th) * eff_r * double(k) / double(ceil_div(k, bn) * bn) *
-                       speed;
+          double eff = sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) * eff_r * double(k) /
+                       double(ceil_div(k, bn) * bn) * speed;
           if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
-          auto c = sm90_candidate(prob, limits, th, tw, bn, cc);
+          auto c = sm90_candidate(prob, limits, th, tw, bn, cc, -1, rows);
           if (!c) continue;
           if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
           if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
@@ -587,9 +608,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
   // planned as flat planes that fill the tiles: 0.29 and 0.15).
   if (best && kvol == 1) {
-    const double area = double(prob.out.w) / double(ceil_div(prob.out.w, best->tw) * best->tw) *
-                        double(prob.out.h) / double(ceil_div(prob.out.h, best->th) * best->th);
-    if (area < 0.85) return std::nullopt;
+    if (sm90_area(prob, best->th, best->tw, best->row) < 0.85) return std::nullopt;
   }
   if (best) best->score = best_eff;
   return best;
@@ -623,14 +642,14 @@ std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& p
 
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) {
   const Sm90Geometry& g = s.g;
-  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma},
+  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row},
                        g.threads, g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.
   const int per_sm = g.min_blocks;
   const long long k_blocks = ceil_div(prob.out.k, c.bn);
-  const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h, c.th) * ceil_div(prob.out.w, c.tw);
+  const long long tiles = prob.out.n * prob.out.d * sm90_plane_tiles(prob, c.th, c.tw, c.row);
   const long long resident = 1LL * limits.sm_count * per_sm;
   const long long grid =
       tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
@@ -739,16 +758,19 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_igemm(prob, a, b);
   }
-  const int sm90_fields = std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &tail);
-  if (sm90_fields == 4 || (sm90_fields == 5 && (e == 0 || e == 1))) {
+  int rows = 0;
+  const int sm90_fields = std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &rows, &tail);
+  if (sm90_fields == 4 || (sm90_fields == 5 && (e == 0 || e == 1)) ||
+      (sm90_fields == 6 && (e == 0 || e == 1) && (rows == 0 || rows == 1))) {
     const auto choice = sm90_candidate(prob, limits, a, b, c, std::min<int>(d, static_cast<int>(prob.c_per_group)),
-                                       sm90_fields == 5 ? e : -1);
+                                       sm90_fields >= 5 ? e : -1, rows == 1);
     if (!choice) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), "
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
-                              "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256",
+                              "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256 "
+                              "(row tiles: whole input rows)",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);

@@ -107,6 +107,14 @@ ConfigCases config_cases() {
   // weights fit (not the 3 x 5 x 7 kernel's), chunks of 2 read by TMA.
   const std::vector<Conv3dDesc> wide_256(wide_tf32.begin() + 1, wide_tf32.end());
   const std::vector<Conv3dDesc> tma_wide_tf32(tma_tf32.begin() + 1, tma_tf32.end());
+  // Row tiles with TMA: all but the strided C = 8 problem (runs of 128 positions of its 10-wide
+  // rows span 14 of them: its input tile does not fit).
+  std::vector<Conv3dDesc> tma_rows = tma;
+  tma_rows.erase(tma_rows.begin() + 1);
+  std::vector<Conv3dDesc> tma_rows_tf32 = tma_rows;
+  for (Conv3dDesc& d : tma_rows_tf32) d.precision = Precision::Tf32;
+  std::vector<Conv3dDesc> chunked_wide_tf32 = chunked_wide;
+  for (Conv3dDesc& d : chunked_wide_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
       {
           {"generic", dense},
@@ -166,6 +174,12 @@ ConfigCases config_cases() {
           {"sm90:2,64,64,4,1", tma_tf32},
           {"sm90:2,64,128,2,1", tma_wide},
           {"sm90:4,32,64,3,0", tma},
+          // Row tiles (runs of TH x TW positions of a plane): ending mid-row and mid-plane, with
+          // TMA and cp.async, whole and chunked reductions, both classes.
+          {"sm90:2,64,64,4,1,1", tma_rows},
+          {"sm90:4,64,64,3,1,1", tma_rows_tf32},
+          {"sm90:4,32,64,3,0,1", short_reduction},
+          {"sm90:2,64,128,2,0,1", chunked_wide_tf32},
       },
       {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32, tma,
        tma_tf32}};

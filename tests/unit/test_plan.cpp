@@ -23,7 +23,7 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 // The igemm_sm90 geometry a plan's key describes.
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.config[0], k.config[1],
-                       k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0);
+                       k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0, k.config[8]);
 }
 
 }  // namespace
@@ -82,7 +82,7 @@ TEST_CASE("a long reduction runs in channel chunks whose weights are prepared fi
 TEST_CASE("a block alone on its SM streams its weight chunks through as many stages as fit") {
   // pointwise_512's 2 x 64 tiles of 256 columns (tf32): 64-channel chunks take 99 KB a stage (two
   // fit), 32-channel chunks 50 KB (four); whole reductions and two blocks an SM keep two stages.
-  auto geometry = [](int cc, int cg, int bn) { return sm90_geometry(cg, 1, 1, 1, 1, 1, 1, 1, 2, 64, bn, cc, 136, 0); };
+  auto geometry = [](int cc, int cg, int bn) { return sm90_geometry(cg, 1, 1, 1, 1, 1, 1, 1, 2, 64, bn, cc, 136, 0, 0); };
   for (const auto& [cc, stages] : {std::pair{64, 2}, std::pair{32, 4}, std::pair{16, 4}}) {
     const Sm90Geometry g = geometry(cc, 512, 256);
     INFO("CC " << cc);
@@ -119,7 +119,7 @@ TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 o
     CHECK(plan.key.config[3] == c.cc);
     const int32_t* k = plan.key.config;
     const Sm90Geometry g = sm90_geometry(plan.key.c_per_group, plan.key.kd, plan.key.kh, plan.key.kw, plan.key.sh,
-                                         plan.key.sw, plan.key.dh, plan.key.dw, k[0], k[1], k[2], k[3], k[6], 0);
+                                         plan.key.sw, plan.key.dh, plan.key.dw, k[0], k[1], k[2], k[3], k[6], 0, k[8]);
     CHECK(g.chunks > 1);
     CHECK((g.stages >= 3) == c.streamed);
   }
@@ -174,9 +174,64 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
   CHECK_THROWS_AS(plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1"), Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
-  // The reference problem's box row: 84 floats, where its gather is conflict-free (the narrowest,
-  // 72, puts two k of most loads on one bank).
-  CHECK(plan_for(reference_problem(), "sm_90").key.config[4] == 84);
+  // The reference problem's box row (row tiles: 10 input rows of 64 columns): of those with the
+  // fewest gather wavefronts, the narrowest, 84 floats; the 3xTF32 weights leave room for 80.
+  Conv3dDesc reference_tf32 = reference_problem();
+  reference_tf32.precision = Precision::Tf32;
+  CHECK(plan_for(reference_tf32, "sm_90").key.config[4] == 84);
+  CHECK(plan_for(reference_problem(), "sm_90").key.config[4] == 80);
+}
+
+TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") {
+  // Caught here, a case that does not fit would otherwise fail only on the GPU machine.
+  for (const test::ConfigCase& c : test::config_cases().forced) {
+    for (const Conv3dDesc& d : c.descs) {
+      INFO(c.config << " " << describe(d));
+      CHECK_NOTHROW(plan_for(d, "sm_90", c.config));
+    }
+  }
+}
+
+TEST_CASE("row tiles: runs of positions of a plane up to 64 wide, one chunk or the fp32 class") {
+  // The reference problem's 60 x 58 planes in runs of 256 positions: 14 tiles a plane (the last
+  // 152 positions), where 4 x 64 tiles would waste 6 of every 64 columns.
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    Conv3dDesc d = reference_problem();
+    d.precision = precision;
+    const detail::Plan plan = plan_for(d, "sm_90");
+    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(plan.key.config[8] == 58);
+    CHECK(plan.key.config[0] * plan.key.config[1] == 256);
+    CHECK(plan.key.config[3] == 3);  // one chunk
+    const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+    // 256 positions touch at most 6 rows of 58 (starting at a row's last column): 6 + 5 - 1 input
+    // rows, each all 58 + 7 - 1 columns.
+    CHECK(sm90_row_span(256, 58) == 6);
+    CHECK(g.in_h == 10);
+    CHECK(g.in_w == 64);
+    CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
+    // Persistent blocks, at most one per tile: 16 x 62 planes x 14 tiles.
+    CHECK(plan.grid <= 16u * 62 * 14);
+    REQUIRE(plan.unaligned);
+    CHECK(plan.unaligned->key.config[8] == 58);
+  }
+  // Wider planes keep TH x TW tiles (their input rows would be all of W); so do chunked
+  // reductions in the tf32 class.
+  CHECK(plan_for(test::make(1, 3, {8, 40, 100}, 64, {3, 5, 7}), "sm_90").key.config[8] == 0);
+  Conv3dDesc dilated = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 2, 2);  // the suite's dilated layer
+  CHECK(plan_for(dilated, "sm_90").key.config[8] == 56);
+  dilated.precision = Precision::Tf32;
+  const detail::Plan chunked = plan_for(dilated, "sm_90");
+  REQUIRE(chunked.key.algorithm == Algorithm::ImplicitGemmSm90);
+  CHECK(sm90_geometry_of(dilated, chunked.key).chunks > 1);
+  CHECK(chunked.key.config[8] == 0);
+  // Forced: ROWS 1 takes row tiles with either staging, 0 the TH x TW tiles.
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1,1").key.config[8] == 58);
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:2,64,64,3,0,1").key.config[8] == 58);
+  Conv3dDesc reference_tf32 = reference_problem();
+  reference_tf32.precision = Precision::Tf32;
+  CHECK(plan_for(reference_tf32, "sm_90", "sm90:4,64,64,3,1,0").key.config[8] == 0);
+  CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1,2"), Error);
 }
 
 TEST_CASE("pointwise tf32 layers with K > 128 take 256 columns; conflict-free channel pitches") {
