@@ -28,21 +28,33 @@ Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
 
 }  // namespace
 
-TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one block per SM") {
+TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one block per SM, row tiles") {
+  // Its 60 x 58 planes in runs of 256 positions: 14 tiles a plane (the last 152 positions), where
+  // 4 x 64 tiles would waste 6 of every 64 columns.
   for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
     Conv3dDesc d = reference_problem();
     d.precision = precision;
     const detail::Plan plan = plan_for(d, "sm_90");
-    CHECK(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(plan.key.config[0] == 4);   // TH: 4 warpgroups of one 64-wide row each
-    CHECK(plan.key.config[1] == 64);  // TW
+    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+    CHECK(plan.key.config[0] == 4);   // TH x TW: 4 warpgroups of 64 positions
+    CHECK(plan.key.config[1] == 64);
     CHECK(plan.key.config[2] == 64);  // BN = K
     CHECK(plan.key.config[3] == 3);   // CC = C: the weights stay in shared memory
+    CHECK(plan.key.config[8] == 58);  // row tiles of the 58-wide output rows
     CHECK_FALSE(plan.prep);
     CHECK(plan.block == 512);
     CHECK(plan.grid == 132);
-    CHECK(plan.shared_bytes == static_cast<unsigned>(sm90_geometry_of(d, plan.key).shared_bytes));
+    const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+    CHECK(plan.shared_bytes == static_cast<unsigned>(g.shared_bytes));
     CHECK(plan.shared_bytes <= 227u * 1024);
+    // 256 positions touch at most 6 rows of 58 (starting at a row's last column): 6 + 5 - 1 input
+    // rows, each all 58 + 7 - 1 columns.
+    CHECK(sm90_row_span(256, 58) == 6);
+    CHECK(g.in_h == 10);
+    CHECK(g.in_w == 64);
+    CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
+    REQUIRE(plan.unaligned);
+    CHECK(plan.unaligned->key.config[8] == 58);
   }
 }
 
@@ -193,29 +205,7 @@ TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") 
 }
 
 TEST_CASE("row tiles: runs of positions of a plane up to 64 wide, one chunk or the fp32 class") {
-  // The reference problem's 60 x 58 planes in runs of 256 positions: 14 tiles a plane (the last
-  // 152 positions), where 4 x 64 tiles would waste 6 of every 64 columns.
-  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
-    Conv3dDesc d = reference_problem();
-    d.precision = precision;
-    const detail::Plan plan = plan_for(d, "sm_90");
-    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(plan.key.config[8] == 58);
-    CHECK(plan.key.config[0] * plan.key.config[1] == 256);
-    CHECK(plan.key.config[3] == 3);  // one chunk
-    const Sm90Geometry g = sm90_geometry_of(d, plan.key);
-    // 256 positions touch at most 6 rows of 58 (starting at a row's last column): 6 + 5 - 1 input
-    // rows, each all 58 + 7 - 1 columns.
-    CHECK(sm90_row_span(256, 58) == 6);
-    CHECK(g.in_h == 10);
-    CHECK(g.in_w == 64);
-    CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
-    // Persistent blocks, at most one per tile: 16 x 62 planes x 14 tiles.
-    CHECK(plan.grid <= 16u * 62 * 14);
-    REQUIRE(plan.unaligned);
-    CHECK(plan.unaligned->key.config[8] == 58);
-  }
-  // Wider planes keep TH x TW tiles (their input rows would be all of W); so do chunked
+  // (The reference problem's: above.) Wider planes keep TH x TW tiles (their input rows would be all of W); so do chunked
   // reductions in the tf32 class.
   CHECK(plan_for(test::make(1, 3, {8, 40, 100}, 64, {3, 5, 7}), "sm_90").key.config[8] == 0);
   Conv3dDesc dilated = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 2, 2);  // the suite's dilated layer
