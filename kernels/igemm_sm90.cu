@@ -2,7 +2,10 @@
 //
 // GEMM view: rows = output positions, columns = output channels, reduction = (c, kd, kh, kw). A
 // block is a persistent worker for one block of BN channels walking spatial tiles of TH x TW
-// outputs of one (n, od). The reduction runs CC channels at a time: a work item is (tile, chunk).
+// outputs of one (n, od), or with ROW = OW > 0 of TH x TW consecutive positions of its OH x OW
+// plane (row tiles: the input is whole rows, so no column is wasted where OW is no multiple of 8,
+// and a channel's outputs are one contiguous run). The reduction runs CC channels at a time: a
+// work item is (tile, chunk).
 // Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied into
 // one of G.stages buffers while an earlier item is computed (the copies of the next stages - 1
 // items are in flight, stages - 2 for tf32 items that run without a drain; tile_geometry.cuh
@@ -80,7 +83,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
   // A plane's tiles: TH x TW blocks, or runs of TH x TW positions of the OH x ROW plane (1 x tiles_w).
-  const unsigned tiles_h = ROW ? 1 : (OH + TH - 1) / TH, tiles_w = ROW ? (OH * ROW + TH * TW - 1) / (TH * TW) : (OW + TW - 1) / TW;
+  const unsigned tiles_h = ROW ? 1 : (OH + TH - 1) / TH;
+  const unsigned tiles_w = ROW ? (OH * ROW + TH * TW - 1) / (TH * TW) : (OW + TW - 1) / TW;
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * tiles_h * tiles_w;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
 
@@ -140,10 +144,13 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   };
   // Output row and column of tile position pos.
   auto position = [&](const Origin& o, int pos) {
-    return ROW ? make_int2((o.first + pos) / ROW, (o.first + pos) % ROW) : make_int2(o.oh0 + pos / TW, o.ow0 + pos % TW);
+    return ROW ? make_int2((o.first + pos) / ROW, (o.first + pos) % ROW)
+               : make_int2(o.oh0 + pos / TW, o.ow0 + pos % TW);
   };
   // Where an output's first input lies in the tile, in floats.
-  auto tile_offset = [&](const Origin& o, int2 at) { return (at.x - o.oh0) * SH * RP + (at.y - o.ow0) * SW + shift; };
+  auto tile_offset = [&](const Origin& o, int2 at) {
+    return (at.x - o.oh0) * SH * RP + (at.y - o.ow0) * SW + shift;
+  };
   // A warp copies whole tile rows, a lane the columns lane, lane + 32, ...: which of those lie
   // inside the input is the same for every row, so it is worked out once per item (bit k of
   // `inside`), and each row only adds its own bounds and one 64-bit row address. Positions
@@ -258,8 +265,9 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 #pragma unroll 1
   for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
     const Origin o = origin(tile);
-    // The input of the thread's second A row lies a fixed distance after its first's: known at
-    // compile time for TH x TW tiles (8 columns on, or one row down in tiles 8 wide).
+    // The thread's second A row reads its inputs `second` bytes after its first: a compile-time
+    // distance in TH x TW tiles (8 columns on, or one row down in tiles 8 wide), a tile's own in
+    // row tiles (where the run of positions may wrap into the next row).
     const int base_a = tile_offset(o, position(o, pa));
     const int second = ROW ? 4 * (tile_offset(o, position(o, pa + 8)) - base_a) : 4 * (TW >= 16 ? 8 * SW : SH * RP);
 #pragma unroll 1

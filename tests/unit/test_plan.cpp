@@ -205,8 +205,8 @@ TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") 
 }
 
 TEST_CASE("row tiles: runs of positions of a plane up to 64 wide, one chunk or the fp32 class") {
-  // (The reference problem's: above.) Wider planes keep TH x TW tiles (their input rows would be all of W); so do chunked
-  // reductions in the tf32 class.
+  // (The reference problem's: above.) Wider planes keep TH x TW tiles (their input rows would be
+  // all of W); so do chunked reductions in the tf32 class.
   CHECK(plan_for(test::make(1, 3, {8, 40, 100}, 64, {3, 5, 7}), "sm_90").key.config[8] == 0);
   Conv3dDesc dilated = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 2, 2);  // the suite's dilated layer
   CHECK(plan_for(dilated, "sm_90").key.config[8] == 56);
