@@ -516,13 +516,13 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
     // with the fewest gather wavefronts. (A pointwise tile of 8 rows puts its channels 8 rows
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
-    for (int row = narrowest; row <= std::min(256, narrowest + 28); row += 4) {
-      const int plane = rough.in_h * row, channel = static_cast<int>(d.kernel.d) * plane;
+    for (int box_row = narrowest; box_row <= std::min(256, narrowest + 28); box_row += 4) {
+      const int plane = rough.in_h * box_row, channel = static_cast<int>(d.kernel.d) * plane;
       const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row);
       if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
-      const double wavefronts = sm90_gather_wavefronts(prob, cc, row, plane, channel);
+      const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel);
       if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {
-        choice.boxed = Sm90Staging{1, row, plane, channel, boxed, wavefronts};
+        choice.boxed = Sm90Staging{1, box_row, plane, channel, boxed, wavefronts};
       }
       if (wavefronts <= 1.0) break;
     }

@@ -45,9 +45,10 @@ struct Plan {
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
 /// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits, and ROWS 1 = row tiles (TH x TW
-/// consecutive positions of an output plane, whose input is whole rows; absent = 0); in tiled, V = floats a copy of
-/// the input tile (4 or 1; absent = 4 where W and padding[W] allow it) and P = teams of warps that
-/// share one copy of resident weights (1 or 2; absent = 2 where they fit in a block).
+/// consecutive positions of an output plane, whose input is whole rows; absent = 0); in tiled,
+/// V = floats a copy of the input tile (4 or 1; absent = 4 where W and padding[W] allow it) and
+/// P = teams of warps that share one copy of resident weights (1 or 2; absent = 2 where they fit
+/// in a block).
 inline constexpr const char* kConfigForms =
     "generic, generic:TW, tiled:WK,WS,WR,CC,TW[,V[,P]], grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, "
     "igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING[,ROWS]]";
