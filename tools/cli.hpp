@@ -62,9 +62,9 @@ struct TimingFlags {
   uint64_t seed_or_fresh() const;
 };
 
-/// Adds the timing flags to `cmd` with these defaults and help texts for --warmup and --iters.
+/// Adds the timing flags to `cmd` with these defaults and help texts for --warmup, --iters and --json.
 void add_timing_flags(CLI::App& cmd, TimingFlags& flags, int warmup, const std::string& warmup_help, int iters,
-                      const std::string& iters_help);
+                      const std::string& iters_help, const std::string& json_help);
 
 /// The median of timings.
 double median(std::vector<double> values);

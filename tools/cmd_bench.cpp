@@ -302,7 +302,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("bench", "time conv3djit against cuDNN on the GPU, with accuracy");
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   add_timing_flags(*cmd, options->timing, 3, "untimed runs before timing, per implementation", 20,
-                   "timed runs, each after an L2 flush");
+                   "timed runs, each after an L2 flush", "print one JSON object on stdout");
   return {cmd, [options, &global] { return run_bench(*options, global); }};
 }
 

@@ -1,9 +1,10 @@
-// `conv3djit run`: time one shape with CUDA events, back to back on one stream, and report the
-// median and best time with the throughput they mean.
+// `conv3djit run`: time one shape, or each shape of a manifest, with CUDA events, back to back
+// on one stream, and report the median and best time with the throughput they mean.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -16,17 +17,17 @@ namespace {
 
 struct RunOptions {
   ShapeFlags shape;
+  std::string manifest;
   TimingFlags timing;
 };
 
-int run_run(const RunOptions& options, const GlobalOptions& global) {
-  const Conv3dDesc& desc = options.shape.desc;
-  require_valid(desc);
-  make_context_current();
-  EngineOptions engine_options = global.engine_options();
-  engine_options.kernel_config = options.timing.config;
-  Engine engine(engine_options);
-  const uint64_t seed = options.timing.seed_or_fresh();
+struct Timing {
+  std::string kernel;
+  double first_ms, median_ms, min_ms, tflops, gbps;
+};
+
+Timing time_shape(Engine& engine, const Conv3dDesc& desc, const TimingFlags& timing) {
+  const uint64_t seed = timing.seed_or_fresh();
   ProblemData data(desc, seed);
   Stream stream;
   fill_nan(data.d_output);
@@ -38,12 +39,12 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   stream.synchronize();
   const double first_ms = std::chrono::duration<double, std::milli>(
                               std::chrono::steady_clock::now() - first_start).count();
-  for (int i = 0; i < options.timing.warmup; ++i) engine.run(desc, tensors, stream.get());
+  for (int i = 0; i < timing.warmup; ++i) engine.run(desc, tensors, stream.get());
 
   // One event between consecutive launches keeps the queue full while timing each launch.
-  std::vector<Event> events(static_cast<size_t>(options.timing.iters) + 1);
+  std::vector<Event> events(static_cast<size_t>(timing.iters) + 1);
   events[0].record(stream);
-  for (int i = 0; i < options.timing.iters; ++i) {
+  for (int i = 0; i < timing.iters; ++i) {
     engine.run(desc, tensors, stream.get());
     events[i + 1].record(stream);
   }
@@ -52,26 +53,55 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   for (size_t i = 1; i < events.size(); ++i) times_ms.push_back(events[i].since(events[i - 1]));
 
   const double median_ms = median(times_ms);
-  const double min_ms = *std::min_element(times_ms.begin(), times_ms.end());
-  const double tflops = 2 * macs(desc) / (median_ms * 1e-3) / 1e12;
-  const double gbps = static_cast<double>(data.traffic_bytes()) / (median_ms * 1e-3) / 1e9;
-  const std::string kernel = engine.kernel_for(desc);
+  return {engine.kernel_for(desc),
+          first_ms,
+          median_ms,
+          *std::min_element(times_ms.begin(), times_ms.end()),
+          2 * macs(desc) / (median_ms * 1e-3) / 1e12,
+          static_cast<double>(data.traffic_bytes()) / (median_ms * 1e-3) / 1e9};
+}
 
-  if (options.timing.json) {
-    const nlohmann::json out = {{"name", describe(desc)},   {"kernel", kernel},
-                                {"first_call_ms", first_ms}, {"median_ms", median_ms},
-                                {"min_ms", min_ms},          {"iters", options.timing.iters},
-                                {"warmup", options.timing.warmup},  {"tflops", tflops},
-                                {"gbps", gbps}};
-    fmt::print("{}\n", out.dump());
+int run_run(const RunOptions& options, const GlobalOptions& global) {
+  const bool manifest = !options.manifest.empty();
+  std::vector<NamedDesc> descs;
+  if (manifest) {
+    descs = read_manifest(options.manifest);
   } else {
-    fmt::print("shape       {}\n", describe(desc));
-    fmt::print("kernel      {}\n", kernel);
-    fmt::print("first call  {:.1f} ms (compile or cache load included)\n", first_ms);
-    fmt::print("median      {:.4f} ms   min {:.4f} ms   ({} iterations after {} warm-up)\n",
-               median_ms, min_ms, options.timing.iters, options.timing.warmup);
-    fmt::print("compute     {:.2f} TFLOP/s\n", tflops);
-    fmt::print("memory      {:.1f} GB/s\n", gbps);
+    require_valid(options.shape.desc);
+    descs.push_back({describe(options.shape.desc), options.shape.desc});
+  }
+  make_context_current();
+  EngineOptions engine_options = global.engine_options();
+  engine_options.kernel_config = options.timing.config;
+  Engine engine(engine_options);
+
+  size_t width = 4;
+  for (const NamedDesc& d : descs) width = std::max(width, d.name.size());
+  if (manifest && !options.timing.json) {
+    fmt::print("{:<{}}  {:>10}  {:>10}  {:>8}  {}\n", "NAME", width, "MEDIAN_MS", "MIN_MS", "TFLOP/S", "KERNEL");
+  }
+  for (const NamedDesc& d : descs) {
+    const Timing t = time_shape(engine, d.desc, options.timing);
+    if (options.timing.json) {  // one object a shape (JSON lines)
+      const nlohmann::json out = {{"name", d.name},           {"kernel", t.kernel},
+                                  {"first_call_ms", t.first_ms}, {"median_ms", t.median_ms},
+                                  {"min_ms", t.min_ms},       {"iters", options.timing.iters},
+                                  {"warmup", options.timing.warmup}, {"tflops", t.tflops},
+                                  {"gbps", t.gbps}};
+      fmt::print("{}\n", out.dump());
+    } else if (manifest) {
+      fmt::print("{:<{}}  {:>10.4f}  {:>10.4f}  {:>8.2f}  {}\n", d.name, width, t.median_ms, t.min_ms, t.tflops,
+                 t.kernel);
+    } else {
+      fmt::print("shape       {}\n", d.name);
+      fmt::print("kernel      {}\n", t.kernel);
+      fmt::print("first call  {:.1f} ms (compile or cache load included)\n", t.first_ms);
+      fmt::print("median      {:.4f} ms   min {:.4f} ms   ({} iterations after {} warm-up)\n", t.median_ms,
+                 t.min_ms, options.timing.iters, options.timing.warmup);
+      fmt::print("compute     {:.2f} TFLOP/s\n", t.tflops);
+      fmt::print("memory      {:.1f} GB/s\n", t.gbps);
+    }
+    std::fflush(stdout);
   }
   return kExitOk;
 }
@@ -97,7 +127,7 @@ CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
 uint64_t TimingFlags::seed_or_fresh() const { return seed_option->count() > 0 ? seed : random_seed(); }
 
 void add_timing_flags(CLI::App& cmd, TimingFlags& flags, int warmup, const std::string& warmup_help, int iters,
-                      const std::string& iters_help) {
+                      const std::string& iters_help, const std::string& json_help) {
   flags.warmup = warmup;
   flags.iters = iters;
   add_config_flag(cmd, flags.config);
@@ -106,7 +136,7 @@ void add_timing_flags(CLI::App& cmd, TimingFlags& flags, int warmup, const std::
   cmd.add_option("--iters", flags.iters, fmt::format("{} (default {})", iters_help, iters))
       ->check(CLI::PositiveNumber);
   flags.seed_option = cmd.add_option("--seed", flags.seed, "random seed of the inputs (default: fresh)");
-  cmd.add_flag("--json", flags.json, "print one JSON object on stdout");
+  cmd.add_flag("--json", flags.json, json_help);
 }
 
 double median(std::vector<double> values) {
@@ -117,9 +147,10 @@ double median(std::vector<double> values) {
 
 Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "time one shape on the GPU");
-  add_shape_flags(*cmd, options->shape, true);
-  add_timing_flags(*cmd, options->timing, 5, "untimed runs before timing", 50, "timed runs");
+  CLI::App* cmd = app.add_subcommand("run", "time one shape, or each shape of a manifest, on the GPU");
+  add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
+  add_timing_flags(*cmd, options->timing, 5, "untimed runs before timing", 50, "timed runs",
+                   "print JSON on stdout: one object (one line) per shape");
   return {cmd, [options, &global] { return run_run(*options, global); }};
 }
 

@@ -29,4 +29,18 @@ rc=$?
 echo "$out"
 ((rc == 0)) || fail "run exited $rc"
 grep -q "TFLOP/s" <<<"$out" || fail "run printed no throughput"
+
+# A manifest: one JSON line per shape, in the manifest's order, each with its time.
+manifest=$(dirname "$0")/shapes.jsonl
+out=$(conv run --manifest "$manifest" --warmup 0 --iters 2 --json)
+rc=$?
+echo "$out"
+((rc == 0)) || fail "run --manifest exited $rc"
+names=$(grep -o '"name": *"[^"]*"' "$manifest" | sed 's/.*"\([^"]*\)"$/\1/')
+got=$(python3 -c 'import json, sys
+for line in sys.stdin:
+    row = json.loads(line)
+    assert row["median_ms"] > 0 and row["min_ms"] <= row["median_ms"], row
+    print(row["name"])' <<<"$out") || fail "run --manifest: a line without positive times"
+[[ "$got" == "$names" ]] || fail "run --manifest named $got, wanted $names"
 echo "ok"

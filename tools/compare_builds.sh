@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Times the shapes of a manifest with several builds of conv3djit on one GPU, side by side: how
+# a kernel change is measured against its base. Each source tree is built into
+# TREE/build-compare (the CLI only, with its own kernel cache there), then every round times the
+# whole manifest with each build in turn (`conv3djit run --manifest`), so that clock drift during
+# the session falls on all builds alike. Prints, per shape, each build's median of the rounds'
+# medians and its ratio to the first build; the JSON lines of every round are kept in OUT_DIR.
+#
+# Usage: tools/compare_builds.sh [-r ROUNDS] [-o OUT_DIR] MANIFEST TREE... [-- RUN_FLAGS...]
+#   TREE       a source tree, e.g. `git worktree add ../base HEAD~1`, or a copy of one
+#   ROUNDS     default 2
+#   OUT_DIR    default ./compare-out
+#   RUN_FLAGS  passed to `conv3djit run` (default: --iters 30); e.g. --precision is per line of
+#              the manifest, --config forces one kernel configuration for every shape
+set -euo pipefail
+rounds=2
+out=compare-out
+while getopts "r:o:" opt; do
+  case $opt in
+    r) rounds=$OPTARG ;;
+    o) out=$OPTARG ;;
+    *) sed -n '2,/^set /p' "$0" | sed '$d'; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+(($# >= 2)) || { echo "usage: $0 [-r ROUNDS] [-o OUT_DIR] MANIFEST TREE... [-- RUN_FLAGS...]" >&2; exit 2; }
+manifest=$(realpath "$1")
+shift
+trees=()
+while (($# > 0)) && [[ $1 != -- ]]; do
+  trees+=("$(realpath "$1")")
+  shift
+done
+(($# > 0)) && shift  # the --
+run_flags=("$@")
+((${#run_flags[@]} > 0)) || run_flags=(--iters 30)
+mkdir -p "$out"
+
+# Builds run side by side, each on a share of the cores.
+jobs=$(($(nproc) / ${#trees[@]}))
+((jobs > 0)) || jobs=1
+pids=()
+for tree in "${trees[@]}"; do
+  log="$out/build-$(basename "$tree").log"
+  (cmake -S "$tree" -B "$tree/build-compare" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+     cmake --build "$tree/build-compare" -j "$jobs" --target conv3djit_cli) >"$log" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { echo "build of ${trees[$i]} failed:" >&2; tail -20 "$out/build-$(basename "${trees[$i]}").log" >&2; exit 1; }
+done
+
+for ((r = 1; r <= rounds; ++r)); do
+  for i in "${!trees[@]}"; do
+    tree=${trees[$i]}
+    CONV3DJIT_CACHE_DIR="$tree/build-compare/cache" "$tree/build-compare/tools/conv3djit" run \
+      --manifest "$manifest" --json "${run_flags[@]}" >"$out/round$r-build$i.jsonl"
+  done
+done
+
+python3 - "$out" "$rounds" "${trees[@]}" <<'PY'
+import json, statistics, sys, os
+out, rounds, trees = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+times = {}  # (build, name) -> medians of the rounds
+names = []
+for r in range(1, rounds + 1):
+    for b in range(len(trees)):
+        for line in open(os.path.join(out, f"round{r}-build{b}.jsonl")):
+            row = json.loads(line)
+            if row["name"] not in names:
+                names.append(row["name"])
+            times.setdefault((b, row["name"]), []).append(row["median_ms"])
+labels = [f"{b}:{os.path.basename(t)}" for b, t in enumerate(trees)]
+width = max(len(n) for n in names + ["NAME"])
+print(f"{'NAME':<{width}}  " + "  ".join(f"{l[:18]:>18}" for l in labels))
+for n in names:
+    base = statistics.median(times[(0, n)])
+    cells = []
+    for b in range(len(trees)):
+        ms = statistics.median(times[(b, n)])
+        cells.append(f"{ms:9.4f}" + ("" if b == 0 else f" x{base / ms:5.3f}").rjust(9))
+    print(f"{n:<{width}}  " + "  ".join(f"{c:>18}" for c in cells))
+print(f"(medians over {rounds} round(s) of `conv3djit run` medians, ms; xR = build 0's time / this build's)")
+PY
