@@ -468,9 +468,9 @@ double sm90_area(const Problem& prob, int th, int tw, int row) {
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
 // its rows must be 16-byte multiples (the map's strides), every box extent at most 256, and a
 // dilation along D at most 8 (the box steps through the planes with that traversal stride).
-bool sm90_tma_fits(const Problem& prob, int in_h, int row, int cc) {
+bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc) {
   const Conv3dDesc& d = prob.desc;
-  return d.w % 4 == 0 && d.dilation.d <= 8 && row <= 256 && in_h <= 256 && d.kernel.d * d.dilation.d <= 256 &&
+  return d.w % 4 == 0 && d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && d.kernel.d * d.dilation.d <= 256 &&
          cc <= 256;
 }
 

@@ -112,6 +112,10 @@ struct NamedDesc {
 /// the first bad line.
 std::vector<NamedDesc> read_manifest(const std::string& path);
 
+/// The shapes a command was given: the manifest's lines, else the shape flags' one description
+/// (validated, named by describe()). Throws as read_manifest, or Error for an invalid description.
+std::vector<NamedDesc> read_shapes(const ShapeFlags& flags, const std::string& manifest);
+
 /// Multiply-adds of a valid description: N*K*OD*OH*OW * C/groups * KD*KH*KW.
 double macs(const Conv3dDesc& desc);
 

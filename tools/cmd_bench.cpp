@@ -232,14 +232,8 @@ std::string today() {
   return fmt::format("{:%Y-%m-%d}", tm);
 }
 
-std::vector<NamedDesc> descriptions(const BenchOptions& options) {
-  if (!options.manifest.empty()) return read_manifest(options.manifest);
-  require_valid(options.shape.desc);
-  return {{describe(options.shape.desc), options.shape.desc}};
-}
-
 int run_bench(const BenchOptions& options, const GlobalOptions& global) {
-  const std::vector<NamedDesc> descs = descriptions(options);
+  const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   make_context_current();
   const std::optional<DeviceInfo> device = current_device();
   EngineOptions engine_options = global.engine_options();

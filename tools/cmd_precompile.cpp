@@ -40,12 +40,6 @@ struct Row {
   std::string error;
 };
 
-std::vector<NamedDesc> descriptions(const PrecompileOptions& options) {
-  if (!options.manifest.empty()) return read_manifest(options.manifest);
-  require_valid(options.shape.desc);
-  return {{describe(options.shape.desc), options.shape.desc}};
-}
-
 std::string target_arch(const std::string& requested) {
   if (!requested.empty()) return requested;
   const std::optional<DeviceInfo> device = current_device();
@@ -136,7 +130,7 @@ void print_table(const std::string& arch, const std::vector<Row>& rows, double w
 }
 
 int run_precompile(const PrecompileOptions& options, const GlobalOptions& global) {
-  const std::vector<NamedDesc> descs = descriptions(options);
+  const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   const std::string arch = target_arch(options.arch);
   Engine engine(global.engine_options());
   const auto start = std::chrono::steady_clock::now();

@@ -63,13 +63,7 @@ Timing time_shape(Engine& engine, const Conv3dDesc& desc, const TimingFlags& tim
 
 int run_run(const RunOptions& options, const GlobalOptions& global) {
   const bool manifest = !options.manifest.empty();
-  std::vector<NamedDesc> descs;
-  if (manifest) {
-    descs = read_manifest(options.manifest);
-  } else {
-    require_valid(options.shape.desc);
-    descs.push_back({describe(options.shape.desc), options.shape.desc});
-  }
+  const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   make_context_current();
   EngineOptions engine_options = global.engine_options();
   engine_options.kernel_config = options.timing.config;

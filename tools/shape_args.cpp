@@ -177,6 +177,12 @@ void add_shape_or_manifest_flags(CLI::App& cmd, ShapeFlags& flags, std::string& 
   });
 }
 
+std::vector<NamedDesc> read_shapes(const ShapeFlags& flags, const std::string& manifest) {
+  if (!manifest.empty()) return read_manifest(manifest);
+  require_valid(flags.desc);
+  return {{describe(flags.desc), flags.desc}};
+}
+
 void require_valid(const Conv3dDesc& desc) {
   const Validation valid = validate(desc);
   if (!valid) throw Error(valid.category, valid.message);
