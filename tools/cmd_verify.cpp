@@ -19,6 +19,7 @@ struct VerifyOptions {
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
   std::string reference = "auto";
+  std::string config;  // empty: the planner's choice
   bool json = false;
 };
 
@@ -26,7 +27,9 @@ int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
   const Conv3dDesc& desc = options.shape.desc;
   require_valid(desc);
   make_context_current();
-  Engine engine(global.engine_options());
+  EngineOptions engine_options = global.engine_options();
+  engine_options.kernel_config = options.config;
+  Engine engine(engine_options);
   const uint64_t seed = options.seed_option->count() > 0 ? options.seed : random_seed();
   ProblemData data(desc, seed);
   Stream stream;
@@ -82,6 +85,7 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
   cmd->add_option("--reference", options->reference,
                   "where the float64 reference runs: auto (CPU up to 2e9 MACs), cpu, gpu")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+  add_config_flag(*cmd, options->config);
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
   return {cmd, [options, &global] { return run_verify(*options, global); }};
 }

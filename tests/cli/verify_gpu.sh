@@ -24,6 +24,14 @@ echo "$out"
 ((rc == 0)) || fail "verify (GPU reference) exited $rc"
 grep -q '"passed":true' <<<"$out" || fail "verify (GPU reference) did not pass"
 
+# A forced configuration is the kernel verified.
+out=$(conv verify --input 2,4,8,9,10 --out-channels 8 --kernel 3 --config generic:2 --json)
+rc=$?
+echo "$out"
+((rc == 0)) || fail "verify --config exited $rc"
+grep -q '"passed":true' <<<"$out" && grep -q '"kernel":"conv3djit::direct_fp32<[^"]*,2>"' <<<"$out" ||
+  fail "verify --config generic:2 did not pass with that kernel"
+
 out=$(conv run --input 2,4,8,9,10 --out-channels 8 --kernel 3 --warmup 1 --iters 5)
 rc=$?
 echo "$out"
