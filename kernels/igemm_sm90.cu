@@ -376,8 +376,10 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         if (DECOUPLED) release(it);
       }
     }
-    wgmma::wait<0>();  // (drained already when DRAIN)
-    wgmma::settle(acc);
+    if (!DRAIN) {  // the tile's last item left its wgmmas running
+      wgmma::wait<0>();
+      wgmma::settle(acc);
+    }
     {  // the tile's outputs
 #pragma unroll
       for (int i = 0; i < R; ++i) {
