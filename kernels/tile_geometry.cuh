@@ -281,6 +281,12 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
       break;
     }
   }
+  if (g.min_blocks == 1 && g.chunks == 1) {  // one chunk: a third tile in flight where it fits
+    const Sm90Geometry fewer = g;
+    g.stages = 3;
+    lay_out();
+    if (g.shared_bytes + 1024 > kSm90SharedPerSm) g = fewer;
+  }
   return g;
 }
 

@@ -93,7 +93,8 @@ TEST_CASE("a long reduction runs in channel chunks whose weights are prepared fi
 
 TEST_CASE("a block alone on its SM streams its weight chunks through as many stages as fit") {
   // pointwise_512's 2 x 64 tiles of 256 columns (tf32): 64-channel chunks take 99 KB a stage (two
-  // fit), 32-channel chunks 50 KB (four); whole reductions and two blocks an SM keep two stages.
+  // fit), 32-channel chunks 50 KB (four); a whole reduction (resident weights) takes a third input
+  // tile where it fits; two blocks an SM keep two stages.
   auto geometry = [](int cc, int cg, int bn) { return sm90_geometry(cg, 1, 1, 1, 1, 1, 1, 1, 2, 64, bn, cc, 136, 0, 0); };
   for (const auto& [cc, stages] : {std::pair{64, 2}, std::pair{32, 4}, std::pair{16, 4}}) {
     const Sm90Geometry g = geometry(cc, 512, 256);
@@ -104,7 +105,10 @@ TEST_CASE("a block alone on its SM streams its weight chunks through as many sta
     CHECK(g.shared_bytes + 1024 <= kSm90SharedPerSm);
     CHECK(g.tiles_at + stages * g.tile_floats == g.shared_bytes / 4);
   }
-  CHECK(geometry(24, 24, 256).stages == 2);  // one chunk: weights resident
+  const Sm90Geometry one_chunk = geometry(24, 24, 256);
+  CHECK(one_chunk.stages == 3);
+  CHECK(one_chunk.weight_buffers == 1);
+  CHECK(one_chunk.shared_bytes + 1024 <= kSm90SharedPerSm);
   const Sm90Geometry two_blocks = geometry(8, 64, 32);
   CHECK(two_blocks.min_blocks == 2);
   CHECK(two_blocks.stages == 2);
