@@ -195,8 +195,8 @@ constexpr int kSm90MaxStages = 4;
 /// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
 /// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). Row tiles (ROW > 0,
 /// the output width OW): a tile is instead TH x TW consecutive positions of the OH x ROW plane,
-/// and its input covers whole rows, so no column of a tile is wasted when OW is no multiple of 8. The reduction runs
-/// CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
+/// and its input covers whole rows, so no column of a tile is wasted when OW is no multiple of 8.
+/// The reduction runs CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
 /// slices x BN x 8 floats, in wgmma's core-matrix layout; one buffer per stage when there are
 /// several chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of
 /// its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
@@ -272,21 +272,17 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   lay_out();
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
-  while (g.min_blocks == 1 && g.chunks > 1 && g.stages < kSm90MaxStages) {
+  // Alone on its SM: more stages while they fit, each with its own weights when they stream.
+  const int most = g.chunks > 1 ? kSm90MaxStages : 3;
+  while (g.min_blocks == 1 && g.stages < most) {
     const Sm90Geometry fewer = g;
     ++g.stages;
-    g.weight_buffers = g.stages;
+    if (g.chunks > 1) g.weight_buffers = g.stages;
     lay_out();
     if (g.shared_bytes + 1024 > kSm90SharedPerSm) {
       g = fewer;
       break;
     }
-  }
-  if (g.min_blocks == 1 && g.chunks == 1) {  // one chunk: a third tile in flight where it fits
-    const Sm90Geometry fewer = g;
-    g.stages = 3;
-    lay_out();
-    if (g.shared_bytes + 1024 > kSm90SharedPerSm) g = fewer;
   }
   return g;
 }

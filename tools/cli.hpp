@@ -25,9 +25,11 @@ enum ExitCode : int {
 struct GlobalOptions {
   std::string cache_dir;  ///< empty: the library's default location
   bool verbose = false;
-  EngineOptions engine_options() const {
+  /// `kernel_config`: a forced configuration (`--config`), empty for the planner's choice.
+  EngineOptions engine_options(const std::string& kernel_config = "") const {
     EngineOptions options;
     options.cache_dir = cache_dir;
+    options.kernel_config = kernel_config;
     return options;
   }
 };

@@ -236,9 +236,7 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
   const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   make_context_current();
   const std::optional<DeviceInfo> device = current_device();
-  EngineOptions engine_options = global.engine_options();
-  engine_options.kernel_config = options.timing.config;
-  Engine engine(engine_options);
+  Engine engine(global.engine_options(options.timing.config));
   Stream stream;
   Timer timer(stream, options.timing.warmup, options.timing.iters);
   std::string why;

@@ -65,9 +65,7 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   const bool manifest = !options.manifest.empty();
   const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   make_context_current();
-  EngineOptions engine_options = global.engine_options();
-  engine_options.kernel_config = options.timing.config;
-  Engine engine(engine_options);
+  Engine engine(global.engine_options(options.timing.config));
 
   size_t width = 4;
   for (const NamedDesc& d : descs) width = std::max(width, d.name.size());

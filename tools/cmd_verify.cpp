@@ -27,9 +27,7 @@ int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
   const Conv3dDesc& desc = options.shape.desc;
   require_valid(desc);
   make_context_current();
-  EngineOptions engine_options = global.engine_options();
-  engine_options.kernel_config = options.config;
-  Engine engine(engine_options);
+  Engine engine(global.engine_options(options.config));
   const uint64_t seed = options.seed_option->count() > 0 ? options.seed : random_seed();
   ProblemData data(desc, seed);
   Stream stream;
