@@ -36,6 +36,14 @@
 // summation: without it a 13824-term reduction reached 7.4e-7 rel-L2 and failed allclose on
 // near-zero outputs).
 // SPLIT = 0 (tf32 class): one TF32 product, one chain.
+//
+// PL > 1 (tf32 class, one chunk, unit stride and dilation along D): a tile is the same positions
+// of PL consecutive output planes, with PL sets of accumulators. The gather walks the tile's
+// PL + KD - 1 input planes, and each plane's A fragments feed the wgmmas of every output plane
+// that reads it, with that plane's kd of the weights: on the reference problem (KD = 3, PL = 2)
+// 6 wgmma slices of work per 4 gathered, and half the tiles' fixed costs (drain, epilogue
+// arithmetic, next tile's start) per output. The price: each kd's (c, kh, kw) terms are padded to
+// whole slices (105 -> 112 on the reference, against 315 -> 320 packed densely).
 #pragma once
 #include "async_copy.cuh"
 #include "common.cuh"
@@ -53,21 +61,30 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 }
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
-          int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW>
+          int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW, int PL>
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
-                                                          SPLIT, ROW).min_blocks)
+                                                          SPLIT, ROW, PL).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
            float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map) {
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW);
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
-  constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : 4;  // slices per wgmma group
-  constexpr int GROUPS = (S + CHAIN - 1) / CHAIN;
+  // Slices per wgmma group. PL > 1: 2 (with 4, ptxas serialised the wgmmas of two accumulator sets
+  // for want of registers).
+  constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : PL > 1 ? 2 : 4;
+  // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
+  // GROUPS1 groups a plane, PLANES planes and GROUPS groups an item. With several planes, an empty
+  // group evens out a plane's groups, so that every plane starts on the same fragment registers.
+  constexpr int S1 = G.plane_slices, PLANES = PL > 1 ? G.in_d : 1;
+  constexpr int GROUPS1 = PL > 1 ? (S1 + 2 * CHAIN - 1) / (2 * CHAIN) * 2 : (S1 + CHAIN - 1) / CHAIN;
+  constexpr int GROUPS = PLANES * GROUPS1;
   constexpr int BLOCK_CHAINS = 512 / (2 * CHAIN * 8);  // 3xTF32 chains per blocked total
   constexpr int R = BN / 2;                                 // accumulators per thread
   constexpr int W_ELEMS = S * 8 * BN, WARPS = THREADS / 32;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
-  static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= KD * PP, "tile pitches too small");
+  static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= G.in_d * PP, "tile pitches too small");
+  static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL),
+                "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL");
 
   extern __shared__ float4 shared4[];
   float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
@@ -85,7 +102,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // A plane's tiles: TH x TW blocks, or runs of TH x TW positions of the OH x ROW plane (1 x tiles_w).
   const unsigned tiles_h = ROW ? 1 : (OH + TH - 1) / TH;
   const unsigned tiles_w = ROW ? (OH * ROW + TH * TW - 1) / (TH * TW) : (OW + TW - 1) / TW;
-  const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * tiles_h * tiles_w;
+  const int od_groups = (OD + PL - 1) / PL;  // a tile's output planes od0 .. od0 + PL - 1
+  const unsigned n_tiles = static_cast<unsigned>(p.n) * od_groups * tiles_h * tiles_w;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
 
   if (CHUNKS == 1) {
@@ -93,8 +111,9 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     // lanes terms r = lane, lane + 32, ...
     for (int n = warp; n < BN; n += WARPS) {
       for (int r = lane; r < S * 8; r += 32) {
-        const bool ok = kb * BN + n < K && r < KRED;
-        const float x = ok ? __ldg(wt + static_cast<long long>(kb * BN + n) * KRED + r) : 0.f;
+        const int term = sm90_slot_weight(r, CC, KD, KH, KW, PL);
+        const bool ok = kb * BN + n < K && term >= 0;
+        const float x = ok ? __ldg(wt + static_cast<long long>(kb * BN + n) * KRED + term) : 0.f;
         const int at = sm90_weight_index(n, r, NB);
         const float big = to_tf32(x);
         w_s[at] = big;
@@ -109,8 +128,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
   // Tile offset (bytes) of every term of a chunk; padding terms read the zero plane.
-  for (int r = tid; r < S * 8; r += THREADS) {
-    const int off = sm90_term_offset(r, CC, KD, KH, KW, DH, DW, RP, PP, CP);
+  for (int r = tid; r < S1 * 8; r += THREADS) {
+    const int off = sm90_term_offset(r, CC, PL > 1 ? 1 : KD, KH, KW, DH, DW, RP, PP, CP, PL);
     int* entry = reinterpret_cast<int*>(&table[r / 8 * 4 + r % 4]);
     entry[(r % 8) / 4] = off * 4;
   }
@@ -118,7 +137,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     const int k = kb * BN + i;
     bias_s[i] = p.has_bias && k < K ? __ldg(bias + k) : 0.f;
   }
-  if (G.zero_channel) {
+  if constexpr (G.zero_channel) {
     constexpr int Z = G.zero_floats;
     for (int i = tid; i < STAGES * Z; i += THREADS) tiles[i / Z * G.tile_floats + CC * CP + i % Z] = 0.f;
   }
@@ -128,14 +147,14 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
   const int shift = TMA ? sm90_tma_shift(p.pad_w) : 0;
 
-  // A tile's image and plane, its first output row and column (row tiles: the first row they
+  // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
   struct Origin {
     int n, od, oh0, ow0, first;
   };
   auto origin = [&](unsigned tile) {
     const unsigned plane = tile / tiles_w / tiles_h;
-    const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);
+    const int n = static_cast<int>(plane / od_groups), od = static_cast<int>(plane % od_groups) * PL;
     if (ROW) {
       const int first = static_cast<int>(tile % tiles_w) * (TH * TW);
       return Origin{n, od, first / ROW, 0, first};
@@ -155,7 +174,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // inside the input is the same for every row, so it is worked out once per item (bit k of
   // `inside`), and each row only adds its own bounds and one 64-bit row address. Positions
   // outside the input are zero-filled from a valid address (the row start, or `in`).
-  constexpr int ROWS = CC * KD * G.in_h, XS = (G.in_w + 31) / 32;
+  constexpr int ROWS = CC * G.in_d * G.in_h, XS = (G.in_w + 31) / 32;
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
@@ -167,7 +186,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       if (x < G.in_w && static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W)) inside |= 1u << k;
     }
     for (int row = warp; row < ROWS; row += WARPS) {
-      const int y = row % G.in_h, z = row / G.in_h % KD, c = row / (G.in_h * KD), cg = chunk * CC + c;
+      const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d), cg = chunk * CC + c;
       const int id = id0 + z * DD, ih = ih0 + y;
       const bool row_ok = (CG % CC == 0 || cg < CG) && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
                           static_cast<unsigned>(ih) < static_cast<unsigned>(H);
@@ -183,10 +202,23 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   };
 
   constexpr bool BLOCKED = SPLIT && KRED > 512;
-  float acc[R], sum[R], total[BLOCKED ? R : 1];
+  float acc[PL][R], sum[R], total[BLOCKED ? R : 1];  // acc[d]: output plane od0 + d
   int chains = 0;  // since the last blocked total
 #pragma unroll
-  for (int i = 0; i < R; ++i) acc[i] = sum[i] = 0.f;
+  for (int i = 0; i < R; ++i) {
+#pragma unroll
+    for (int d = 0; d < PL; ++d) acc[d][i] = 0.f;
+    sum[i] = 0.f;
+  }
+  auto settle_all = [&] {
+#pragma unroll
+    for (int d = 0; d < PL; ++d) wgmma::settle(acc[d]);
+  };
+  // PL > 1: a thread's k = t and k = t + 4 of a plane's last slice may be padding slots, whose
+  // fragments are zero (the gather reads offset 0 for them; a finite weight of 0 times an inf
+  // there would make a NaN the convolution does not have).
+  constexpr bool PLANE_PADDED = PL > 1 && S1 * 8 != CC * KH * KW;
+  const bool pad_lo = 8 * (S1 - 1) + t >= CC * KH * KW, pad_hi = 8 * (S1 - 1) + t + 4 >= CC * KH * KW;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
 
   // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
@@ -287,13 +319,20 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
       auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
       // Rounded with integer arithmetic (tf32.cuh): cvt.rna would cost ~4 instructions a value.
-      auto gather = [&](int group, unsigned (&frag)[CHAIN][PARTS][4]) {
+      // Group g of input plane z: slices g * CHAIN ... (below S1) of that plane.
+      auto gather = [&](int z, int group, unsigned (&frag)[CHAIN][PARTS][4]) {
+        const int z_bytes = z * PP * 4, s0 = group * CHAIN;
 #pragma unroll
         for (int j = 0; j < CHAIN; ++j) {
-          const int s = group * CHAIN + j;
-          if (s >= S) break;
+          const int s = s0 + j;
+          if (s >= S1) break;
           const int2 off = table[s * 4 + t];
-          const float x[4] = {at(off.x), at(off.x + second), at(off.y), at(off.y + second)};
+          float x[4] = {at(off.x + z_bytes), at(off.x + z_bytes + second), at(off.y + z_bytes),
+                        at(off.y + z_bytes + second)};
+          if (PLANE_PADDED && s == S1 - 1) {
+            if (pad_lo) x[0] = x[1] = 0.f;
+            if (pad_hi) x[2] = x[3] = 0.f;
+          }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             if (SPLIT) {
@@ -324,33 +363,43 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
       // group); the accumulators are drained into `sum` only then, and the group between overlaps
       // its gather with the chain's first half.
-      auto run_group = [&](int group, const Frags& cur, Frags& next, bool odd) {
+      // Slice s of tap kd (PL > 1; else slice s of the chunk) in the weights.
+      auto b_desc = [&](int kd, int s) { return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4); };
+      // It feeds output planes first .. last. `count` (its slices), `first` and `last` are
+      // constants at every call: a wgmma behind a run-time branch makes ptxas fence the
+      // accumulators around it.
+      auto run_group = [&](int z, int first, int last, int group, int count, const Frags& cur, Frags& next, bool odd) {
+        const int s0 = group * CHAIN;
         wgmma::fence();
 #pragma unroll
-        for (int j = 0; j < CHAIN; ++j) {
-          const int s = group * CHAIN + j;
-          if (s >= S) break;
-          const unsigned long long big_b = w_item + static_cast<unsigned>(s * NB * 2 * 128 >> 4);
-          const bool chained = SPLIT ? j > 0 || odd : (s > 0 || chunk > 0);
+        for (int j = 0; j < count; ++j) {
+          const int s = s0 + j;
           if (SPLIT) {
-            const unsigned long long small_b = big_b + (W_ELEMS * 4 >> 4);
-            wgmma::mma<BN>(acc, cur[j][PARTS - 1], big_b, chained);
-            wgmma::mma<BN>(acc, cur[j][0], small_b, true);
-            wgmma::mma<BN>(acc, cur[j][0], big_b, true);
+            const unsigned long long big_b = b_desc(0, s), small_b = big_b + (W_ELEMS * 4 >> 4);
+            wgmma::mma<BN>(acc[0], cur[j][PARTS - 1], big_b, j > 0 || odd);
+            wgmma::mma<BN>(acc[0], cur[j][0], small_b, true);
+            wgmma::mma<BN>(acc[0], cur[j][0], big_b, true);
           } else {
-            wgmma::mma<BN>(acc, cur[j][0], big_b, chained);
+            // Plane z is tap z - d of output plane d; a plane's chain starts at its tap 0.
+#pragma unroll
+            for (int d = first; d <= last; ++d) wgmma::mma<BN>(acc[d], cur[j][0], b_desc(z - d, s), z > d || s > 0 || chunk > 0);
           }
         }
         wgmma::commit();
         // `next` holds the fragments of the group before this one: wait for it unless it ended a
         // 3xTF32 chain (waited for below).
         if (!SPLIT || odd) wgmma::wait<1>();
-        if (group + 1 < GROUPS) gather(group + 1, next);
-        if (SPLIT && (odd || group + 1 == GROUPS)) {
+        const bool plane_done = group + 1 == GROUPS1;
+        if (!plane_done) {
+          gather(z, group + 1, next);
+        } else if (z + 1 < PLANES) {
+          gather(z + 1, 0, next);
+        }
+        if (SPLIT && (odd || plane_done)) {
           wgmma::wait<0>();
-          wgmma::settle(acc);
+          wgmma::settle(acc[0]);
 #pragma unroll
-          for (int i = 0; i < R; ++i) sum[i] += acc[i];
+          for (int i = 0; i < R; ++i) sum[i] += acc[0][i];
           if (BLOCKED && ++chains == BLOCK_CHAINS) {
 #pragma unroll
             for (int i = 0; i < R; ++i) {
@@ -364,26 +413,48 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // Without a drain, the previous item's last group may still be reading its A fragments from
       // registers: a[1] when the group count is even, else a[0], which the next gather overwrites.
       if (!DRAIN && GROUPS % 2 == 1) wgmma::wait<0>();
-      gather(0, a[0]);
+      gather(0, 0, a[0]);
+      // A plane's groups: pairs of whole groups, then an odd whole group, a short one and the
+      // empty one that makes them even (PL > 1: every plane starts on a[0]).
+      constexpr int WHOLE = S1 / CHAIN, REST = S1 % CHAIN, REAL = WHOLE + (REST > 0 ? 1 : 0);
+      auto run_plane = [&](int z, int first, int last) {
 #pragma unroll 1
-      for (int group = 0; group < GROUPS; group += 2) {
-        run_group(group, a[0], a[1], false);
-        if (group + 1 < GROUPS) run_group(group + 1, a[1], a[0], true);
+        for (int group = 0; group + 1 < WHOLE; group += 2) {
+          run_group(z, first, last, group, CHAIN, a[0], a[1], false);
+          run_group(z, first, last, group + 1, CHAIN, a[1], a[0], true);
+        }
+        if (WHOLE % 2 == 1) run_group(z, first, last, WHOLE - 1, CHAIN, a[0], a[1], false);
+        if (REST > 0) run_group(z, first, last, WHOLE, REST, a[WHOLE % 2], a[1 - WHOLE % 2], WHOLE % 2 == 1);
+        if (REAL < GROUPS1) run_group(z, first, last, REAL, 0, a[1], a[0], true);
+      };
+      if (PL == 1) {
+        run_plane(0, 0, 0);
+      } else {
+        // Input plane z is tap z - d of output plane d: the first PL - 1 planes feed output
+        // planes 0 .. z, the last PL - 1 planes z - KD + 1 .. PL - 1, those between all of them.
+#pragma unroll
+        for (int z = 0; z < PL - 1; ++z) run_plane(z, 0, z);
+#pragma unroll 1
+        for (int z = PL - 1; z < KD; ++z) run_plane(z, 0, PL - 1);
+#pragma unroll
+        for (int z = KD; z < KD + PL - 1; ++z) run_plane(z, z - KD + 1, PL - 1);
       }
       if (DRAIN) {
         wgmma::wait<0>();
-        wgmma::settle(acc);
+        settle_all();
         if (DECOUPLED) release(it);
       }
     }
     if (!DRAIN) {  // the tile's last item left its wgmmas running
       wgmma::wait<0>();
-      wgmma::settle(acc);
+      settle_all();
     }
-    {  // the tile's outputs
+#pragma unroll
+    for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
+      if (o.od + d >= OD) break;     // (the last group of planes may be short)
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        if (!SPLIT) sum[i] = acc[i];
+        if (!SPLIT) sum[i] = acc[d][i];
         if (BLOCKED) sum[i] += total[i];
       }
       // Accumulator j * 4 + half * 2 + e: position pa (+ 8 for half 1), channel kb * BN + 8j + 2t + e.
@@ -393,7 +464,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         const int2 at = position(o, pa + 8 * half);
         const int oh = at.x, ow = at.y;
         if (oh >= OH || ow >= OW) continue;  // (row tiles: past the plane's last position)
-        float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + (o.od * OH + oh) * OW + ow;
+        float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol +
+                    ((o.od + d) * OH + oh) * OW + ow;
 #pragma unroll
         for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
           const int k = kb * BN + j * 8 + 2 * t;

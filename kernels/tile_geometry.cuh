@@ -179,12 +179,12 @@ CONV3DJIT_HOST_DEVICE constexpr int igemm_shared_bytes(int kred, int bm, int bn,
   return 4 * 2 * (split ? 2 : 1) * 16 * (bm + bn + 16) + 8 * ((kred + 15) / 16 * 16);
 }
 
-/// Registers a thread of igemm_sm90 needs: accumulators (and the 3xTF32 running sums and, past
-/// 512 terms of the whole reduction, blocked totals) plus the rest, an upper bound fitted to
-/// ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN 128: 168 (blocked:
-/// 232); TF32 BN 64: 106-122, BN 128: 138.
-CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_total) {
-  return split ? bn + 59 + (kred_total > 512 ? bn / 2 : 0) : bn / 2 + 90;
+/// Registers a thread of igemm_sm90 needs: accumulators (PL sets in the tf32 class; 3xTF32 adds
+/// running sums and, past 512 terms of the whole reduction, blocked totals) plus the rest, an
+/// upper bound fitted to ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN
+/// 128: 168 (blocked: 232); TF32 BN 64: 106-122, BN 128: 138; TF32 PL 2, BN 64: PLREGS.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_total, int pl = 1) {
+  return split ? bn + 59 + (kred_total > 512 ? bn / 2 : 0) : pl == 1 ? bn / 2 + 90 : pl * bn / 2 + 64;
 }
 
 /// Shared memory an SM of compute capability 9.0 (the only target of igemm_sm90) gives its blocks.
@@ -196,7 +196,11 @@ constexpr int kSm90MaxStages = 4;
 /// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). Row tiles (ROW > 0,
 /// the output width OW): a tile is instead TH x TW consecutive positions of the OH x ROW plane,
 /// and its input covers whole rows, so no column of a tile is wasted when OW is no multiple of 8.
-/// The reduction runs CC channels at a time. Shared memory: the weights of its BN channels for one chunk (PARTS x
+/// The reduction runs CC channels at a time. With PL > 1 output planes a tile (tf32 class, one
+/// chunk, unit stride and dilation along D), a tile also spans PL consecutive output planes: its
+/// input holds PL + KD - 1 planes, and the reduction is ordered (kd, then c, kh, kw), each kd
+/// padded to whole slices, so that the A fragments gathered from one input plane serve every
+/// output plane that reads it (plane z is tap kd = z - d of output plane d). Shared memory: the weights of its BN channels for one chunk (PARTS x
 /// slices x BN x 8 floats, in wgmma's core-matrix layout; one buffer per stage when there are
 /// several chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of
 /// its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
@@ -210,6 +214,9 @@ constexpr int kSm90MaxStages = 4;
 /// (RP = tma_row(in_w), PP = in_h * RP, CP = KD * PP).
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
+  int planes;        // output planes a tile (PL)
+  int in_d;          // input planes of a tile: PL + KD - 1 (PL = 1: the KD taps)
+  int plane_slices;  // PL > 1: slices of one kd (the gather table's); else all of them
   int chunks, stages, weight_buffers;
   int in_h, in_w;
   int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
@@ -225,11 +232,24 @@ struct Sm90Geometry {
 
 /// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
 /// the kernel's gather table, and the planner's bank-conflict search over the same offsets.
-/// Terms past the chunk's cc * kd * kh * kw read the all-zero plane after channel cc - 1.
+/// Terms past the chunk's cc * kd * kh * kw read the all-zero plane after channel cc - 1. With
+/// several output planes a tile the table holds one kd's terms (kd = 1 here) and its padding
+/// terms read offset 0 (the gather zeroes them).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int kh, int kw, int dh, int dw, int rp,
-                                                     int pp, int cp) {
+                                                     int pp, int cp, int pl = 1) {
   const int kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
-  return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw : cc * cp;
+  return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw
+                       : pl > 1 ? 0 : cc * cp;
+}
+
+/// Which weight of a chunk (index c * KVOL + kd * KH * KW + kh * KW + kw) reduction slot r holds,
+/// or -1 for a padding slot. PL = 1: the terms in order, packed densely; PL > 1: slice s holds
+/// kd = s / plane_slices and terms (s % plane_slices) * 8 ... of that kd's (c, kh, kw).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int kh, int kw, int pl) {
+  const int khw = kh * kw, per_kd = cc * khw;
+  if (pl == 1) return r < cc * kd * khw ? r : -1;
+  const int plane_slots = (per_kd + 7) / 8 * 8, z = r / plane_slots, q = r % plane_slots;
+  return q < per_kd ? q / khw * kd * khw + z * khw + q % khw : -1;
 }
 
 /// Columns a TMA box starts before a tile's first input column: boxes start at multiples of 4
@@ -246,10 +266,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_row_span(int positions, int row) { retu
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
-                                                           int split, int row) {
+                                                           int split, int row, int pl = 1) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
-  g.slices = (g.kred + 7) / 8;
+  g.planes = pl;
+  g.in_d = pl > 1 ? pl + kd - 1 : kd;
+  g.plane_slices = pl > 1 ? (cc * kh * kw + 7) / 8 : (g.kred + 7) / 8;
+  g.slices = pl > 1 ? kd * g.plane_slices : g.plane_slices;
   g.parts = split ? 2 : 1;
   g.warpgroups = th * tw / 64;
   g.threads = 128 * g.warpgroups;
@@ -259,9 +282,9 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   const int out_rows = row > 0 ? sm90_row_span(th * tw, row) : th, out_cols = row > 0 ? row : tw;
   g.in_h = (out_rows - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (out_cols - 1) * sw + (kw - 1) * dw + 1;
-  g.zero_channel = g.kred % 8 != 0 ? 1 : 0;
+  g.zero_channel = pl == 1 && g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
-  g.table_ints = g.slices * 8;
+  g.table_ints = g.plane_slices * 8;
   g.zero_floats = g.zero_channel ? cp / kd : 0;
   g.tile_floats = (cc * cp + g.zero_floats + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
   auto lay_out = [&] {
@@ -270,7 +293,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
     g.shared_bytes = 4 * (g.tiles_at + g.stages * g.tile_floats);
   };
   lay_out();
-  const int regs = (sm90_registers(bn, split, cg * kd * kh * kw) + 7) / 8 * 8;
+  const int regs = (sm90_registers(bn, split, cg * kd * kh * kw, pl) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Alone on its SM: more stages while they fit, each with its own weights when they stream.
   const int most = g.chunks > 1 ? kSm90MaxStages : 3;

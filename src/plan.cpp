@@ -390,6 +390,7 @@ struct Sm90Staging {
 struct Sm90Choice {
   int th, tw, bn, cc;
   int row;                           // row tiles: the output width (0: TH x TW tiles)
+  int pl;                            // output planes a tile
   Sm90Staging copies;                // always fits
   std::optional<Sm90Staging> boxed;  // TMA, where it fits: then the kernel's, with `copies` its twin
   double score = 0;                  // choose_sm90's useful fraction x warpgroup speed
@@ -398,17 +399,18 @@ struct Sm90Choice {
 
 // Shared-memory wavefronts of the A gather with these tile pitches, per warp load, averaged over
 // a chunk's loads (1 = conflict-free): the load for one slice and one half (k = t or t + 4) has
-// lanes (g, t) at g * SW + offset(term); a bank serves one word per wavefront.
-double sm90_gather_wavefronts(const Problem& prob, int cc, int rp, int pp, int cp) {
+// lanes (g, t) at g * SW + offset(term); a bank serves one word per wavefront. With PL > 1 the
+// gather table holds one kd's terms (the plane's offset moves every lane alike).
+double sm90_gather_wavefronts(const Problem& prob, int cc, int rp, int pp, int cp, int pl) {
   const Conv3dDesc& d = prob.desc;
-  const int kd = static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
-  const int kred = cc * kd * kh * kw, sw = static_cast<int>(d.stride.w);
+  const int kd = pl > 1 ? 1 : static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h);
+  const int kw = static_cast<int>(d.kernel.w), kred = cc * kd * kh * kw, sw = static_cast<int>(d.stride.w);
   const int dh = static_cast<int>(d.dilation.h), dw = static_cast<int>(d.dilation.w);
   long long wavefronts = 0, loads = 0;
   for (int first = 0; first < (kred + 7) / 8 * 8; first += 4, ++loads) {
     std::array<int, 32> words{};  // the lanes' words, then per bank the distinct ones
     for (int t = 0; t < 4; ++t) {
-      const int offset = sm90_term_offset(first + t, cc, kd, kh, kw, dh, dw, rp, pp, cp);
+      const int offset = sm90_term_offset(first + t, cc, kd, kh, kw, dh, dw, rp, pp, cp, pl);
       for (int g = 0; g < 8; ++g) words[t * 8 + g] = g * sw + offset;
     }
     std::sort(words.begin(), words.end());
@@ -429,8 +431,7 @@ struct Sm90Pitches {
   int rp, pp, cp;
   double wavefronts;
 };
-Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
-  const int kd = static_cast<int>(prob.desc.kernel.d);
+Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w, int in_d, int pl) {
   double fewest = 0;
   auto best = [&](int lo, auto&& wavefronts_at) {
     int pick = lo;
@@ -441,23 +442,28 @@ Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w) {
     }
     return pick;
   };
-  const int rp = best(in_w, [&](int v) { return sm90_gather_wavefronts(prob, cc, v, in_h * v, kd * in_h * v); });
-  const int pp = best(in_h * rp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, v, kd * v); });
-  const int cp = best(kd * pp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, pp, v); });
+  const int rp = best(in_w, [&](int v) { return sm90_gather_wavefronts(prob, cc, v, in_h * v, in_d * in_h * v, pl); });
+  const int pp = best(in_h * rp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, v, in_d * v, pl); });
+  const int cp = best(in_d * pp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, pp, v, pl); });
   return {rp, pp, cp, fewest};
 }
 
-Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row) {
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
-                       d.precision == Precision::Fp32 ? 1 : 0, row);
+                       d.precision == Precision::Fp32 ? 1 : 0, row, pl);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
 long long sm90_plane_tiles(const Problem& prob, int th, int tw, int row) {
   return row > 0 ? ceil_div(prob.out.h * prob.out.w, th * tw) : ceil_div(prob.out.h, th) * ceil_div(prob.out.w, tw);
+}
+
+// Tiles of the whole output: (n, group of PL output planes) x a plane's tiles.
+long long sm90_tiles(const Problem& prob, int th, int tw, int row, int pl) {
+  return prob.out.n * ceil_div(prob.out.d, pl) * sm90_plane_tiles(prob, th, tw, row);
 }
 
 // The fraction of a plane's tile positions that are outputs.
@@ -468,59 +474,63 @@ double sm90_area(const Problem& prob, int th, int tw, int row) {
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
 // its rows must be 16-byte multiples (the map's strides), every box extent at most 256, and a
 // dilation along D at most 8 (the box steps through the planes with that traversal stride).
-bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc) {
+bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d) {
   const Conv3dDesc& d = prob.desc;
-  return d.w % 4 == 0 && d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && d.kernel.d * d.dilation.d <= 256 &&
-         cc <= 256;
+  return d.w % 4 == 0 && d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && in_d * d.dilation.d <= 256 && cc <= 256;
 }
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
 // cp.async, -1 = TMA where it fits. Every choice fits with cp.async, the fallback of a TMA plan
-// for inputs that are not 16-byte aligned.
+// for inputs that are not 16-byte aligned. PL > 1 output planes a tile: the tf32 class, the whole
+// reduction in one chunk, unit stride and dilation along D, and KD >= PL.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
-                                         int cc, int staging = -1, bool rows = false) {
+                                         int cc, int staging = -1, bool rows = false, int pl = 1) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
   if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
-      th * tw > 256 || cc < 1 || cc > prob.c_per_group) {
+      th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
+    return std::nullopt;
+  }
+  if (pl > 1 && (d.precision != Precision::Tf32 || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
+                 d.kernel.d < pl)) {
     return std::nullopt;
   }
   const int row = rows ? static_cast<int>(prob.out.w) : 0;
   // The kernel counts tiles, extents and one image's offsets in 32 bits.
-  const long long n_tiles = prob.out.n * prob.out.d * sm90_plane_tiles(prob, th, tw, row);
+  const long long n_tiles = sm90_tiles(prob, th, tw, row, pl);
   const long long limit = (1LL << 31) - 1;
   if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit) {
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
-  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row);
+  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row, pl);
   const int split = d.precision == Precision::Fp32 ? 1 : 0;
-  if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w)) >
-      std::min(255, 65536 / rough.threads / 8 * 8)) {
+  if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w), pl) >
+          std::min(255, 65536 / rough.threads / 8 * 8)) {
     return std::nullopt;
   }
-  const long long tile_floats = cc * d.kernel.d * rough.in_h * rough.in_w;
+  const long long tile_floats = cc * rough.in_d * rough.in_h * rough.in_w;
   if (4 * ((rough.chunks > 1 ? 2 : 1) * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
     return std::nullopt;
   }
-  const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w);
-  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row);
+  const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w, rough.in_d, pl);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row, pl);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
-  Sm90Choice choice{th, tw, bn, cc, row, Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts},
-                    std::nullopt};
+  Sm90Choice choice{th, tw, bn, cc, row, pl,
+                    Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts}, std::nullopt};
   const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
-  if (staging != 0 && sm90_tma_fits(prob, rough.in_h, narrowest, cc)) {
+  if (staging != 0 && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
     // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
     // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
     // with the fewest gather wavefronts. (A pointwise tile of 8 rows puts its channels 8 rows
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
     for (int box_row = narrowest; box_row <= std::min(256, narrowest + 28); box_row += 4) {
-      const int plane = rough.in_h * box_row, channel = static_cast<int>(d.kernel.d) * plane;
-      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row);
+      const int plane = rough.in_h * box_row, channel = rough.in_d * plane;
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl);
       if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
-      const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel);
+      const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel, pl);
       if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {
         choice.boxed = Sm90Staging{1, box_row, plane, channel, boxed, wavefronts};
       }
@@ -572,6 +582,18 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   for (int cc : {64, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
     if (cc < cg) chunk_sizes.push_back(cc);
   }
+  // Two output planes a tile (tf32 row tiles of one chunk, 4 warpgroups of 64 columns, unit stride
+  // and dilation along D): each gathered input plane feeds both planes' wgmmas. Against one plane,
+  // it costs the padding of each kd's terms to whole slices and of an odd OD; the rest of its
+  // gain, measured on the reference problem (H200, tf32: 0.658 -> 0.601 ms with 315 -> 336
+  // terms), is this factor.
+  constexpr double kPlanesGain = 1.15;
+  const Conv3dDesc& desc = prob.desc;
+  const bool planes_pay = desc.precision == Precision::Tf32 && desc.stride.d == 1 && desc.dilation.d == 1 &&
+                          desc.kernel.d >= 2 && prob.out.w <= 64;
+  const long long khw = desc.kernel.h * desc.kernel.w;
+  const double planes_eff = double(cg * kvol) / double(desc.kernel.d * ceil_div(cg * khw, 8) * 8) *
+                            double(prob.out.d) / double(ceil_div(prob.out.d, 2) * 2) * kPlanesGain;
   std::optional<Sm90Choice> best;
   double best_eff = 0;
   for (int cc : chunk_sizes) {
@@ -582,21 +604,24 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
       if (width == 0 && !rows_pay) continue;
       for (int wgs : {4, 3, 2}) {
         for (int bn : widths) {
-          const bool rows = width == 0;
-          const int tw = rows ? 64 : width, th = 64 * wgs / tw;
-          // Useful fraction of the padded work, times the speed of this tile relative to 4
-          // warpgroups of 128 columns (the times above).
-          const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-          double eff = sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) * eff_r * double(k) /
-                       double(ceil_div(k, bn) * bn) * speed;
-          if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
-          auto c = sm90_candidate(prob, limits, th, tw, bn, cc, -1, rows);
-          if (!c) continue;
-          if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
-          if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
-          if (eff <= best_eff * 1.01) continue;
-          best = c;
-          best_eff = eff;
+          for (int pl : {1, 2}) {
+            const bool rows = width == 0;
+            if (pl > 1 && !(planes_pay && rows && cc == cg && wgs == 4 && bn == 64)) continue;
+            const int tw = rows ? 64 : width, th = 64 * wgs / tw;
+            // Useful fraction of the padded work, times the speed of this tile relative to 4
+            // warpgroups of 128 columns (the times above).
+            const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
+            double eff = sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) *
+                         (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed;
+            if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
+            auto c = sm90_candidate(prob, limits, th, tw, bn, cc, -1, rows, pl);
+            if (!c) continue;
+            if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
+            if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
+            if (eff <= best_eff * 1.01) continue;
+            best = c;
+            best_eff = eff;
+          }
         }
       }
     }
@@ -642,14 +667,14 @@ std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& p
 
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) {
   const Sm90Geometry& g = s.g;
-  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90, {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row},
-                       g.threads, g.shared_bytes);
+  Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90,
+                       {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row, c.pl}, g.threads, g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.
   const int per_sm = g.min_blocks;
   const long long k_blocks = ceil_div(prob.out.k, c.bn);
-  const long long tiles = prob.out.n * prob.out.d * sm90_plane_tiles(prob, c.th, c.tw, c.row);
+  const long long tiles = sm90_tiles(prob, c.th, c.tw, c.row, c.pl);
   const long long resident = 1LL * limits.sm_count * per_sm;
   const long long grid =
       tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
@@ -758,19 +783,21 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
     }
     return plan_igemm(prob, a, b);
   }
-  int rows = 0;
-  const int sm90_fields = std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &rows, &tail);
+  int rows = 0, planes = 1;
+  const int sm90_fields =
+      std::sscanf(forced.c_str(), "sm90:%d,%d,%d,%d,%d,%d,%d%c", &a, &b, &c, &d, &e, &rows, &planes, &tail);
   if (sm90_fields == 4 || (sm90_fields == 5 && (e == 0 || e == 1)) ||
-      (sm90_fields == 6 && (e == 0 || e == 1) && (rows == 0 || rows == 1))) {
+      (sm90_fields >= 6 && sm90_fields <= 7 && (e == 0 || e == 1) && (rows == 0 || rows == 1))) {
     const auto choice = sm90_candidate(prob, limits, a, b, c, std::min<int>(d, static_cast<int>(prob.c_per_group)),
-                                       sm90_fields >= 5 ? e : -1, rows == 1);
+                                       sm90_fields >= 5 ? e : -1, rows == 1, planes);
     if (!choice) {
       throw Error(ErrorCategory::InvalidArgument,
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), "
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
                               "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256 "
-                              "(row tiles: whole input rows)",
+                              "(row tiles: whole input rows); PLANES > 1 needs the tf32 class, CC = C, unit stride and "
+                              "dilation along D and KD >= PLANES",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);

@@ -44,19 +44,20 @@ struct Plan {
 };
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
-/// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits, and ROWS 1 = row tiles (TH x TW
-/// consecutive positions of an output plane, whose input is whole rows; absent = 0); in tiled,
+/// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits, ROWS 1 = row tiles (TH x TW
+/// consecutive positions of an output plane, whose input is whole rows; absent = 0) and PLANES =
+/// output planes a tile (absent = 1); in tiled,
 /// V = floats a copy of the input tile (4 or 1; absent = 4 where W and padding[W] allow it) and
 /// P = teams of warps that share one copy of resident weights (1 or 2; absent = 2 where they fit
 /// in a block).
 inline constexpr const char* kConfigForms =
     "generic, generic:TW, tiled:WK,WS,WR,CC,TW[,V[,P]], grouped:BH,BW,TH,TW,ODB[,KB[,PF]], depthwise:TH,L,WARPS,ODB, "
-    "igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING[,ROWS]]";
+    "igemm:BM,BN or sm90:TH,TW,BN,CC[,STAGING[,ROWS[,PLANES]]]";
 /// Their grammar, next to their description so the two change together (the CLI checks
 /// `--config` against it before any device work; make_plan then checks each form's values).
 inline constexpr const char* kConfigPattern =
     "generic(:[0-9]+)?|tiled:[0-9]+(,[0-9]+){4,6}|grouped:[0-9]+(,[0-9]+){4,6}|depthwise:[0-9]+,[0-9]+,[0-9]+,[0-9]+|"
-    "igemm:[0-9]+,[0-9]+|sm90:[0-9]+,[0-9]+,[0-9]+,[0-9]+(,[01](,[01])?)?";
+    "igemm:[0-9]+,[0-9]+|sm90:[0-9]+,[0-9]+,[0-9]+,[0-9]+(,[01](,[01](,[0-9]+)?)?)?";
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and
 /// benchmarks) names a configuration in one of kConfigForms instead of the heuristic's choice;

@@ -21,11 +21,13 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   cuuint64_t strides[4];  // bytes, of dims 1..4
   strides[0] = dims[0] * 4;
   for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
-  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP. Along D the box steps by the
-  // dilation: KD planes from a box KD x DD planes deep.
+  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP, TMA, ROW, PL. Along D the box
+  // steps by the dilation: KD planes from a box KD x DD planes deep; with PL > 1 output planes a
+  // tile (unit dilation), KD + PL - 1 planes.
   const int row = k.config[4], rows = k.config[5] / k.config[4];
+  const int planes = k.config[9] > 1 ? k.kd + k.config[9] - 1 : k.kd;
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows),
-                             static_cast<cuuint32_t>(k.kd * k.dd), static_cast<cuuint32_t>(k.config[3]), 1};
+                             static_cast<cuuint32_t>(planes * k.dd), static_cast<cuuint32_t>(k.config[3]), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
   CUtensorMap map{};
   check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<void*>(input), dims,

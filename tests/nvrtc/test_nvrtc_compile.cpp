@@ -90,8 +90,8 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
     CHECK(r.compiled);
     CHECK(r.compile_ms < 5000);
     CHECK(r.kernel.find("conv3djit::igemm_sm90<3,3,5,7,") == 0);
-    // ..., SPLIT (3xTF32 or TF32), TMA staging (W = 24 is a multiple of 4), row tiles of OW = 18>
-    CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1,1,18>" : ",0,1,18>") != std::string::npos);
+    // ..., SPLIT (3xTF32 or TF32), TMA staging (W = 24 is a multiple of 4), row tiles of OW = 18, PL>
+    CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1,1,18," : ",0,1,18,") != std::string::npos);
     CHECK(r.key.find("--gpu-architecture=sm_90a") != std::string::npos);
     CHECK(engine.kernel_for(d, "sm_80").find("igemm_sm90") == std::string::npos);
     CHECK(engine.kernel_for(d, "sm_100").find("igemm_sm90") == std::string::npos);

@@ -113,6 +113,11 @@ ConfigCases config_cases() {
   tma_rows.erase(tma_rows.begin() + 1);
   std::vector<Conv3dDesc> tma_rows_tf32 = tma_rows;
   for (Conv3dDesc& d : tma_rows_tf32) d.precision = Precision::Tf32;
+  // Two and three output planes a tile (tf32, one chunk, unit stride and dilation along D): an odd
+  // OD (the last tile's second plane is past the output), KD = 2 and 3, padding along D, padding
+  // slots in each kd's last slice, K below and at the column block.
+  std::vector<Conv3dDesc> planes_tf32 = {tma[0], tma[2], tma[3], tma[5]};
+  for (Conv3dDesc& d : planes_tf32) d.precision = Precision::Tf32;
   std::vector<Conv3dDesc> chunked_wide_tf32 = chunked_wide;
   for (Conv3dDesc& d : chunked_wide_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
@@ -180,6 +185,9 @@ ConfigCases config_cases() {
           {"sm90:4,64,64,3,1,1", tma_rows_tf32},
           {"sm90:4,32,64,3,0,1", short_reduction},
           {"sm90:2,64,128,2,0,1", chunked_wide_tf32},
+          {"sm90:4,64,64,512,1,1,2", planes_tf32},
+          {"sm90:2,64,64,512,0,0,2", planes_tf32},
+          {"sm90:2,32,64,512,1,0,3", {planes_tf32[0], planes_tf32[2]}},
       },
       {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32, tma,
        tma_tf32}};

@@ -1,7 +1,10 @@
 // The planner, without a GPU: which kernel family serves which problem on which arch, and that
 // every plan it makes fits the device (shared memory, threads, the wgmma kernel's tile pitches and
 // its weight preparation step).
+#include <algorithm>
+#include <array>
 #include <set>
+#include <vector>
 
 #include "catch.hpp"
 #include "config_cases.hpp"
@@ -23,7 +26,8 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 // The igemm_sm90 geometry a plan's key describes.
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.config[0], k.config[1],
-                       k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0, k.config[8]);
+                       k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0, k.config[8],
+                       k.config[9]);
 }
 
 }  // namespace
@@ -41,6 +45,8 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     CHECK(plan.key.config[2] == 64);  // BN = K
     CHECK(plan.key.config[3] == 3);   // CC = C: the weights stay in shared memory
     CHECK(plan.key.config[8] == 58);  // row tiles of the 58-wide output rows
+    // tf32: two output planes a tile (each gathered input plane feeds both); 3xTF32: one.
+    CHECK(plan.key.config[9] == (precision == Precision::Tf32 ? 2 : 1));
     CHECK_FALSE(plan.prep);
     CHECK(plan.block == 512);
     CHECK(plan.grid == 132);
@@ -55,6 +61,64 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
     REQUIRE(plan.unaligned);
     CHECK(plan.unaligned->key.config[8] == 58);
+    CHECK(plan.unaligned->key.config[9] == plan.key.config[9]);
+  }
+}
+
+TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and dilation along D, KD >= PL") {
+  Conv3dDesc d = reference_problem();
+  d.precision = Precision::Tf32;
+  const detail::Plan plan = plan_for(d, "sm_90", "sm90:4,64,64,3,1,1,2");
+  CHECK(plan.key.config[9] == 2);
+  const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+  // Each kd's 3 x 5 x 7 = 105 terms padded to 14 slices; the input tile holds 2 + 3 - 1 planes,
+  // with no zero plane (the gather zeroes the padding slots).
+  CHECK(g.plane_slices == 14);
+  CHECK(g.slices == 42);
+  CHECK(g.table_ints == 14 * 8);
+  CHECK(g.in_d == 4);
+  CHECK(g.zero_channel == 0);
+  CHECK(plan.key.config[6] == 4 * plan.key.config[5]);  // the box: 4 planes a channel
+  CHECK(plan.shared_bytes <= 227u * 1024);
+  // Half the tiles: 16 images x 31 plane pairs x 14 runs of 256 positions, over 132 SMs.
+  CHECK(plan.grid == 132);
+  Conv3dDesc fp32 = reference_problem();
+  CHECK_THROWS_AS(plan_for(fp32, "sm_90", "sm90:4,64,64,3,1,1,2"), Error);    // 3xTF32
+  Conv3dDesc chunked = test::make(1, 32, {8, 16, 16}, 64, {3, 3, 3}, 1, 1);
+  chunked.precision = Precision::Tf32;
+  CHECK_THROWS_AS(plan_for(chunked, "sm_90", "sm90:2,64,64,8,1,0,2"), Error);  // CC < C
+  Conv3dDesc strided = test::make(1, 3, {9, 16, 16}, 64, {3, 3, 3}, {2, 1, 1}, 1);
+  strided.precision = Precision::Tf32;
+  CHECK_THROWS_AS(plan_for(strided, "sm_90", "sm90:2,64,64,3,1,0,2"), Error);  // stride along D
+  Conv3dDesc flat = test::make(1, 3, {9, 16, 16}, 64, {1, 3, 3}, 1, 1);
+  flat.precision = Precision::Tf32;
+  CHECK_THROWS_AS(plan_for(flat, "sm_90", "sm90:2,64,64,3,1,0,2"), Error);     // KD < PL
+  // Three planes need more accumulators than 4 warpgroups may hold, not 2.
+  CHECK_THROWS_AS(plan_for(d, "sm_90", "sm90:4,64,64,3,1,1,3"), Error);
+  CHECK(plan_for(d, "sm_90", "sm90:2,64,64,3,1,1,3").key.config[9] == 3);
+}
+
+TEST_CASE("with several output planes, every weight of a chunk sits in exactly one slot") {
+  for (int pl : {1, 2, 3}) {
+    for (const auto& [cc, kd, kh, kw] : {std::array<int, 4>{3, 3, 5, 7}, {4, 3, 3, 3}, {1, 2, 1, 1}, {16, 2, 3, 3}}) {
+      const int slots = sm90_geometry(cc, kd, kh, kw, 1, 1, 1, 1, 4, 64, 64, cc, 0, 0, 0, pl).slices * 8;
+      std::vector<int> seen(static_cast<size_t>(cc * kd * kh * kw), 0);
+      int padding = 0;
+      for (int r = 0; r < slots; ++r) {
+        const int w = sm90_slot_weight(r, cc, kd, kh, kw, pl);
+        if (w < 0) {
+          ++padding;
+        } else {
+          REQUIRE(w < static_cast<int>(seen.size()));
+          ++seen[static_cast<size_t>(w)];
+          // The slot's kd is the one the kernel's plane loop gives it.
+          if (pl > 1) CHECK(w / (kh * kw) % kd == r / 8 / ((cc * kh * kw + 7) / 8));
+        }
+      }
+      INFO("pl " << pl << " cc " << cc << " kernel " << kd << "x" << kh << "x" << kw);
+      CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
+      CHECK(padding == slots - cc * kd * kh * kw);
+    }
   }
 }
 
@@ -462,3 +526,4 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
   CHECK(seen.count(Algorithm::Depthwise) == 1);
   CHECK(seen.count(Algorithm::DirectTiled) == 1);
 }
+
