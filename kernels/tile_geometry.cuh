@@ -182,7 +182,7 @@ CONV3DJIT_HOST_DEVICE constexpr int igemm_shared_bytes(int kred, int bm, int bn,
 /// Registers a thread of igemm_sm90 needs: accumulators (PL sets in the tf32 class; 3xTF32 adds
 /// running sums and, past 512 terms of the whole reduction, blocked totals) plus the rest, an
 /// upper bound fitted to ptxas -v on sm_90a (2026-11-29): 3xTF32 BN 64: 123 (blocked: 155), BN
-/// 128: 168 (blocked: 232); TF32 BN 64: 106-122, BN 128: 138; TF32 PL 2, BN 64: PLREGS.
+/// 128: 168 (blocked: 232); TF32 BN 64: 106-122, BN 128: 138; TF32 PL 2, BN 64: 128 (2026-11-30).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_total, int pl = 1) {
   return split ? bn + 59 + (kred_total > 512 ? bn / 2 : 0) : pl == 1 ? bn / 2 + 90 : pl * bn / 2 + 64;
 }
