@@ -43,7 +43,8 @@
 // that reads it, with that plane's kd of the weights: on the reference problem (KD = 3, PL = 2)
 // 6 wgmma slices of work per 4 gathered, and half the tiles' fixed costs (drain, epilogue
 // arithmetic, next tile's start) per output. The price: each kd's (c, kh, kw) terms are padded to
-// whole slices (105 -> 112 on the reference, against 315 -> 320 packed densely).
+// whole slices (105 -> 112 on the reference, against 315 -> 320 packed densely). H200, reference
+// problem: 0.658 -> 0.601 ms (bench/NOTES.md, session 12).
 #pragma once
 #include "async_copy.cuh"
 #include "common.cuh"
@@ -360,14 +361,13 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
       // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
       using Frags = unsigned[CHAIN][PARTS][4];
-      // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
-      // group); the accumulators are drained into `sum` only then, and the group between overlaps
-      // its gather with the chain's first half.
       // Slice s of tap kd (PL > 1; else slice s of the chunk) in the weights.
       auto b_desc = [&](int kd, int s) { return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4); };
-      // It feeds output planes first .. last. `count` (its slices), `first` and `last` are
-      // constants at every call: a wgmma behind a run-time branch makes ptxas fence the
-      // accumulators around it.
+      // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
+      // group); the accumulators are drained into `sum` only then, and the group between overlaps
+      // its gather with the chain's first half. TF32: the group of input plane z feeds output
+      // planes first .. last. `count` (its slices), `first` and `last` are constants at every call:
+      // a wgmma behind a run-time branch makes ptxas fence the accumulators around it (C7519).
       auto run_group = [&](int z, int first, int last, int group, int count, const Frags& cur, Frags& next, bool odd) {
         const int s0 = group * CHAIN;
         wgmma::fence();
@@ -382,7 +382,9 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
           } else {
             // Plane z is tap z - d of output plane d; a plane's chain starts at its tap 0.
 #pragma unroll
-            for (int d = first; d <= last; ++d) wgmma::mma<BN>(acc[d], cur[j][0], b_desc(z - d, s), z > d || s > 0 || chunk > 0);
+            for (int d = first; d <= last; ++d) {
+              wgmma::mma<BN>(acc[d], cur[j][0], b_desc(z - d, s), z > d || s > 0 || chunk > 0);
+            }
           }
         }
         wgmma::commit();

@@ -200,18 +200,19 @@ constexpr int kSm90MaxStages = 4;
 /// chunk, unit stride and dilation along D), a tile also spans PL consecutive output planes: its
 /// input holds PL + KD - 1 planes, and the reduction is ordered (kd, then c, kh, kw), each kd
 /// padded to whole slices, so that the A fragments gathered from one input plane serve every
-/// output plane that reads it (plane z is tap kd = z - d of output plane d). Shared memory: the weights of its BN channels for one chunk (PARTS x
-/// slices x BN x 8 floats, in wgmma's core-matrix layout; one buffer per stage when there are
-/// several chunks, else loaded once), the gather table (4 int2 per slice of 8 terms), the bias of
+/// output plane that reads it (plane z is tap kd = z - d of output plane d). Shared memory: the
+/// weights of its BN channels for one chunk (PARTS x slices x BN x 8 floats, in wgmma's
+/// core-matrix layout; one buffer per stage when there are several chunks, else loaded once), the
+/// gather table (4 int2 per slice of 8 terms; PL > 1: one kd's slices), the bias of
 /// its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
-/// input tile per stage of [CC][KD planes of PP][in_h rows of RP] (channel pitch CP), then a zero
+/// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
 /// plane when the padding terms need it. The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
 /// when its reduction streams in chunks (more bytes in flight: such kernels wait on their copies,
 /// not on the tensor cores) and three when it holds the whole reduction (H200, session 11: tf32
 /// reference 0.674 -> 0.662 ms, others within 1 %). The pitches come from the planner: chosen
 /// against bank conflicts for cp.async staging; with TMA staging the box is stored densely
-/// (RP = tma_row(in_w), PP = in_h * RP, CP = KD * PP).
+/// (RP = tma_row(in_w), PP = in_h * RP, CP = in_d * PP).
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
   int planes;        // output planes a tile (PL)
