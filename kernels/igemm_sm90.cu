@@ -24,7 +24,8 @@
 // The im2col gather is what run-time specialisation buys: a thread's A fragment for reduction
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for
 // its k = t and t + 4), and those offsets come from a per-block table built from compile-time
-// constants, so C = 3 packs densely (315 terms = 40 slices of 8, the 5 padding terms read an
+// constants (one word a slice and t: the two offsets in floats, 16 bits each, so that a warp's
+// table load is one shared-memory wavefront, not the two of 8-byte entries), so C = 3 packs densely (315 terms = 40 slices of 8, the 5 padding terms read an
 // all-zero plane after the channels). The planner picks the tile pitches RP, PP, CP so that these
 // loads hit distinct banks.
 //
@@ -84,13 +85,14 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr int W_ELEMS = S * 8 * BN, WARPS = THREADS / 32;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
   static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= G.in_d * PP, "tile pitches too small");
+  static_assert(G.tile_floats <= 65536, "gather offsets are 16 bits");
   static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL),
                 "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL");
 
   extern __shared__ float4 shared4[];
   float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
-  int2* const table = reinterpret_cast<int2*>(w_s + G.weight_buffers * G.weight_floats);  // [S][4] bytes
-  float* const bias_s = reinterpret_cast<float*>(table) + G.table_ints;                   // [BN]
+  unsigned* const table = reinterpret_cast<unsigned*>(w_s + G.weight_buffers * G.weight_floats);  // [S1][4]
+  float* const bias_s = reinterpret_cast<float*>(table + G.table_ints);                            // [BN]
   unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // TMA: [STAGES] + counts
   float* const tiles = w_s + G.tiles_at;                                                   // [STAGES][tile_floats]
 
@@ -128,11 +130,10 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     float* dst = w_s + buffer * G.weight_floats;
     for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
-  // Tile offset (bytes) of every term of a chunk; padding terms read the zero plane.
+  // Tile offset (floats) of every term of a chunk; padding terms read the zero plane.
   for (int r = tid; r < S1 * 8; r += THREADS) {
     const int off = sm90_term_offset(r, CC, PL > 1 ? 1 : KD, KH, KW, DH, DW, RP, PP, CP, PL);
-    int* entry = reinterpret_cast<int*>(&table[r / 8 * 4 + r % 4]);
-    entry[(r % 8) / 4] = off * 4;
+    reinterpret_cast<unsigned short*>(table + r / 8 * 4 + r % 4)[(r % 8) / 4] = static_cast<unsigned short>(off);
   }
   for (int i = tid; i < BN; i += THREADS) {
     const int k = kb * BN + i;
@@ -327,7 +328,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         for (int j = 0; j < CHAIN; ++j) {
           const int s = s0 + j;
           if (s >= S1) break;
-          const int2 off = table[s * 4 + t];
+          const unsigned entry = table[s * 4 + t];
+          const int2 off = make_int2((entry & 0xffffu) * 4, (entry >> 16) * 4);  // bytes
           float x[4] = {at(off.x + z_bytes), at(off.x + z_bytes + second), at(off.y + z_bytes),
                         at(off.y + z_bytes + second)};
           if (PLANE_PADDED && s == S1 - 1) {

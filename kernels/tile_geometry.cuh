@@ -203,8 +203,8 @@ constexpr int kSm90MaxStages = 4;
 /// output plane that reads it (plane z is tap kd = z - d of output plane d). Shared memory: the
 /// weights of its BN channels for one chunk (PARTS x slices x BN x 8 floats, in wgmma's
 /// core-matrix layout; one buffer per stage when there are several chunks, else loaded once), the
-/// gather table (4 int2 per slice of 8 terms; PL > 1: one kd's slices), the bias of
-/// its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
+/// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices),
+/// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
 /// plane when the padding terms need it. The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
@@ -285,7 +285,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.in_w = (out_cols - 1) * sw + (kw - 1) * dw + 1;
   g.zero_channel = pl == 1 && g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
-  g.table_ints = g.plane_slices * 8;
+  g.table_ints = g.plane_slices * 4;
   g.zero_floats = g.zero_channel ? cp / kd : 0;
   g.tile_floats = (cc * cp + g.zero_floats + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
   auto lay_out = [&] {
