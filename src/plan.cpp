@@ -572,6 +572,11 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // columns the items' fixed costs win instead: unet3d_encoder_tf32 and _decoder, dilated_tf32
   // and odd_extents_tf32 in half-size chunks took 4-7 % longer.
   const double pipelined = prob.desc.precision == Precision::Tf32 ? 1.06 : 1.0;
+  // A tile the planner can only stage with cp.async (its TMA box does not fit) against one staged by
+  // TMA (H200, the reference problem's row tiles: 0.784 against 0.674 ms in the tf32 class, 1.335
+  // against 1.208 with 3xTF32; asymmetric_kernel in 8-channel chunks by cp.async 0.292 against 0.211
+  // in 6-channel ones by TMA). Where no tile has a box (W % 4 != 0), all pay it alike.
+  constexpr double kCopiesSpeed = 0.88;
   const long long k = prob.out.k;
   if (k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
   const int cg = static_cast<int>(prob.c_per_group);
@@ -617,6 +622,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
             auto c = sm90_candidate(prob, limits, th, tw, bn, cc, -1, rows, pl);
             if (!c) continue;
             if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
+            if (!c->boxed) eff *= kCopiesSpeed;
             if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
             if (eff <= best_eff * 1.01) continue;
             best = c;
