@@ -262,6 +262,18 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
   CHECK(plan_for(reference_problem(), "sm_90").key.config[4] == 84);
 }
 
+TEST_CASE("a chunk size that only cp.async can stage loses to one TMA can") {
+  // The suite's asymmetric_kernel layer: 8-channel chunks fill their slices (168 terms) but their
+  // tiles fit only with cp.async staging; 6-channel ones (126 of 128) fit a TMA box. H200, fp32:
+  // 0.292 against 0.211 ms.
+  const Conv3dDesc d = test::make(2, 64, {16, 56, 56}, 64, {3, 1, 7}, 1, Dims3{1, 0, 3});
+  const detail::Plan plan = plan_for(d, "sm_90");
+  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  CHECK(plan.key.config[3] == 6);  // CC
+  CHECK(plan.key.config[7] == 1);  // TMA
+  CHECK(plan_for(d, "sm_90", "sm90:3,64,64,8,0,1").key.config[3] == 8);  // the other, when forced
+}
+
 TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") {
   // Caught here, a case that does not fit would otherwise fail only on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {
