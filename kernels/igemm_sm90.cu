@@ -132,7 +132,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   };
   // Tile offset (floats) of every term of a chunk; padding terms read the zero plane.
   for (int r = tid; r < S1 * 8; r += THREADS) {
-    const int off = sm90_term_offset(r, CC, PL > 1 ? 1 : KD, KH, KW, DH, DW, RP, PP, CP, PL);
+    const int off = sm90_term_offset(r, CC, KD, KH, KW, DH, DW, RP, PP, CP, PL);
     reinterpret_cast<unsigned short*>(table + r / 8 * 4 + r % 4)[(r % 8) / 4] = static_cast<unsigned short>(off);
   }
   for (int i = tid; i < BN; i += THREADS) {

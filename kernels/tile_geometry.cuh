@@ -215,8 +215,7 @@ constexpr int kSm90MaxStages = 4;
 /// (RP = tma_row(in_w), PP = in_h * RP, CP = in_d * PP).
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
-  int planes;        // output planes a tile (PL)
-  int in_d;          // input planes of a tile: PL + KD - 1 (PL = 1: the KD taps)
+  int in_d;          // input planes of a tile (sm90_input_planes)
   int plane_slices;  // PL > 1: slices of one kd (the gather table's); else all of them
   int chunks, stages, weight_buffers;
   int in_h, in_w;
@@ -231,14 +230,18 @@ struct Sm90Geometry {
   int min_blocks;
 };
 
+/// Input planes of a tile of PL output planes whose KD taps step by the dilation: KD + PL - 1 (PL > 1
+/// needs unit dilation along D; with PL = 1 the TMA box steps over the dilated planes).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_input_planes(int kd, int pl) { return kd + pl - 1; }
+
 /// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
 /// the kernel's gather table, and the planner's bank-conflict search over the same offsets.
 /// Terms past the chunk's cc * kd * kh * kw read the all-zero plane after channel cc - 1. With
-/// several output planes a tile the table holds one kd's terms (kd = 1 here) and its padding
-/// terms read offset 0 (the gather zeroes them).
-CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int kh, int kw, int dh, int dw, int rp,
-                                                     int pp, int cp, int pl = 1) {
-  const int kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
+/// several output planes a tile the table holds one kd's terms (the gather adds the plane) and its
+/// padding terms read offset 0 (the gather zeroes them).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd_all, int kh, int kw, int dh, int dw,
+                                                     int rp, int pp, int cp, int pl = 1) {
+  const int kd = pl > 1 ? 1 : kd_all, kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
   return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw
                        : pl > 1 ? 0 : cc * cp;
 }
@@ -270,8 +273,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
                                                            int split, int row, int pl = 1) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
-  g.planes = pl;
-  g.in_d = pl > 1 ? pl + kd - 1 : kd;
+  g.in_d = sm90_input_planes(kd, pl);
   g.plane_slices = pl > 1 ? (cc * kh * kw + 7) / 8 : (g.kred + 7) / 8;
   g.slices = pl > 1 ? kd * g.plane_slices : g.plane_slices;
   g.parts = split ? 2 : 1;

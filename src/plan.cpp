@@ -403,11 +403,11 @@ struct Sm90Choice {
 // gather table holds one kd's terms (the plane's offset moves every lane alike).
 double sm90_gather_wavefronts(const Problem& prob, int cc, int rp, int pp, int cp, int pl) {
   const Conv3dDesc& d = prob.desc;
-  const int kd = pl > 1 ? 1 : static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h);
-  const int kw = static_cast<int>(d.kernel.w), kred = cc * kd * kh * kw, sw = static_cast<int>(d.stride.w);
+  const int kd = static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
+  const int terms = cc * (pl > 1 ? 1 : kd) * kh * kw, sw = static_cast<int>(d.stride.w);
   const int dh = static_cast<int>(d.dilation.h), dw = static_cast<int>(d.dilation.w);
   long long wavefronts = 0, loads = 0;
-  for (int first = 0; first < (kred + 7) / 8 * 8; first += 4, ++loads) {
+  for (int first = 0; first < (terms + 7) / 8 * 8; first += 4, ++loads) {
     std::array<int, 32> words{};  // the lanes' words, then per bank the distinct ones
     for (int t = 0; t < 4; ++t) {
       const int offset = sm90_term_offset(first + t, cc, kd, kh, kw, dh, dw, rp, pp, cp, pl);
@@ -594,8 +594,6 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // terms), is this factor.
   constexpr double kPlanesGain = 1.15;
   const Conv3dDesc& desc = prob.desc;
-  const bool planes_pay = desc.precision == Precision::Tf32 && desc.stride.d == 1 && desc.dilation.d == 1 &&
-                          desc.kernel.d >= 2 && prob.out.w <= 64;
   const long long khw = desc.kernel.h * desc.kernel.w;
   const double planes_eff = double(cg * kvol) / double(desc.kernel.d * ceil_div(cg * khw, 8) * 8) *
                             double(prob.out.d) / double(ceil_div(prob.out.d, 2) * 2) * kPlanesGain;
@@ -611,7 +609,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
         for (int bn : widths) {
           for (int pl : {1, 2}) {
             const bool rows = width == 0;
-            if (pl > 1 && !(planes_pay && rows && cc == cg && wgs == 4 && bn == 64)) continue;
+            if (pl > 1 && !(rows && wgs == 4 && bn == 64)) continue;  // (sm90_candidate checks the rest)
             const int tw = rows ? 64 : width, th = 64 * wgs / tw;
             // Useful fraction of the padded work, times the speed of this tile relative to 4
             // warpgroups of 128 columns (the times above).
