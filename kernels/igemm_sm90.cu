@@ -78,6 +78,10 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // GROUPS1 groups a plane, PLANES planes and GROUPS groups an item. With several planes, an empty
   // group evens out a plane's groups, so that every plane starts on the same fragment registers.
   constexpr int S1 = G.plane_slices, PLANES = PL > 1 ? G.in_d : 1;
+  // A gather pattern (tile_geometry.cuh) replaces the table: its slices are unrolled, each reading
+  // at (the thread's register for its group) + (the slice's constant offset).
+  constexpr Sm90Pattern PAT = sm90_pattern(CC, KH, KW, PL);
+  constexpr bool PATTERN = PAT.groups > 0;
   constexpr int GROUPS1 = PL > 1 ? (S1 + 2 * CHAIN - 1) / (2 * CHAIN) * 2 : (S1 + CHAIN - 1) / CHAIN;
   constexpr int GROUPS = PLANES * GROUPS1;
   constexpr int BLOCK_CHAINS = 512 / (2 * CHAIN * 8);  // 3xTF32 chains per blocked total
@@ -131,7 +135,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
   // Tile offset (floats) of every term of a chunk; padding terms read the zero plane.
-  for (int r = tid; r < S1 * 8; r += THREADS) {
+  for (int r = tid; r < (PATTERN ? 0 : S1 * 8); r += THREADS) {
     const int off = sm90_term_offset(r, CC, KD, KH, KW, DH, DW, RP, PP, CP, PL);
     reinterpret_cast<unsigned short*>(table + r / 8 * 4 + r % 4)[(r % 8) / 4] = static_cast<unsigned short>(off);
   }
@@ -221,6 +225,19 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // there would make a NaN the convolution does not have).
   constexpr bool PLANE_PADDED = PL > 1 && S1 * 8 != CC * KH * KW;
   const bool pad_lo = 8 * (S1 - 1) + t >= CC * KH * KW, pad_hi = 8 * (S1 - 1) + t + 4 >= CC * KH * KW;
+  // Pattern: the byte offsets of this thread's box cells 8q + t and 8q + t + 4 (group q); past the
+  // box's cells (the last group's padding) they read offset 0 and are zeroed.
+  constexpr int NG = PATTERN ? PAT.groups : 1;
+  int cell_lo[NG], cell_hi[NG];
+#pragma unroll
+  for (int q = 0; q < NG; ++q) {
+    auto offset = [&](int cell) {
+      return cell < PAT.cells ? 4 * sm90_cell_offset(sm90_pattern_cell(PAT, cell, CC, KH, KW, false), DH, DW, RP, CP) : 0;
+    };
+    cell_lo[q] = offset(8 * q + t);
+    cell_hi[q] = offset(8 * q + t + 4);
+  }
+  const bool cell_pad_lo = 8 * (NG - 1) + t >= PAT.cells, cell_pad_hi = 8 * (NG - 1) + t + 4 >= PAT.cells;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
 
   // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
@@ -328,13 +345,30 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         for (int j = 0; j < CHAIN; ++j) {
           const int s = s0 + j;
           if (s >= S1) break;
-          const unsigned entry = table[s * 4 + t];
-          const int2 off = make_int2((entry & 0xffffu) * 4, (entry >> 16) * 4);  // bytes
-          float x[4] = {at(off.x + z_bytes), at(off.x + z_bytes + second), at(off.y + z_bytes),
-                        at(off.y + z_bytes + second)};
-          if (PLANE_PADDED && s == S1 - 1) {
-            if (pad_lo) x[0] = x[1] = 0.f;
-            if (pad_hi) x[2] = x[3] = 0.f;
+          float x[4];
+          if constexpr (PATTERN) {
+            const int q = s % NG;
+            const int f = 4 * sm90_cell_offset(sm90_pattern_cell(PAT, s / NG, CC, KH, KW, true), DH, DW, RP, CP);
+            const int lo = cell_lo[q] + z_bytes + f, hi = cell_hi[q] + z_bytes + f;
+            x[0] = at(lo);
+            x[1] = at(lo + second);
+            x[2] = at(hi);
+            x[3] = at(hi + second);
+            if (PAT.cells % 8 != 0 && q == NG - 1) {
+              if (cell_pad_lo) x[0] = x[1] = 0.f;
+              if (cell_pad_hi) x[2] = x[3] = 0.f;
+            }
+          } else {
+            const unsigned entry = table[s * 4 + t];
+            const int2 off = make_int2((entry & 0xffffu) * 4, (entry >> 16) * 4);  // bytes
+            x[0] = at(off.x + z_bytes);
+            x[1] = at(off.x + z_bytes + second);
+            x[2] = at(off.y + z_bytes);
+            x[3] = at(off.y + z_bytes + second);
+            if (PLANE_PADDED && s == S1 - 1) {
+              if (pad_lo) x[0] = x[1] = 0.f;
+              if (pad_hi) x[2] = x[3] = 0.f;
+            }
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
@@ -422,7 +456,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // empty one that makes them even (PL > 1: every plane starts on a[0]).
       constexpr int WHOLE = S1 / CHAIN, REST = S1 % CHAIN, REAL = WHOLE + (REST > 0 ? 1 : 0);
       auto run_plane = [&](int z, int first, int last) {
-#pragma unroll 1
+#pragma unroll(PATTERN ? GROUPS1 : 1)
         for (int group = 0; group + 1 < WHOLE; group += 2) {
           run_group(z, first, last, group, CHAIN, a[0], a[1], false);
           run_group(z, first, last, group + 1, CHAIN, a[1], a[0], true);

@@ -234,6 +234,64 @@ struct Sm90Geometry {
 /// needs unit dilation along D; with PL = 1 the TMA box steps over the dilated planes).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_input_planes(int kd, int pl) { return kd + pl - 1; }
 
+/// A gather pattern of igemm_sm90 (PL > 1): the reduction of one kd, (c, kh, kw), is cut into
+/// translates of an inner box of at most 16 terms (one or two groups of 8 slots, the last one
+/// padded), so that slot j of slice s reads (the box cell's offset, one register a thread) + (the
+/// translate's offset, a compile-time constant of the unrolled slice): no table, no address
+/// arithmetic in the gather. Slice s is translate s / groups, group s % groups. Taken only where it
+/// needs no more slices than the table's dense packing (the reference: a 3 x 5 x 1 box in 2
+/// groups, 7 translates along kw, 14 slices a kd as packed densely); else groups == 0.
+struct Sm90Pattern {
+  int groups;    // 0: none (the gather table)
+  int box[3];    // inner box extents along (c, kh, kw)
+  int cells;     // box[0] x box[1] x box[2]
+  int slices;    // (terms / cells) x groups
+};
+
+CONV3DJIT_HOST_DEVICE constexpr Sm90Pattern sm90_pattern(int cc, int kh, int kw, int pl) {
+  Sm90Pattern best{};
+  if (pl == 1) return best;
+  const int ext[3] = {cc, kh, kw}, terms = cc * kh * kw;
+  best.slices = (terms + 7) / 8;  // the dense packing: a pattern must not need more
+  for (int b0 = 1; b0 <= ext[0] && b0 <= 16; ++b0) {
+    for (int b1 = 1; b1 <= ext[1] && b0 * b1 <= 16; ++b1) {
+      for (int b2 = 1; b2 <= ext[2] && b0 * b1 * b2 <= 16; ++b2) {
+        if (ext[0] % b0 != 0 || ext[1] % b1 != 0 || ext[2] % b2 != 0) continue;
+        const int cells = b0 * b1 * b2, groups = (cells + 7) / 8, slices = terms / cells * groups;
+        if (slices < best.slices || (slices == best.slices && (best.groups == 0 || groups < best.groups))) {
+          best = Sm90Pattern{groups, {b0, b1, b2}, cells, slices};
+        }
+      }
+    }
+  }
+  return best;
+}
+
+/// (c, kh, kw) of box cell `cell` (row-major in the box), or of translate `o` (row-major over the
+/// translates, in box units) when `outer`.
+struct Sm90Cell {
+  int c, kh, kw;
+};
+CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_cell(const Sm90Pattern& p, int i, int cc, int kh, int kw,
+                                                          bool outer) {
+  const int n1 = outer ? kh / p.box[1] : p.box[1], n2 = outer ? kw / p.box[2] : p.box[2];
+  const Sm90Cell at{i / (n1 * n2), i / n2 % n1, i % n2};
+  return outer ? Sm90Cell{at.c * p.box[0], at.kh * p.box[1], at.kw * p.box[2]} : at;
+}
+
+/// Offset in floats of (c, kh, kw) in the input tile (c * CP + kh * DH * RP + kw * DW).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_cell_offset(const Sm90Cell& x, int dh, int dw, int rp, int cp) {
+  return x.c * cp + x.kh * dh * rp + x.kw * dw;
+}
+
+/// (c, kh, kw) of slot q of one kd's slices under a pattern, c = -1 for a padding slot.
+CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_slot(const Sm90Pattern& p, int q, int cc, int kh, int kw) {
+  const int s = q / 8, cell = s % p.groups * 8 + q % 8;
+  if (cell >= p.cells) return Sm90Cell{-1, 0, 0};
+  const Sm90Cell o = sm90_pattern_cell(p, s / p.groups, cc, kh, kw, true), i = sm90_pattern_cell(p, cell, cc, kh, kw, false);
+  return Sm90Cell{o.c + i.c, o.kh + i.kh, o.kw + i.kw};
+}
+
 /// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
 /// the kernel's gather table, and the planner's bank-conflict search over the same offsets.
 /// Terms past the chunk's cc * kd * kh * kw read the all-zero plane after channel cc - 1. With
@@ -241,6 +299,11 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_input_planes(int kd, int pl) { return k
 /// padding terms read offset 0 (the gather zeroes them).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd_all, int kh, int kw, int dh, int dw,
                                                      int rp, int pp, int cp, int pl = 1) {
+  const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
+  if (pat.groups > 0) {
+    const Sm90Cell x = sm90_pattern_slot(pat, r, cc, kh, kw);
+    return x.c < 0 ? 0 : sm90_cell_offset(x, dh, dw, rp, cp);
+  }
   const int kd = pl > 1 ? 1 : kd_all, kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
   return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw
                        : pl > 1 ? 0 : cc * cp;
@@ -252,6 +315,12 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd_all, 
 CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int kh, int kw, int pl) {
   const int khw = kh * kw, per_kd = cc * khw;
   if (pl == 1) return r < cc * kd * khw ? r : -1;
+  const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
+  if (pat.groups > 0) {
+    const int z = r / (pat.slices * 8);
+    const Sm90Cell x = sm90_pattern_slot(pat, r % (pat.slices * 8), cc, kh, kw);
+    return x.c < 0 ? -1 : (x.c * kd + z) * khw + x.kh * kw + x.kw;
+  }
   const int plane_slots = (per_kd + 7) / 8 * 8, z = r / plane_slots, q = r % plane_slots;
   return q < per_kd ? q / khw * kd * khw + z * khw + q % khw : -1;
 }
@@ -274,7 +343,8 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.in_d = sm90_input_planes(kd, pl);
-  g.plane_slices = pl > 1 ? (cc * kh * kw + 7) / 8 : (g.kred + 7) / 8;
+  const Sm90Pattern pattern = sm90_pattern(cc, kh, kw, pl);
+  g.plane_slices = pattern.groups > 0 ? pattern.slices : pl > 1 ? (cc * kh * kw + 7) / 8 : (g.kred + 7) / 8;
   g.slices = pl > 1 ? kd * g.plane_slices : g.plane_slices;
   g.parts = split ? 2 : 1;
   g.warpgroups = th * tw / 64;
@@ -287,7 +357,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.in_w = (out_cols - 1) * sw + (kw - 1) * dw + 1;
   g.zero_channel = pl == 1 && g.kred % 8 != 0 ? 1 : 0;
   g.weight_floats = g.parts * g.slices * 8 * bn;
-  g.table_ints = g.plane_slices * 4;
+  g.table_ints = pattern.groups > 0 ? 0 : g.plane_slices * 4;
   g.zero_floats = g.zero_channel ? cp / kd : 0;
   g.tile_floats = (cc * cp + g.zero_floats + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
   auto lay_out = [&] {

@@ -75,7 +75,7 @@ TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and 
   // with no zero plane (the gather zeroes the padding slots).
   CHECK(g.plane_slices == 14);
   CHECK(g.slices == 42);
-  CHECK(g.table_ints == 14 * 4);  // a word (two 16-bit offsets) per slice and t
+  CHECK(g.table_ints == 0);  // the gather pattern replaces the table (below)
   CHECK(g.in_d == 4);
   CHECK(g.zero_channel == 0);
   CHECK(plan.key.config[6] == 4 * plan.key.config[5]);  // the box: 4 planes a channel
@@ -119,6 +119,45 @@ TEST_CASE("with several output planes, every weight of a chunk sits in exactly o
       CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
       CHECK(padding == slots - cc * kd * kh * kw);
     }
+  }
+}
+
+TEST_CASE("a gather pattern cuts one kd's terms into translates of a box, never into more slices than packed densely") {
+  // The reference's 3 x 5 x 7: a 3 x 5 x 1 box of 15 cells (two groups, the last cell padding),
+  // 7 translates along kw: 14 slices, as the dense packing.
+  const Sm90Pattern ref = sm90_pattern(3, 5, 7, 2);
+  CHECK(ref.groups == 2);
+  CHECK(ref.cells == 15);
+  CHECK(ref.box[0] == 3);
+  CHECK(ref.box[1] == 5);
+  CHECK(ref.box[2] == 1);
+  CHECK(ref.slices == 14);
+  CHECK(sm90_pattern(3, 5, 7, 1).groups == 0);  // one plane a tile: the table
+  CHECK(sm90_pattern(8, 3, 3, 2).groups == 1);  // 8 channels: one group, no padding
+  CHECK(sm90_pattern(8, 3, 3, 2).slices == 9);
+  // 3 x 3 x 3 = 27 terms, 4 slices packed densely: no box of at most 16 cells tiles it in 4.
+  CHECK(sm90_pattern(3, 3, 3, 2).groups == 0);
+  // Every slot's offset is its box cell's plus its translate's, and the slots hold each term once.
+  for (const auto& [cc, kh, kw] : {std::array<int, 3>{3, 5, 7}, {8, 3, 3}, {16, 1, 1}, {2, 4, 4}, {5, 3, 1}}) {
+    const Sm90Pattern p = sm90_pattern(cc, kh, kw, 2);
+    INFO("cc " << cc << " kernel " << kh << "x" << kw);
+    REQUIRE(p.groups > 0);
+    CHECK(p.slices <= (cc * kh * kw + 7) / 8);
+    std::set<std::array<int, 3>> terms;
+    for (int q = 0; q < p.slices * 8; ++q) {
+      const Sm90Cell x = sm90_pattern_slot(p, q, cc, kh, kw);
+      if (x.c < 0) {
+        CHECK(q % 8 + q / 8 % p.groups * 8 >= p.cells);
+        continue;
+      }
+      CHECK(terms.insert({x.c, x.kh, x.kw}).second);
+      const Sm90Cell inner = sm90_pattern_cell(p, q / 8 % p.groups * 8 + q % 8, cc, kh, kw, false);
+      const Sm90Cell outer = sm90_pattern_cell(p, q / 8 / p.groups, cc, kh, kw, true);
+      CHECK(sm90_cell_offset(x, 2, 1, 40, 900) ==
+            sm90_cell_offset(inner, 2, 1, 40, 900) + sm90_cell_offset(outer, 2, 1, 40, 900));
+      CHECK(sm90_term_offset(q, cc, 3, kh, kw, 2, 1, 40, 0, 900, 2) == sm90_cell_offset(x, 2, 1, 40, 900));
+    }
+    CHECK(terms.size() == static_cast<size_t>(cc * kh * kw));
   }
 }
 
@@ -256,9 +295,11 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
   // The reference problem's box row (row tiles: 10 input rows of 64 columns): of those with the
   // fewest gather wavefronts, the narrowest, 84 floats (the 3xTF32 weights leave just room for it).
+  // The tf32 class's gather pattern loads rows kh = 0..3 (or 4 and channels 1's rows 0..2) of one
+  // column at once: 72 = 8 mod 32 floats puts the four in four different quarters of the banks.
   Conv3dDesc reference_tf32 = reference_problem();
   reference_tf32.precision = Precision::Tf32;
-  CHECK(plan_for(reference_tf32, "sm_90").key.config[4] == 84);
+  CHECK(plan_for(reference_tf32, "sm_90").key.config[4] == 72);
   CHECK(plan_for(reference_problem(), "sm_90").key.config[4] == 84);
 }
 
