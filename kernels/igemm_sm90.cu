@@ -27,7 +27,11 @@
 // constants (one word a slice and t: the two offsets in floats, 16 bits each, so that a warp's
 // table load is one shared-memory wavefront, not the two of 8-byte entries), so C = 3 packs densely (315 terms = 40 slices of 8, the 5 padding terms read an
 // all-zero plane after the channels). The planner picks the tile pitches RP, PP, CP so that these
-// loads hit distinct banks.
+// loads hit distinct banks. With PL > 1, where one kd's terms are translates of a small box
+// (sm90_pattern: the reference's 3 x 5 x 1 along kw), the slices are unrolled and a load is the
+// thread's register for its box cell plus the slice's constant: no table and no address
+// arithmetic (H200, tf32 reference: 0.596 -> 0.569 ms, although the box's rows put 1.75
+// wavefronts on a load where the table's order had 1.0; bench/NOTES.md, session 13).
 //
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
 // slice small*big, big*small, then big*big into the same accumulator. Tensor cores add with
@@ -232,7 +236,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 #pragma unroll
   for (int q = 0; q < NG; ++q) {
     auto offset = [&](int cell) {
-      return cell < PAT.cells ? 4 * sm90_cell_offset(sm90_pattern_cell(PAT, cell, CC, KH, KW, false), DH, DW, RP, CP) : 0;
+      return cell < PAT.cells ? 4 * sm90_cell_offset(sm90_pattern_cell(PAT, cell, KH, KW, false), DH, DW, RP, CP) : 0;
     };
     cell_lo[q] = offset(8 * q + t);
     cell_hi[q] = offset(8 * q + t + 4);
@@ -348,7 +352,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
           float x[4];
           if constexpr (PATTERN) {
             const int q = s % NG;
-            const int f = 4 * sm90_cell_offset(sm90_pattern_cell(PAT, s / NG, CC, KH, KW, true), DH, DW, RP, CP);
+            const int f = 4 * sm90_cell_offset(sm90_pattern_cell(PAT, s / NG, KH, KW, true), DH, DW, RP, CP);
             const int lo = cell_lo[q] + z_bytes + f, hi = cell_hi[q] + z_bytes + f;
             x[0] = at(lo);
             x[1] = at(lo + second);

@@ -272,7 +272,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Pattern sm90_pattern(int cc, int kh, int kw,
 struct Sm90Cell {
   int c, kh, kw;
 };
-CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_cell(const Sm90Pattern& p, int i, int cc, int kh, int kw,
+CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_cell(const Sm90Pattern& p, int i, int kh, int kw,
                                                           bool outer) {
   const int n1 = outer ? kh / p.box[1] : p.box[1], n2 = outer ? kw / p.box[2] : p.box[2];
   const Sm90Cell at{i / (n1 * n2), i / n2 % n1, i % n2};
@@ -285,10 +285,10 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_cell_offset(const Sm90Cell& x, int dh, 
 }
 
 /// (c, kh, kw) of slot q of one kd's slices under a pattern, c = -1 for a padding slot.
-CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_slot(const Sm90Pattern& p, int q, int cc, int kh, int kw) {
+CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_slot(const Sm90Pattern& p, int q, int kh, int kw) {
   const int s = q / 8, cell = s % p.groups * 8 + q % 8;
   if (cell >= p.cells) return Sm90Cell{-1, 0, 0};
-  const Sm90Cell o = sm90_pattern_cell(p, s / p.groups, cc, kh, kw, true), i = sm90_pattern_cell(p, cell, cc, kh, kw, false);
+  const Sm90Cell o = sm90_pattern_cell(p, s / p.groups, kh, kw, true), i = sm90_pattern_cell(p, cell, kh, kw, false);
   return Sm90Cell{o.c + i.c, o.kh + i.kh, o.kw + i.kw};
 }
 
@@ -301,7 +301,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd_all, 
                                                      int rp, int pp, int cp, int pl = 1) {
   const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
   if (pat.groups > 0) {
-    const Sm90Cell x = sm90_pattern_slot(pat, r, cc, kh, kw);
+    const Sm90Cell x = sm90_pattern_slot(pat, r, kh, kw);
     return x.c < 0 ? 0 : sm90_cell_offset(x, dh, dw, rp, cp);
   }
   const int kd = pl > 1 ? 1 : kd_all, kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
@@ -318,7 +318,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int 
   const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
   if (pat.groups > 0) {
     const int z = r / (pat.slices * 8);
-    const Sm90Cell x = sm90_pattern_slot(pat, r % (pat.slices * 8), cc, kh, kw);
+    const Sm90Cell x = sm90_pattern_slot(pat, r % (pat.slices * 8), kh, kw);
     return x.c < 0 ? -1 : (x.c * kd + z) * khw + x.kh * kw + x.kw;
   }
   const int plane_slots = (per_kd + 7) / 8 * 8, z = r / plane_slots, q = r % plane_slots;
