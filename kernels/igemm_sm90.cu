@@ -224,24 +224,23 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 #pragma unroll
     for (int d = 0; d < PL; ++d) wgmma::settle(acc[d]);
   };
-  // PL > 1: a thread's k = t and k = t + 4 of a plane's last slice may be padding slots, whose
-  // fragments are zero (the gather reads offset 0 for them; a finite weight of 0 times an inf
-  // there would make a NaN the convolution does not have).
-  constexpr bool PLANE_PADDED = PL > 1 && S1 * 8 != CC * KH * KW;
-  const bool pad_lo = 8 * (S1 - 1) + t >= CC * KH * KW, pad_hi = 8 * (S1 - 1) + t + 4 >= CC * KH * KW;
-  // Pattern: the byte offsets of this thread's box cells 8q + t and 8q + t + 4 (group q); past the
-  // box's cells (the last group's padding) they read offset 0 and are zeroed.
+  // Pattern: the byte offsets of this thread's box cells 8q + t and 8q + t + 4 (group q).
   constexpr int NG = PATTERN ? PAT.groups : 1;
   int cell_lo[NG], cell_hi[NG];
 #pragma unroll
   for (int q = 0; q < NG; ++q) {
     auto offset = [&](int cell) {
-      return cell < PAT.cells ? 4 * sm90_cell_offset(sm90_pattern_cell(PAT, cell, KH, KW, false), DH, DW, RP, CP) : 0;
+      return cell < PAT.cells ? 4 * sm90_term_at(sm90_pattern_cell(PAT, cell, KH, KW, false), DH, DW, RP, PP, CP) : 0;
     };
     cell_lo[q] = offset(8 * q + t);
     cell_hi[q] = offset(8 * q + t + 4);
   }
-  const bool cell_pad_lo = 8 * (NG - 1) + t >= PAT.cells, cell_pad_hi = 8 * (NG - 1) + t + 4 >= PAT.cells;
+  // PL > 1: a thread's k = t and k = t + 4 of a plane's last slice (pattern: of its last group's
+  // slices) may be padding slots, whose fragments are zero (the gather reads offset 0 for them; a
+  // finite weight of 0 times an inf there would make a NaN the convolution does not have).
+  constexpr int LAST_SLOTS = PATTERN ? 8 * (NG - 1) : 8 * (S1 - 1), REAL_SLOTS = PATTERN ? PAT.cells : CC * KH * KW;
+  constexpr bool PADDED = PL > 1 && REAL_SLOTS % 8 != 0;
+  const bool pad_lo = LAST_SLOTS + t >= REAL_SLOTS, pad_hi = LAST_SLOTS + t + 4 >= REAL_SLOTS;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
 
   // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
@@ -349,30 +348,20 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         for (int j = 0; j < CHAIN; ++j) {
           const int s = s0 + j;
           if (s >= S1) break;
-          float x[4];
+          int lo, hi;  // bytes of k = t and k = t + 4
           if constexpr (PATTERN) {
-            const int q = s % NG;
-            const int f = 4 * sm90_cell_offset(sm90_pattern_cell(PAT, s / NG, KH, KW, true), DH, DW, RP, CP);
-            const int lo = cell_lo[q] + z_bytes + f, hi = cell_hi[q] + z_bytes + f;
-            x[0] = at(lo);
-            x[1] = at(lo + second);
-            x[2] = at(hi);
-            x[3] = at(hi + second);
-            if (PAT.cells % 8 != 0 && q == NG - 1) {
-              if (cell_pad_lo) x[0] = x[1] = 0.f;
-              if (cell_pad_hi) x[2] = x[3] = 0.f;
-            }
+            const int f = 4 * sm90_term_at(sm90_pattern_cell(PAT, s / NG, KH, KW, true), DH, DW, RP, PP, CP);
+            lo = cell_lo[s % NG] + z_bytes + f;
+            hi = cell_hi[s % NG] + z_bytes + f;
           } else {
             const unsigned entry = table[s * 4 + t];
-            const int2 off = make_int2((entry & 0xffffu) * 4, (entry >> 16) * 4);  // bytes
-            x[0] = at(off.x + z_bytes);
-            x[1] = at(off.x + z_bytes + second);
-            x[2] = at(off.y + z_bytes);
-            x[3] = at(off.y + z_bytes + second);
-            if (PLANE_PADDED && s == S1 - 1) {
-              if (pad_lo) x[0] = x[1] = 0.f;
-              if (pad_hi) x[2] = x[3] = 0.f;
-            }
+            lo = (entry & 0xffffu) * 4 + z_bytes;
+            hi = (entry >> 16) * 4 + z_bytes;
+          }
+          float x[4] = {at(lo), at(lo + second), at(hi), at(hi + second)};
+          if (PADDED && 8 * (PATTERN ? s % NG : s) == LAST_SLOTS) {
+            if (pad_lo) x[0] = x[1] = 0.f;
+            if (pad_hi) x[2] = x[3] = 0.f;
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {

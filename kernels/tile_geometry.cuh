@@ -267,62 +267,69 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Pattern sm90_pattern(int cc, int kh, int kw,
   return best;
 }
 
-/// (c, kh, kw) of box cell `cell` (row-major in the box), or of translate `o` (row-major over the
-/// translates, in box units) when `outer`.
-struct Sm90Cell {
-  int c, kh, kw;
+/// A reduction term of a chunk: channel and kernel tap (c = -1: a padding slot).
+struct Sm90Term {
+  int c, kd, kh, kw;
 };
-CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_cell(const Sm90Pattern& p, int i, int kh, int kw,
-                                                          bool outer) {
+
+/// Its offset in floats in igemm_sm90's input tile.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_term_at(const Sm90Term& x, int dh, int dw, int rp, int pp, int cp) {
+  return x.c * cp + x.kd * pp + x.kh * dh * rp + x.kw * dw;
+}
+
+/// (c, 0, kh, kw) of box cell `cell` (row-major in the box), or of translate `o` (row-major over
+/// the translates, in box units) when `outer`.
+CONV3DJIT_HOST_DEVICE constexpr Sm90Term sm90_pattern_cell(const Sm90Pattern& p, int i, int kh, int kw, bool outer) {
   const int n1 = outer ? kh / p.box[1] : p.box[1], n2 = outer ? kw / p.box[2] : p.box[2];
-  const Sm90Cell at{i / (n1 * n2), i / n2 % n1, i % n2};
-  return outer ? Sm90Cell{at.c * p.box[0], at.kh * p.box[1], at.kw * p.box[2]} : at;
+  const Sm90Term at{i / (n1 * n2), 0, i / n2 % n1, i % n2};
+  return outer ? Sm90Term{at.c * p.box[0], 0, at.kh * p.box[1], at.kw * p.box[2]} : at;
 }
 
-/// Offset in floats of (c, kh, kw) in the input tile (c * CP + kh * DH * RP + kw * DW).
-CONV3DJIT_HOST_DEVICE constexpr int sm90_cell_offset(const Sm90Cell& x, int dh, int dw, int rp, int cp) {
-  return x.c * cp + x.kh * dh * rp + x.kw * dw;
-}
-
-/// (c, kh, kw) of slot q of one kd's slices under a pattern, c = -1 for a padding slot.
-CONV3DJIT_HOST_DEVICE constexpr Sm90Cell sm90_pattern_slot(const Sm90Pattern& p, int q, int kh, int kw) {
+/// The term of slot q of one kd's slices under a pattern (kd 0).
+CONV3DJIT_HOST_DEVICE constexpr Sm90Term sm90_pattern_slot(const Sm90Pattern& p, int q, int kh, int kw) {
   const int s = q / 8, cell = s % p.groups * 8 + q % 8;
-  if (cell >= p.cells) return Sm90Cell{-1, 0, 0};
-  const Sm90Cell o = sm90_pattern_cell(p, s / p.groups, kh, kw, true), i = sm90_pattern_cell(p, cell, kh, kw, false);
-  return Sm90Cell{o.c + i.c, o.kh + i.kh, o.kw + i.kw};
+  if (cell >= p.cells) return Sm90Term{-1, 0, 0, 0};
+  const Sm90Term o = sm90_pattern_cell(p, s / p.groups, kh, kw, true), i = sm90_pattern_cell(p, cell, kh, kw, false);
+  return Sm90Term{o.c + i.c, 0, o.kh + i.kh, o.kw + i.kw};
 }
 
-/// Where reduction term r (of a chunk of cc channels) starts in igemm_sm90's input tile, in floats:
-/// the kernel's gather table, and the planner's bank-conflict search over the same offsets.
-/// Terms past the chunk's cc * kd * kh * kw read the all-zero plane after channel cc - 1. With
-/// several output planes a tile the table holds one kd's terms (the gather adds the plane) and its
-/// padding terms read offset 0 (the gather zeroes them).
-CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd_all, int kh, int kw, int dh, int dw,
-                                                     int rp, int pp, int cp, int pl = 1) {
-  const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
-  if (pat.groups > 0) {
-    const Sm90Cell x = sm90_pattern_slot(pat, r, kh, kw);
-    return x.c < 0 ? 0 : sm90_cell_offset(x, dh, dw, rp, cp);
+/// The term reduction slot r of a chunk holds: the order shared by the weights in shared memory
+/// and the gather. PL = 1: the terms in order (c, kd, kh, kw), packed densely; PL > 1: slice s
+/// holds kd = s / plane_slices and that kd's (c, kh, kw), in the gather pattern's order where
+/// there is one, else packed densely.
+CONV3DJIT_HOST_DEVICE constexpr Sm90Term sm90_slot_term(int r, int cc, int kd, int kh, int kw, int pl) {
+  const int khw = kh * kw;
+  if (pl == 1) {
+    const int kvol = kd * khw, tap = r % kvol;
+    return r < cc * kvol ? Sm90Term{r / kvol, tap / khw, tap / kw % kh, tap % kw} : Sm90Term{-1, 0, 0, 0};
   }
-  const int kd = pl > 1 ? 1 : kd_all, kvol = kd * kh * kw, c = r / kvol, tap = r % kvol;
-  return r < cc * kvol ? c * cp + tap / (kh * kw) * pp + tap / kw % kh * dh * rp + tap % kw * dw
-                       : pl > 1 ? 0 : cc * cp;
+  const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
+  const int plane_slots = (pat.groups > 0 ? pat.slices : (cc * khw + 7) / 8) * 8, z = r / plane_slots,
+            q = r % plane_slots;
+  if (pat.groups > 0) {
+    const Sm90Term x = sm90_pattern_slot(pat, q, kh, kw);
+    return Sm90Term{x.c, z, x.kh, x.kw};
+  }
+  return q < cc * khw ? Sm90Term{q / khw, z, q / kw % kh, q % kw} : Sm90Term{-1, 0, 0, 0};
 }
 
-/// Which weight of a chunk (index c * KVOL + kd * KH * KW + kh * KW + kw) reduction slot r holds,
-/// or -1 for a padding slot. PL = 1: the terms in order, packed densely; PL > 1: slice s holds
-/// kd = s / plane_slices and terms (s % plane_slices) * 8 ... of that kd's (c, kh, kw).
+/// Where the term of slot r (of a chunk of cc channels) starts in igemm_sm90's input tile, in
+/// floats: the kernel's gather table, and the planner's bank-conflict search over the same
+/// offsets. Padding slots read the all-zero plane after channel cc - 1; with several output
+/// planes a tile the table holds one kd's slots (the gather adds the plane), and its padding
+/// slots read offset 0 (the gather zeroes them).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_term_offset(int r, int cc, int kd, int kh, int kw, int dh, int dw, int rp,
+                                                     int pp, int cp, int pl = 1) {
+  const Sm90Term x = sm90_slot_term(r, cc, kd, kh, kw, pl);
+  return x.c >= 0 ? sm90_term_at(x, dh, dw, rp, pp, cp) : pl > 1 ? 0 : cc * cp;
+}
+
+/// Which weight of a chunk (index c * KVOL + kd * KH * KW + kh * KW + kw) slot r holds, or -1
+/// for a padding slot (PL = 1: r itself, the terms being in order).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int kh, int kw, int pl) {
-  const int khw = kh * kw, per_kd = cc * khw;
-  if (pl == 1) return r < cc * kd * khw ? r : -1;
-  const Sm90Pattern pat = sm90_pattern(cc, kh, kw, pl);
-  if (pat.groups > 0) {
-    const int z = r / (pat.slices * 8);
-    const Sm90Cell x = sm90_pattern_slot(pat, r % (pat.slices * 8), kh, kw);
-    return x.c < 0 ? -1 : (x.c * kd + z) * khw + x.kh * kw + x.kw;
-  }
-  const int plane_slots = (per_kd + 7) / 8 * 8, z = r / plane_slots, q = r % plane_slots;
-  return q < per_kd ? q / khw * kd * khw + z * khw + q % khw : -1;
+  if (pl == 1) return r < cc * kd * kh * kw ? r : -1;
+  const Sm90Term x = sm90_slot_term(r, cc, kd, kh, kw, pl);
+  return x.c < 0 ? -1 : ((x.c * kd + x.kd) * kh + x.kh) * kw + x.kw;
 }
 
 /// Columns a TMA box starts before a tile's first input column: boxes start at multiples of 4

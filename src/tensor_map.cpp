@@ -26,8 +26,9 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   // steps by the dilation: KD planes from a box KD x DD planes deep; with PL > 1 output planes a
   // tile (unit dilation), KD + PL - 1 planes.
   const int row = k.config[4], rows = k.config[5] / k.config[4];
-  const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows),
-                             static_cast<cuuint32_t>(sm90_input_planes(k.kd, k.config[9]) * k.dd), static_cast<cuuint32_t>(k.config[3]), 1};
+  const cuuint32_t planes = static_cast<cuuint32_t>(sm90_input_planes(k.kd, k.config[9]) * k.dd);
+  const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows), planes,
+                             static_cast<cuuint32_t>(k.config[3]), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
   CUtensorMap map{};
   check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<void*>(input), dims,

@@ -145,17 +145,17 @@ TEST_CASE("a gather pattern cuts one kd's terms into translates of a box, never 
     CHECK(p.slices <= (cc * kh * kw + 7) / 8);
     std::set<std::array<int, 3>> terms;
     for (int q = 0; q < p.slices * 8; ++q) {
-      const Sm90Cell x = sm90_pattern_slot(p, q, kh, kw);
+      const Sm90Term x = sm90_pattern_slot(p, q, kh, kw);
       if (x.c < 0) {
         CHECK(q % 8 + q / 8 % p.groups * 8 >= p.cells);
         continue;
       }
       CHECK(terms.insert({x.c, x.kh, x.kw}).second);
-      const Sm90Cell inner = sm90_pattern_cell(p, q / 8 % p.groups * 8 + q % 8, kh, kw, false);
-      const Sm90Cell outer = sm90_pattern_cell(p, q / 8 / p.groups, kh, kw, true);
-      CHECK(sm90_cell_offset(x, 2, 1, 40, 900) ==
-            sm90_cell_offset(inner, 2, 1, 40, 900) + sm90_cell_offset(outer, 2, 1, 40, 900));
-      CHECK(sm90_term_offset(q, cc, 3, kh, kw, 2, 1, 40, 0, 900, 2) == sm90_cell_offset(x, 2, 1, 40, 900));
+      const Sm90Term inner = sm90_pattern_cell(p, q / 8 % p.groups * 8 + q % 8, kh, kw, false);
+      const Sm90Term outer = sm90_pattern_cell(p, q / 8 / p.groups, kh, kw, true);
+      CHECK(sm90_term_at(x, 2, 1, 40, 0, 900) ==
+            sm90_term_at(inner, 2, 1, 40, 0, 900) + sm90_term_at(outer, 2, 1, 40, 0, 900));
+      CHECK(sm90_term_offset(q, cc, 3, kh, kw, 2, 1, 40, 0, 900, 2) == sm90_term_at(x, 2, 1, 40, 0, 900));
     }
     CHECK(terms.size() == static_cast<size_t>(cc * kh * kw));
   }
