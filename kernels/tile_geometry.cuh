@@ -203,7 +203,7 @@ constexpr int kSm90MaxStages = 4;
 /// output plane that reads it (plane z is tap kd = z - d of output plane d). Shared memory: the
 /// weights of its BN channels for one chunk (PARTS x slices x BN x 8 floats, in wgmma's
 /// core-matrix layout; one buffer per stage when there are several chunks, else loaded once), the
-/// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices),
+/// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices, none with a gather pattern),
 /// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
 /// plane when the padding terms need it. The stages are the items whose copies are in flight
@@ -216,7 +216,7 @@ constexpr int kSm90MaxStages = 4;
 struct Sm90Geometry {
   int kred, slices, parts, warpgroups, threads;
   int in_d;          // input planes of a tile (sm90_input_planes)
-  int plane_slices;  // PL > 1: slices of one kd (the gather table's); else all of them
+  int plane_slices;  // PL > 1: slices of one kd (the gather table's or pattern's); else all of them
   int chunks, stages, weight_buffers;
   int in_h, in_w;
   int zero_channel;  // 1 when a chunk's last slice has padding terms: they read an all-zero channel
