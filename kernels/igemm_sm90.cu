@@ -31,7 +31,12 @@
 // (sm90_pattern: the reference's 3 x 5 x 1 along kw), the slices are unrolled and a load is the
 // thread's register for its box cell plus the slice's constant: no table and no address
 // arithmetic (H200, tf32 reference: 0.596 -> 0.569 ms, although the box's rows put 1.75
-// wavefronts on a load where the table's order had 1.0; bench/NOTES.md, session 13).
+// wavefronts on a load where the table's order had 1.0; bench/NOTES.md, session 13). Where the
+// pattern's translates step along kw by one output column (sm90_paired), a thread's two A rows are
+// the adjacent positions p, p + 1 instead of p, p + 8: translate o at p is translate o - 1 at
+// p + 1, so a slice after its kernel row's first loads only its p + 1 half (32 loads a plane, not
+// 56), and a channel's two positions leave in one 8-byte store (H200, tf32 reference: 0.571 ->
+// 0.547 ms; with 4-byte stores, each half-filling its sectors, 0.99 ms; session 14).
 //
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
 // slice small*big, big*small, then big*big into the same accumulator. Tensor cores add with
@@ -75,9 +80,6 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
-  // Slices per wgmma group. PL > 1: 2 (with 4, ptxas serialised the wgmmas of two accumulator sets
-  // for want of registers).
-  constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : PL > 1 ? 2 : 4;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
   // GROUPS1 groups a plane, PLANES planes and GROUPS groups an item. With several planes, an empty
   // group evens out a plane's groups, so that every plane starts on the same fragment registers.
@@ -86,6 +88,12 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // at (the thread's register for its group) + (the slice's constant offset).
   constexpr Sm90Pattern PAT = sm90_pattern(CC, KH, KW, PL);
   constexpr bool PATTERN = PAT.groups > 0;
+  // Paired rows (sm90_paired): a thread's A rows are positions p and p + STEP.
+  constexpr bool PAIRED = sm90_paired(CC, KH, KW, SW, DW, ROW, PL);
+  constexpr int STEP = PAIRED ? 1 : 8, N2 = KW / (PATTERN ? PAT.box[2] : 1);  // translates a kernel row
+  // Slices per wgmma group. PL > 1: 2, paired rows 1 (with 4, or 2 with paired rows' carried
+  // inputs, ptxas serialised the wgmmas of two accumulator sets for want of registers, C7512).
+  constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : PL > 1 ? (PAIRED ? 1 : 2) : 4;
   constexpr int GROUPS1 = PL > 1 ? (S1 + 2 * CHAIN - 1) / (2 * CHAIN) * 2 : (S1 + CHAIN - 1) / CHAIN;
   constexpr int GROUPS = PLANES * GROUPS1;
   constexpr int BLOCK_CHAINS = 512 / (2 * CHAIN * 8);  // 3xTF32 chains per blocked total
@@ -153,9 +161,12 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   }
   const unsigned long long w_desc = wgmma::descriptor(w_s);
 
-  // This thread's two A rows: positions pa and pa + 8 of its warpgroup's 64.
-  const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + g;
+  // This thread's two A rows: positions pa and pa + STEP of its warpgroup's 64.
+  const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + (PAIRED ? 2 * g : g);
   const int shift = TMA ? sm90_tma_shift(p.pad_w) : 0;
+  // Paired rows store both positions at once where they are 8-byte aligned: an even output width
+  // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
+  const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0;
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -242,6 +253,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr bool PADDED = PL > 1 && REAL_SLOTS % 8 != 0;
   const bool pad_lo = LAST_SLOTS + t >= REAL_SLOTS, pad_hi = LAST_SLOTS + t + 4 >= REAL_SLOTS;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
+  float carry[NG][2];              // paired rows: inputs at pa + 1 of each box group's last slice
 
   // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
   // * step, in buffer j % STAGES. A tf32 chain runs on across a tile's chunks, so with 3 or more
@@ -323,7 +335,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     // distance in TH x TW tiles (8 columns on, or one row down in tiles 8 wide), a tile's own in
     // row tiles (where the run of positions may wrap into the next row).
     const int base_a = tile_offset(o, position(o, pa));
-    const int second = ROW ? 4 * (tile_offset(o, position(o, pa + 8)) - base_a) : 4 * (TW >= 16 ? 8 * SW : SH * RP);
+    const int second = ROW ? 4 * (tile_offset(o, position(o, pa + STEP)) - base_a)
+                           : 4 * (PAIRED ? SW : TW >= 16 ? 8 * SW : SH * RP);
 #pragma unroll 1
     for (int chunk = 0; chunk < CHUNKS; ++chunk, ++it) {
       const int buf = it % STAGES;
@@ -342,6 +355,9 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };
       // Rounded with integer arithmetic (tf32.cuh): cvt.rna would cost ~4 instructions a value.
       // Group g of input plane z: slices g * CHAIN ... (below S1) of that plane.
+      // Paired rows: a slice one translate after slice s - NG of the same kernel row takes k = t and
+      // t + 4 at pa from that slice's pa + 1, kept in `carry` for its box group s % NG (with one
+      // slice a group, that slice lies NG groups back: its fragment registers hold another's).
       auto gather = [&](int z, int group, unsigned (&frag)[CHAIN][PARTS][4]) {
         const int z_bytes = z * PP * 4, s0 = group * CHAIN;
 #pragma unroll
@@ -358,7 +374,21 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             lo = (entry & 0xffffu) * 4 + z_bytes;
             hi = (entry >> 16) * 4 + z_bytes;
           }
-          float x[4] = {at(lo), at(lo + second), at(hi), at(hi + second)};
+          const bool reuse = PAIRED && s >= NG && s / NG % N2 != 0;
+          float x[4];
+          x[1] = at(lo + second);
+          x[3] = at(hi + second);
+          if (reuse) {
+            x[0] = carry[s % NG][0];
+            x[2] = carry[s % NG][1];
+          } else {
+            x[0] = at(lo);
+            x[2] = at(hi);
+          }
+          if (PAIRED) {
+            carry[s % NG][0] = x[1];
+            carry[s % NG][1] = x[3];
+          }
           if (PADDED && 8 * (PATTERN ? s % NG : s) == LAST_SLOTS) {
             if (pad_lo) x[0] = x[1] = 0.f;
             if (pad_hi) x[2] = x[3] = 0.f;
@@ -488,11 +518,27 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         if (!SPLIT) sum[i] = acc[d][i];
         if (BLOCKED) sum[i] += total[i];
       }
-      // Accumulator j * 4 + half * 2 + e: position pa (+ 8 for half 1), channel kb * BN + 8j + 2t + e.
+      // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
       const long long out_vol = static_cast<long long>(OD) * OH * OW;
+      if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
+        const int2 at = position(o, pa);
+        if (at.x >= OH || at.y >= OW) continue;
+        float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol +
+                    ((o.od + d) * OH + at.x) * OW + at.y;
+#pragma unroll
+        for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+          const int k = kb * BN + j * 8 + 2 * t;
+          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+          if (k < K) *reinterpret_cast<float2*>(d0) = make_float2(sum[j * 4] + b.x, sum[j * 4 + 2] + b.x);
+          if (k + 1 < K) {
+            *reinterpret_cast<float2*>(d0 + out_vol) = make_float2(sum[j * 4 + 1] + b.y, sum[j * 4 + 3] + b.y);
+          }
+        }
+        continue;
+      }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int2 at = position(o, pa + 8 * half);
+        const int2 at = position(o, pa + STEP * half);
         const int oh = at.x, ow = at.y;
         if (oh >= OH || ow >= OW) continue;  // (row tiles: past the plane's last position)
         float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol +

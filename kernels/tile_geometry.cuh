@@ -267,6 +267,16 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Pattern sm90_pattern(int cc, int kh, int kw,
   return best;
 }
 
+/// Whether igemm_sm90 pairs its A rows: with a gather pattern whose translates step along kw by
+/// one output column (box kw extent x DW == SW, several translates a kernel row) and rows of even
+/// width (row tiles: ROW even), a thread's two A rows are the adjacent positions p, p + 1 instead
+/// of p, p + 8. Translate o at p is then translate o - 1 at p + 1, which the thread gathered for
+/// the slice one translate before: a slice loads only its p + 1 half (two loads, not four).
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_paired(int cc, int kh, int kw, int sw, int dw, int row, int pl) {
+  const Sm90Pattern p = sm90_pattern(cc, kh, kw, pl);
+  return p.groups > 0 && p.groups <= 2 && p.box[2] * dw == sw && kw / p.box[2] > 1 && row % 2 == 0;
+}
+
 /// A reduction term of a chunk: channel and kernel tap (c = -1: a padding slot).
 struct Sm90Term {
   int c, kd, kh, kw;

@@ -188,6 +188,10 @@ ConfigCases config_cases() {
           {"sm90:4,64,64,512,1,1,2", planes_tf32},
           {"sm90:2,64,64,512,0,0,2", planes_tf32},
           {"sm90:2,32,64,512,1,0,3", {planes_tf32[0], planes_tf32[2]}},
+          // Paired rows (sm90_paired) with an odd output width: TH x TW tiles store position by
+          // position at the right edge; row tiles of an odd width do not pair.
+          {"sm90:2,64,64,512,0,0,2", {dense_tf32[0]}},
+          {"sm90:4,64,64,512,0,1,2", {dense_tf32[0]}},
       },
       {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32, tma,
        tma_tf32}};

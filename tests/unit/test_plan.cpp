@@ -122,6 +122,17 @@ TEST_CASE("with several output planes, every weight of a chunk sits in exactly o
   }
 }
 
+TEST_CASE("paired A rows need a pattern translated along kw by one output column and rows of even width") {
+  CHECK(sm90_paired(3, 5, 7, 1, 1, 58, 2));   // the tf32 reference: 3 x 5 x 1 box, 7 translates
+  CHECK(sm90_paired(3, 5, 7, 1, 1, 0, 2));    // TH x TW tiles (the kernel checks OW for its stores)
+  CHECK(sm90_paired(8, 3, 3, 1, 1, 0, 2));    // one group of 8 channels, 3 translates a kernel row
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 31, 2));  // odd row tiles: p + 1 may be the next row
+  CHECK_FALSE(sm90_paired(3, 5, 7, 2, 1, 0, 2));   // stride 2: translate o at p is o - 2 at p + 1
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 2, 0, 2));   // dilation 2 along W, likewise
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 58, 1));  // one plane a tile: no pattern
+  CHECK_FALSE(sm90_paired(3, 3, 3, 1, 1, 0, 2));   // no pattern for 3 x 3 x 3 on 3 channels
+}
+
 TEST_CASE("a gather pattern cuts one kd's terms into translates of a box, never into more slices than packed densely") {
   // The reference's 3 x 5 x 7: a 3 x 5 x 1 box of 15 cells (two groups, the last cell padding),
   // 7 translates along kw: 14 slices, as the dense packing.
