@@ -375,16 +375,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             hi = (entry >> 16) * 4 + z_bytes;
           }
           const bool reuse = PAIRED && s >= NG && s / NG % N2 != 0;
-          float x[4];
-          x[1] = at(lo + second);
-          x[3] = at(hi + second);
-          if (reuse) {
-            x[0] = carry[s % NG][0];
-            x[2] = carry[s % NG][1];
-          } else {
-            x[0] = at(lo);
-            x[2] = at(hi);
-          }
+          float x[4] = {reuse ? carry[s % NG][0] : at(lo), at(lo + second), reuse ? carry[s % NG][1] : at(hi),
+                        at(hi + second)};
           if (PAIRED) {
             carry[s % NG][0] = x[1];
             carry[s % NG][1] = x[3];
