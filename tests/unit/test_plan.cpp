@@ -131,6 +131,26 @@ TEST_CASE("paired A rows need a pattern translated along kw by one output column
   CHECK_FALSE(sm90_paired(3, 5, 7, 1, 2, 0, 2));   // dilation 2 along W, likewise
   CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 58, 1));  // one plane a tile: no pattern
   CHECK_FALSE(sm90_paired(3, 3, 3, 1, 1, 0, 2));   // no pattern for 3 x 3 x 3 on 3 channels
+  // What the kernel relies on: a slice one translate after slice s - NG (same kernel row) reads
+  // every slot SW floats further on, so its inputs at p are slice s - NG's at p + 1.
+  struct Shape {
+    int cc, kd, kh, kw;
+  };
+  for (const Shape sh : {Shape{3, 3, 5, 7}, Shape{8, 3, 3, 3}, Shape{8, 2, 3, 5}}) {
+    const Sm90Pattern p = sm90_pattern(sh.cc, sh.kh, sh.kw, 2);
+    REQUIRE(sm90_paired(sh.cc, sh.kh, sh.kw, 1, 1, 0, 2));
+    const int translates_a_row = sh.kw / p.box[2];
+    int reused = 0;
+    for (int r = 8 * p.groups; r < p.slices * 8; ++r) {
+      const int s = r / 8;
+      if (s / p.groups % translates_a_row == 0 || sm90_slot_term(r, sh.cc, sh.kd, sh.kh, sh.kw, 2).c < 0) continue;
+      const int before = r - 8 * p.groups;
+      CHECK(sm90_term_offset(r, sh.cc, sh.kd, sh.kh, sh.kw, 1, 1, 72, 720, 2880, 2) ==
+            sm90_term_offset(before, sh.cc, sh.kd, sh.kh, sh.kw, 1, 1, 72, 720, 2880, 2) + 1);
+      ++reused;
+    }
+    CHECK(reused > 0);
+  }
 }
 
 TEST_CASE("a gather pattern cuts one kd's terms into translates of a box, never into more slices than packed densely") {
