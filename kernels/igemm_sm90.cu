@@ -90,7 +90,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr bool PATTERN = PAT.groups > 0;
   // Paired rows (sm90_paired): a thread's A rows are positions p and p + STEP.
   constexpr bool PAIRED = sm90_paired(CC, KH, KW, SW, DW, ROW, PL);
-  constexpr int STEP = PAIRED ? 1 : 8, N2 = KW / (PATTERN ? PAT.box[2] : 1);  // translates a kernel row
+  constexpr int STEP = PAIRED ? 1 : 8;
   // Slices per wgmma group. PL > 1: 2, paired rows 1 (with 4, or 2 with paired rows' carried
   // inputs, ptxas serialised the wgmmas of two accumulator sets for want of registers, C7512).
   constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : PL > 1 ? (PAIRED ? 1 : 2) : 4;
@@ -364,17 +364,19 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         for (int j = 0; j < CHAIN; ++j) {
           const int s = s0 + j;
           if (s >= S1) break;
-          int lo, hi;  // bytes of k = t and k = t + 4
+          int lo, hi;          // bytes of k = t and k = t + 4
+          bool reuse = false;  // paired rows: not the first translate of its kernel row
           if constexpr (PATTERN) {
-            const int f = 4 * sm90_term_at(sm90_pattern_cell(PAT, s / NG, KH, KW, true), DH, DW, RP, PP, CP);
+            const Sm90Term translate = sm90_pattern_cell(PAT, s / NG, KH, KW, true);
+            const int f = 4 * sm90_term_at(translate, DH, DW, RP, PP, CP);
             lo = cell_lo[s % NG] + z_bytes + f;
             hi = cell_hi[s % NG] + z_bytes + f;
+            reuse = PAIRED && translate.kw > 0;
           } else {
             const unsigned entry = table[s * 4 + t];
             lo = (entry & 0xffffu) * 4 + z_bytes;
             hi = (entry >> 16) * 4 + z_bytes;
           }
-          const bool reuse = PAIRED && s >= NG && s / NG % N2 != 0;
           float x[4] = {reuse ? carry[s % NG][0] : at(lo), at(lo + second), reuse ? carry[s % NG][1] : at(hi),
                         at(hi + second)};
           if (PAIRED) {
@@ -512,11 +514,14 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       }
       // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
       const long long out_vol = static_cast<long long>(OD) * OH * OW;
+      // Channel kb * BN + 2t's output at position `at` of plane od0 + d.
+      auto out_at = [&](int2 at) {
+        return out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + at.x) * OW + at.y;
+      };
       if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
         const int2 at = position(o, pa);
-        if (at.x >= OH || at.y >= OW) continue;
-        float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol +
-                    ((o.od + d) * OH + at.x) * OW + at.y;
+        if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+        float* d0 = out_at(at);
 #pragma unroll
         for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
           const int k = kb * BN + j * 8 + 2 * t;
@@ -531,10 +536,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int2 at = position(o, pa + STEP * half);
-        const int oh = at.x, ow = at.y;
-        if (oh >= OH || ow >= OW) continue;  // (row tiles: past the plane's last position)
-        float* d0 = out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol +
-                    ((o.od + d) * OH + oh) * OW + ow;
+        if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+        float* d0 = out_at(at);
 #pragma unroll
         for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
           const int k = kb * BN + j * 8 + 2 * t;
