@@ -76,7 +76,8 @@ template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
                                                           SPLIT, ROW, PL).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
-           float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map) {
+           float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map,
+           const __grid_constant__ TensorMap out_map) {
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
@@ -111,6 +112,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   float* const bias_s = reinterpret_cast<float*>(table + G.table_ints);                            // [BN]
   unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // TMA: [STAGES] + counts
   float* const tiles = w_s + G.tiles_at;                                                   // [STAGES][tile_floats]
+  float* const staging = w_s + G.store_at;  // [WARPS][kSm90StoreBuffers][channels][PL][16 positions]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
@@ -167,6 +169,10 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // Paired rows store both positions at once where they are 8-byte aligned: an even output width
   // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
   const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0;
+  // Row tiles with output staging store through the output's tensor map where it exists (the
+  // host encodes it under the same test).
+  constexpr bool STAGED = TMA && ROW > 0 && G.store_floats > 0;
+  const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -504,6 +510,52 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       wgmma::wait<0>();
       settle_all();
     }
+    if (STAGED && bulk) {
+      // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
+      // fills its next staging box, and one lane stores it with TMA, which clips what lies past
+      // the plane, the planes or the channels. Stores from registers write 64-byte pieces of 4
+      // lines an instruction, and from a fifth of the tf32 reference's time (H200, session 14).
+      constexpr int BOXC = sm90_store_channels(BN, PL), BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
+      static_assert(ROUNDS % kSm90StoreBuffers == 0, "every tile's rounds start at the first box");
+      const int first = o.first + 16 * warp;
+      const bool odd = t & 1;
+#pragma unroll
+      for (int r = 0; r < ROUNDS; ++r) {
+        float* const box = staging + (warp * kSm90StoreBuffers + r % kSm90StoreBuffers) * BOX;
+        if (lane == 0) tma::wait_store_reads<kSm90StoreBuffers - 1>();  // the box's last store has read it
+        __syncwarp();
+#pragma unroll
+        for (int jj = 0; jj < BOXC / 8; ++jj) {
+          const int j = r * BOXC / 8 + jj;
+          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+          // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
+          auto value = [&](int y, int half) {
+            const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
+            return (SPLIT ? sum[i] + (BLOCKED ? total[i] : 0.f) : acc[d][i]) + (e ? b.y : b.x);
+          };
+#pragma unroll
+          for (int y = 0; y < 2 * PL; ++y) {
+            // Box rows are 64 bytes: a row's bank half is its parity, y's. Lanes of odd t take
+            // output y ^ 1, so that a store's lanes fill both halves.
+            float* const dst = box + ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
+            const float lo = odd ? value(y ^ 1, 0) : value(y, 0), hi = odd ? value(y ^ 1, 1) : value(y, 1);
+            if (PAIRED) {
+              *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
+            } else {
+              dst[0] = lo;
+              dst[8] = hi;
+            }
+          }
+        }
+        tma::fence_shared_to_async();
+        __syncwarp();
+        if (lane == 0) {
+          if (first < OH * OW && kb * BN + r * BOXC < K) tma::store_box(out_map, box, first, o.od, kb * BN + r * BOXC, o.n);
+          tma::commit_stores();
+        }
+      }
+      continue;
+    }
 #pragma unroll
     for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
       if (o.od + d >= OD) break;     // (the last group of planes may be short)
@@ -548,6 +600,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       }
     }
   }
+  if (STAGED && lane == 0) tma::wait_store_reads<0>();  // shared memory outlives the stores' reads
 }
 
 // Rounds (and for 3xTF32 splits) the weights of every (channel block, chunk) of igemm_sm90 with

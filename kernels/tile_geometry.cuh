@@ -191,6 +191,18 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_t
 constexpr int kSm90SharedPerSm = 228 * 1024;
 /// Most copy stages of igemm_sm90 (items in flight + the one computed).
 constexpr int kSm90MaxStages = 4;
+/// Output staging of igemm_sm90's row tiles: each warp owns kSm90StoreBuffers boxes of its 16
+/// consecutive positions x PL planes x sm90_store_channels channels in shared memory, filled and
+/// stored with TMA in turn (2 KB a warp).
+constexpr int kSm90StoreBuffers = 2;
+constexpr int kSm90StoreWarpFloats = 512;
+
+/// Channels of one output staging box (a multiple of 8 dividing BN), 0 where none fits.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl) {
+  int c = kSm90StoreWarpFloats / kSm90StoreBuffers / (16 * pl) / 8 * 8;
+  while (c > 0 && bn % c != 0) c -= 8;
+  return c;
+}
 
 /// igemm_sm90: a block of WG warpgroups computes TH x TW outputs of one (n, od) for BN channels;
 /// warpgroup q owns positions 64q .. 64q + 63 (row-major in the TH x TW tile). Row tiles (ROW > 0,
@@ -223,6 +235,9 @@ struct Sm90Geometry {
   int zero_floats;   // of it: what the gather reads at term offset 0, at most a plane (PP <= CP / KD)
   int weight_floats, table_ints, tile_floats;
   int bars_at, tiles_at;  // floats from the start: the mbarriers, the input tiles
+  // Row tiles: the warps' output staging after the tiles (kSm90StoreWarpFloats a warp), where it
+  // fits without costing a block an SM; else 0 (stores from registers).
+  int store_at, store_floats;
   int shared_bytes;
   // 2 when two blocks fit an SM by shared memory and by the register estimate: the kernel's
   // launch bounds then hold ptxas to it, and two independent blocks overlap one's epilogue and
@@ -346,6 +361,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int 
 /// floats, and tile origins are pad_w less a multiple of 4 (TW is a multiple of 8).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 3; }
 
+/// Whether igemm_sm90 with output staging stores through the output's tensor map: the map needs
+/// 16-byte aligned planes (OH x OW a multiple of 4 floats) and output address. The host encodes
+/// the map under the same test.
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_boxed(long long plane, unsigned long long out_address) {
+  return plane % 4 == 0 && out_address % 16 == 0;
+}
+
 /// The narrowest TMA box row: the tile's in_w columns after the shift, rounded up to 4 floats. The
 /// planner may take a wider one (a multiple of 4) to spread the gather over the banks.
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_row(int in_w, int shift) { return (in_w + shift + 3) / 4 * 4; }
@@ -380,11 +402,21 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   auto lay_out = [&] {
     g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
     g.tiles_at = (g.bars_at + 3 * kSm90MaxStages + 31) / 32 * 32;  // an mbarrier and a count a stage
-    g.shared_bytes = 4 * (g.tiles_at + g.stages * g.tile_floats);
+    g.store_at = g.tiles_at + g.stages * g.tile_floats;
+    g.shared_bytes = 4 * (g.store_at + g.store_floats);
   };
   lay_out();
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw, pl) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
+  // Output staging before more stages, but not at the price of a block an SM.
+  if (row > 0 && sm90_store_channels(bn, pl) > 0) {
+    g.store_floats = g.threads / 32 * kSm90StoreWarpFloats;
+    lay_out();
+    if (g.min_blocks * (g.shared_bytes + 1024) > kSm90SharedPerSm) {
+      g.store_floats = 0;
+      lay_out();
+    }
+  }
   // Alone on its SM: more stages while they fit, each with its own weights when they stream.
   const int most = g.chunks > 1 ? kSm90MaxStages : 3;
   while (g.min_blocks == 1 && g.stages < most) {

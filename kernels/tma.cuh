@@ -58,5 +58,24 @@ __device__ __forceinline__ void load_bytes(void* dst, const void* src, unsigned 
       : "memory");
 }
 
+// Box of a 4-D tiled map at (x, y, z, w), innermost first, from shared memory (128-byte aligned),
+// in this thread's current bulk group; elements outside the tensor are not written. Every thread
+// that wrote the source must first make it visible to the async proxy (fence_shared_to_async).
+__device__ __forceinline__ void store_box(const TensorMap& map, const void* src, int x, int y, int z, int w) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(&map)),
+               "r"(x), "r"(y), "r"(z), "r"(w), "r"(smem_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void commit_stores() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's store groups still read their shared-memory source.
+template <int N>
+__device__ __forceinline__ void wait_store_reads() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_shared_to_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 }  // namespace tma
 }  // namespace conv3djit

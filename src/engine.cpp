@@ -169,17 +169,20 @@ struct Engine::Impl {
     // The stream's context, even when the caller's current context is another device's.
     ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
-    // igemm_sm90 takes a map as its last parameter (unused, zero, with cp.async staging); the
-    // other kernels have five parameters and the driver reads no further.
+    // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
+    // cp.async staging, stores from registers); the other kernels have five parameters and the
+    // driver reads no further.
     const CUtensorMap none{};
     const CUtensorMap& map = uses_tensor_map(plan) ? input_tensor_map(plan, t.input) : none;
+    const CUtensorMap& out_map = uses_output_map(plan, t.output) ? output_tensor_map(plan, t.output) : none;
     const void* in = t.input;
     const void* wt = t.weight;
     // The kernels read bias only when has_bias; any valid pointer will do otherwise.
     const void* bias = t.bias != nullptr ? t.bias : t.weight;
     void* out = t.output;
     ConvParams params = plan.params;
-    void* args[] = {&in, &wt, &bias, &out, &params, const_cast<CUtensorMap*>(&map)};
+    void* args[] = {&in, &wt, &bias, &out, &params, const_cast<CUtensorMap*>(&map),
+                    const_cast<CUtensorMap*>(&out_map)};
     // With a preparation step the convolution reads the prepared weights instead: stream-ordered
     // scratch memory, so concurrent calls on other streams and graph capture stay safe.
     CUdeviceptr workspace = 0;

@@ -676,6 +676,7 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.
+  plan.staged_stores = s.tma == 1 && c.row > 0 && g.store_floats > 0;
   const int per_sm = g.min_blocks;
   const long long k_blocks = ceil_div(prob.out.k, c.bn);
   const long long tiles = sm90_tiles(prob, c.th, c.tw, c.row, c.pl);

@@ -39,28 +39,62 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   return map;
 }
 
-// The last map this thread encoded: a layer called again on the same buffer (the common case in
-// inference loops) reuses it instead of encoding anew.
+CUtensorMap encode_output(const Plan& plan, const void* output) {
+  const ConvParams& p = plan.params;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.oh * p.ow), static_cast<cuuint64_t>(p.od),
+                              static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.n)};
+  const cuuint64_t strides[3] = {dims[0] * 4, dims[0] * dims[1] * 4, dims[0] * dims[1] * dims[2] * 4};
+  // config: ..., BN = config[2], PL = config[9]; a warp's staging box (tile_geometry.cuh).
+  const int pl = plan.key.config[9];
+  const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(pl),
+                             static_cast<cuuint32_t>(sm90_store_channels(plan.key.config[2], pl)), 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(output), dims,
+                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeTiled");
+  return map;
+}
+
+// The last map this thread encoded for a role (input, output): a layer called again on the same
+// buffers (the common case in inference loops) reuses it instead of encoding anew.
 struct LastMap {
-  const void* input = nullptr;
-  long long extents[5] = {};  // n, c, d, h, w: with the key, all the map depends on
+  const void* tensor = nullptr;
+  long long extents[5] = {};  // with the key, all the map depends on
   SpecKey key;
   CUtensorMap map{};
 };
+
+const CUtensorMap& remembered(LastMap& last, const Plan& plan, const void* tensor, const long long (&extents)[5],
+                              CUtensorMap (*make)(const Plan&, const void*)) {
+  if (last.tensor != tensor || last.key != plan.key || std::memcmp(last.extents, extents, sizeof(extents)) != 0) {
+    last.map = make(plan, tensor);  // first: a throw leaves the old entry intact
+    last.tensor = tensor;
+    std::memcpy(last.extents, extents, sizeof(extents));
+    last.key = plan.key;
+  }
+  return last.map;
+}
 
 }  // namespace
 
 const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
   thread_local LastMap last;
   const ConvParams& p = plan.params;
-  const long long extents[5] = {p.n, p.c, p.d, p.h, p.w};
-  if (last.input != input || last.key != plan.key || std::memcmp(last.extents, extents, sizeof(extents)) != 0) {
-    last.map = encode(plan, input);  // first: a throw leaves the old entry intact
-    last.input = input;
-    std::memcpy(last.extents, extents, sizeof(extents));
-    last.key = plan.key;
-  }
-  return last.map;
+  return remembered(last, plan, input, {p.n, p.c, p.d, p.h, p.w}, encode);
+}
+
+bool uses_output_map(const Plan& plan, const void* output) {
+  return plan.staged_stores &&
+         sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output));
+}
+
+const CUtensorMap& output_tensor_map(const Plan& plan, void* output) {
+  thread_local LastMap last;
+  const ConvParams& p = plan.params;
+  return remembered(last, plan, output, {p.n, p.k, p.od, p.oh, p.ow}, encode_output);
 }
 
 }  // namespace conv3djit::detail

@@ -17,4 +17,13 @@ bool uses_tensor_map(const Plan& plan);
 /// thread's next call.
 const CUtensorMap& input_tensor_map(const Plan& plan, const void* input);
 
+/// True when plan's kernel stores `output` through a tensor map (igemm_sm90 row tiles with
+/// output staging, 16-byte aligned planes and address: sm90_stores_boxed, which the kernel tests
+/// alike).
+bool uses_output_map(const Plan& plan, const void* output);
+
+/// The map of `output` (NCDHW fp32) as a 4-D tensor (OH x OW, OD, K, N) with a warp's staging box:
+/// 16 positions x PL planes x sm90_store_channels channels. Kept per thread like the input's.
+const CUtensorMap& output_tensor_map(const Plan& plan, void* output);
+
 }  // namespace conv3djit::detail
