@@ -74,11 +74,11 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
           int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW, int PL>
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
-                                                          SPLIT, ROW, PL).min_blocks)
+                                                          SPLIT, ROW, PL, TMA).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
            float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map,
            const __grid_constant__ TensorMap out_map) {
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL, TMA);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -112,7 +112,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   float* const bias_s = reinterpret_cast<float*>(table + G.table_ints);                            // [BN]
   unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // TMA: [STAGES] + counts
   float* const tiles = w_s + G.tiles_at;                                                   // [STAGES][tile_floats]
-  float* const staging = w_s + G.store_at;  // [WARPS][kSm90StoreBuffers][channels][PL][16 positions]
+  float* const staging = w_s + G.store_at;  // [WARPS][store_channels][PL][16 positions]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
@@ -171,7 +171,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0;
   // Row tiles with output staging store through the output's tensor map where it exists (the
   // host encodes it under the same test).
-  constexpr bool STAGED = TMA && ROW > 0 && G.store_floats > 0;
+  constexpr bool STAGED = G.store_channels > 0;
   const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
@@ -512,17 +512,16 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     }
     if (STAGED && bulk) {
       // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
-      // fills its next staging box, and one lane stores it with TMA, which clips what lies past
-      // the plane, the planes or the channels. Stores from registers write 64-byte pieces of 4
-      // lines an instruction, and from a fifth of the tf32 reference's time (H200, session 14).
-      constexpr int BOXC = sm90_store_channels(BN, PL), BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
-      static_assert(ROUNDS % kSm90StoreBuffers == 0, "every tile's rounds start at the first box");
+      // fills its staging box, and one lane stores it with TMA, which clips what lies past the
+      // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
+      // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
+      constexpr int BOXC = STAGED ? G.store_channels : BN, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
       const int first = o.first + 16 * warp;
       const bool odd = t & 1;
+      float* const box = staging + warp * BOX;
 #pragma unroll
       for (int r = 0; r < ROUNDS; ++r) {
-        float* const box = staging + (warp * kSm90StoreBuffers + r % kSm90StoreBuffers) * BOX;
-        if (lane == 0) tma::wait_store_reads<kSm90StoreBuffers - 1>();  // the box's last store has read it
+        if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
         __syncwarp();
 #pragma unroll
         for (int jj = 0; jj < BOXC / 8; ++jj) {

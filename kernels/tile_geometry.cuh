@@ -191,15 +191,16 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_t
 constexpr int kSm90SharedPerSm = 228 * 1024;
 /// Most copy stages of igemm_sm90 (items in flight + the one computed).
 constexpr int kSm90MaxStages = 4;
-/// Output staging of igemm_sm90's row tiles: each warp owns kSm90StoreBuffers boxes of its 16
-/// consecutive positions x PL planes x sm90_store_channels channels in shared memory, filled and
-/// stored with TMA in turn (2 KB a warp).
-constexpr int kSm90StoreBuffers = 2;
-constexpr int kSm90StoreWarpFloats = 512;
+/// Output staging of igemm_sm90's row tiles with TMA: each warp owns a box of its 16 consecutive
+/// positions x PL planes x some channels in shared memory, which it fills and stores with TMA,
+/// BN / channels rounds a tile: 4 KB a warp where that fits, else 2 KB (H200, tf32 reference:
+/// stores from registers 0.547 ms, 2 KB boxes 0.514 (0.533 as two 1 KB boxes in turn), 4 KB
+/// boxes with a copy stage less 0.500; bench/NOTES.md, session 15).
+constexpr int kSm90StoreWarpFloats[2] = {1024, 512};
 
-/// Channels of one output staging box (a multiple of 8 dividing BN), 0 where none fits.
-CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl) {
-  int c = kSm90StoreWarpFloats / kSm90StoreBuffers / (16 * pl) / 8 * 8;
+/// Channels of a staging box of `floats` (a multiple of 8 dividing BN), 0 where none fits.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floats) {
+  int c = floats / (16 * pl) / 8 * 8;
   while (c > 0 && bn % c != 0) c -= 8;
   return c;
 }
@@ -218,7 +219,8 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl) {
 /// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices, none with a gather pattern),
 /// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
-/// plane when the padding terms need it. The stages are the items whose copies are in flight
+/// plane when the padding terms need it; then, for row tiles with TMA, each warp's output staging box.
+/// The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
 /// when its reduction streams in chunks (more bytes in flight: such kernels wait on their copies,
 /// not on the tensor cores) and three when it holds the whole reduction (H200, session 11: tf32
@@ -235,9 +237,10 @@ struct Sm90Geometry {
   int zero_floats;   // of it: what the gather reads at term offset 0, at most a plane (PP <= CP / KD)
   int weight_floats, table_ints, tile_floats;
   int bars_at, tiles_at;  // floats from the start: the mbarriers, the input tiles
-  // Row tiles: the warps' output staging after the tiles (kSm90StoreWarpFloats a warp), where it
-  // fits without costing a block an SM; else 0 (stores from registers).
-  int store_at, store_floats;
+  // Row tiles with TMA: the warps' output staging boxes after the tiles (store_floats in all) and
+  // the channels of a box, where they fit without costing a block an SM; else 0 (stores from
+  // registers).
+  int store_at, store_floats, store_channels;
   int shared_bytes;
   // 2 when two blocks fit an SM by shared memory and by the register estimate: the kernel's
   // launch bounds then hold ptxas to it, and two independent blocks overlap one's epilogue and
@@ -378,7 +381,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_row_span(int positions, int row) { retu
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
-                                                           int split, int row, int pl = 1) {
+                                                           int split, int row, int pl = 1, int tma = 0) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.in_d = sm90_input_planes(kd, pl);
@@ -408,15 +411,24 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   lay_out();
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw, pl) + 7) / 8 * 8;
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
-  // Output staging before more stages, but not at the price of a block an SM.
-  if (row > 0 && sm90_store_channels(bn, pl) > 0) {
-    g.store_floats = g.threads / 32 * kSm90StoreWarpFloats;
-    lay_out();
-    if (g.min_blocks * (g.shared_bytes + 1024) > kSm90SharedPerSm) {
-      g.store_floats = 0;
+  // Output staging where it fits without costing a block an SM: the largest box.
+  auto stage_outputs = [&] {
+    for (int i = 0; i < 2 && row > 0 && tma == 1 && g.store_channels == 0; ++i) {
+      const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
+      if (channels == 0) continue;
+      g.store_floats = g.threads / 32 * 16 * pl * channels;
       lay_out();
+      if (g.min_blocks * (g.shared_bytes + 1024) > kSm90SharedPerSm) {
+        g.store_floats = 0;
+        lay_out();
+      } else {
+        g.store_channels = channels;
+      }
     }
-  }
+  };
+  // A whole reduction in shared memory takes the staging before a third stage (measured on the
+  // tf32 reference, above); streamed chunks keep their stages first (they wait on their copies).
+  if (g.chunks == 1) stage_outputs();
   // Alone on its SM: more stages while they fit, each with its own weights when they stream.
   const int most = g.chunks > 1 ? kSm90MaxStages : 3;
   while (g.min_blocks == 1 && g.stages < most) {
@@ -429,6 +441,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
       break;
     }
   }
+  if (g.chunks > 1) stage_outputs();
   return g;
 }
 

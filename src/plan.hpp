@@ -41,9 +41,9 @@ struct Plan {
   // kernel's 16-byte copies, depthwise's 16-byte loads): the same tiles staged 4 bytes at a time,
   // for an input that is not.
   std::shared_ptr<const Plan> unaligned;
-  // igemm_sm90 row tiles with output staging (TMA input): they store through a tensor map of the
-  // output where sm90_stores_boxed holds (tensor_map.hpp).
-  bool staged_stores = false;
+  // igemm_sm90 row tiles with output staging (TMA input): the channels of a warp's box (0: none).
+  // They store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
+  int store_channels = 0;
 };
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,

@@ -44,10 +44,9 @@ CUtensorMap encode_output(const Plan& plan, const void* output) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.oh * p.ow), static_cast<cuuint64_t>(p.od),
                               static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.n)};
   const cuuint64_t strides[3] = {dims[0] * 4, dims[0] * dims[1] * 4, dims[0] * dims[1] * dims[2] * 4};
-  // config: ..., BN = config[2], PL = config[9]; a warp's staging box (tile_geometry.cuh).
-  const int pl = plan.key.config[9];
-  const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(pl),
-                             static_cast<cuuint32_t>(sm90_store_channels(plan.key.config[2], pl)), 1};
+  // A warp's staging box (tile_geometry.cuh); PL = config[9].
+  const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(plan.key.config[9]),
+                             static_cast<cuuint32_t>(plan.store_channels), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map{};
   check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(output), dims,
@@ -87,7 +86,7 @@ const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
 }
 
 bool uses_output_map(const Plan& plan, const void* output) {
-  return plan.staged_stores &&
+  return plan.store_channels > 0 &&
          sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output));
 }
 

@@ -27,7 +27,7 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.config[0], k.config[1],
                        k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0, k.config[8],
-                       k.config[9]);
+                       k.config[9], k.config[7]);
 }
 
 }  // namespace
@@ -62,7 +62,43 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     REQUIRE(plan.unaligned);
     CHECK(plan.unaligned->key.config[8] == 58);
     CHECK(plan.unaligned->key.config[9] == plan.key.config[9]);
+    // tf32: each warp stages its outputs in a 4 KB box (16 positions x 2 planes x 32 channels)
+    // after two input stages, in place of a third. 3xTF32: its split weights leave no room. The
+    // cp.async twin stores from registers.
+    const bool tf32 = precision == Precision::Tf32;
+    CHECK(g.store_channels == (tf32 ? 32 : 0));
+    CHECK(plan.store_channels == g.store_channels);
+    CHECK(g.store_floats == (tf32 ? 16 * 16 * 2 * 32 : 0));
+    CHECK(g.store_at == g.tiles_at + g.stages * g.tile_floats);
+    CHECK(g.stages == 2);
+    CHECK(plan.unaligned->store_channels == 0);
+    CHECK(sm90_geometry_of(d, plan.unaligned->key).store_floats == 0);
   }
+}
+
+TEST_CASE("output staging: the largest box that fits beside the stages, channels dividing BN") {
+  CHECK(sm90_store_channels(64, 2, 1024) == 32);
+  CHECK(sm90_store_channels(64, 1, 1024) == 64);
+  CHECK(sm90_store_channels(32, 1, 1024) == 32);   // 64 channels: more than BN
+  CHECK(sm90_store_channels(64, 3, 1024) == 16);   // 21 -> 16
+  CHECK(sm90_store_channels(256, 3, 512) == 8);    // 10 -> 8
+  CHECK(sm90_store_channels(64, 5, 512) == 0);     // 6 < 8
+  // A tf32 3 x 3 x 3 layer with C = 4 in row tiles of 64-wide rows (input tiles of 4 x 3 planes x
+  // 7 rows of 68 floats): 4 KB boxes (64 channels, one round a tile), and three stages still fit;
+  // the same tiles without TMA, or in TH x TW tiles, stage nothing.
+  constexpr int CP = 3 * 7 * 68;
+  const Sm90Geometry g = sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 64, 1, 1);
+  CHECK(g.store_channels == 64);
+  CHECK(g.store_floats == 16 * 16 * 64);
+  CHECK(g.stages == 3);
+  CHECK(g.shared_bytes == 4 * (g.tiles_at + 3 * g.tile_floats + g.store_floats));
+  CHECK(g.shared_bytes + 1024 <= kSm90SharedPerSm);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 64, 1, 0).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1, 1).store_channels == 0);
+  // C = 8: its 45 KB input tiles leave room for the boxes with two stages only.
+  const Sm90Geometry c8 = sm90_geometry(8, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 8, CP, 0, 64, 1, 1);
+  CHECK(c8.store_channels == 64);
+  CHECK(c8.stages == 2);
 }
 
 TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and dilation along D, KD >= PL") {
@@ -82,6 +118,10 @@ TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and 
   CHECK(plan.shared_bytes <= 227u * 1024);
   // Half the tiles: 16 images x 31 plane pairs x 14 runs of 256 positions, over 132 SMs.
   CHECK(plan.grid == 132);
+  // The GPU test of outputs not 16-byte aligned: these tiles stage their outputs there too.
+  Conv3dDesc small = test::make(2, 3, {9, 20, 32}, 40, {3, 5, 7}, 1, 1, 1, 1, true);
+  small.precision = Precision::Tf32;
+  CHECK(plan_for(small, "sm_90", "sm90:4,64,64,3,1,1,2").store_channels == 32);
   Conv3dDesc fp32 = reference_problem();
   CHECK_THROWS_AS(plan_for(fp32, "sm_90", "sm90:4,64,64,3,1,1,2"), Error);    // 3xTF32
   Conv3dDesc chunked = test::make(1, 32, {8, 16, 16}, 64, {3, 3, 3}, 1, 1);
