@@ -72,7 +72,7 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 }
 
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
-          int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW, int PL>
+          int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW, int PL, int PARITY>
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
                                                           SPLIT, ROW, PL, TMA).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
@@ -92,6 +92,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // Paired rows (sm90_paired): a thread's A rows are positions p and p + STEP.
   constexpr bool PAIRED = sm90_paired(CC, KH, KW, SW, DW, ROW, PL);
   constexpr int STEP = PAIRED ? 1 : 8;
+  // ... and where they load their inputs in pairs (sm90_pair_loads), PARITY is the box shift's.
+  constexpr bool PAIR_LOADS = sm90_pair_loads(CC, KH, KW, SW, DW, ROW, PL, TMA);
   // Slices per wgmma group. PL > 1: 2, paired rows 1 (with 4, or 2 with paired rows' carried
   // inputs, ptxas serialised the wgmmas of two accumulator sets for want of registers, C7512).
   constexpr int CHAIN = SPLIT ? (BN > 64 ? 1 : 2) : PL > 1 ? (PAIRED ? 1 : 2) : 4;
@@ -260,6 +262,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   const bool pad_lo = LAST_SLOTS + t >= REAL_SLOTS, pad_hi = LAST_SLOTS + t + 4 >= REAL_SLOTS;
   unsigned a[2][CHAIN][PARTS][4];  // A fragments of two groups: one gathered while the other runs
   float carry[NG][2];              // paired rows: inputs at pa + 1 of each box group's last slice
+  float2 pairs[NG][2];             // pair loads: the pairs at k = t and t + 4 of each box group's
+                                   // last aligned translate (or the one after it)
 
   // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
   // * step, in buffer j % STAGES. A tf32 chain runs on across a tile's chunks, so with 3 or more
@@ -383,11 +387,45 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             lo = (entry & 0xffffu) * 4 + z_bytes;
             hi = (entry >> 16) * 4 + z_bytes;
           }
-          float x[4] = {reuse ? carry[s % NG][0] : at(lo), at(lo + second), reuse ? carry[s % NG][1] : at(hi),
-                        at(hi + second)};
-          if (PAIRED) {
-            carry[s % NG][0] = x[1];
-            carry[s % NG][1] = x[3];
+          float x[4];
+          if constexpr (PAIR_LOADS) {
+            // Translate o takes columns p + o, p + o + 1 (second = 4 bytes). An aligned translate
+            // reads them as one pair, loaded by the translate before it where there is one; an
+            // unaligned one takes the first from that pair (or loads it alone, as o = 0) and loads
+            // the next translate's pair for the second (or the second alone, as the last).
+            const int o = sm90_pattern_cell(PAT, s / NG, KH, KW, true).kw, q = s % NG;
+            auto pair_at = [&](int bytes) { return *reinterpret_cast<const float2*>(a_row + bytes); };
+            if (o % 2 == PARITY) {
+              if (o == 0) {
+                pairs[q][0] = pair_at(lo);
+                pairs[q][1] = pair_at(hi);
+              }
+              x[0] = pairs[q][0].x;
+              x[1] = pairs[q][0].y;
+              x[2] = pairs[q][1].x;
+              x[3] = pairs[q][1].y;
+            } else {
+              x[0] = o > 0 ? pairs[q][0].y : at(lo);
+              x[2] = o > 0 ? pairs[q][1].y : at(hi);
+              if (o + 1 < KW) {
+                pairs[q][0] = pair_at(lo + 4);
+                pairs[q][1] = pair_at(hi + 4);
+                x[1] = pairs[q][0].x;
+                x[3] = pairs[q][1].x;
+              } else {
+                x[1] = at(lo + 4);
+                x[3] = at(hi + 4);
+              }
+            }
+          } else {
+            x[0] = reuse ? carry[s % NG][0] : at(lo);
+            x[1] = at(lo + second);
+            x[2] = reuse ? carry[s % NG][1] : at(hi);
+            x[3] = at(hi + second);
+            if (PAIRED) {
+              carry[s % NG][0] = x[1];
+              carry[s % NG][1] = x[3];
+            }
           }
           if (PADDED && 8 * (PATTERN ? s % NG : s) == LAST_SLOTS) {
             if (pad_lo) x[0] = x[1] = 0.f;

@@ -295,6 +295,16 @@ CONV3DJIT_HOST_DEVICE constexpr bool sm90_paired(int cc, int kh, int kw, int sw,
   return p.groups > 0 && p.groups <= 2 && p.box[2] * dw == sw && kw / p.box[2] > 1 && row % 2 == 0;
 }
 
+/// Whether paired rows also load their inputs two at a time: with unit stride along W a thread's
+/// positions p, p + 1 read adjacent columns, translate o's pair (p + o, p + o + 1) follows translate
+/// o - 1's, and in a TMA box (rows of a multiple of 4 floats, a tile's positions starting at an even
+/// column) the pairs of every other translate are 8-byte aligned: those of the translates o whose
+/// parity is the box shift's (sm90_tma_shift: the parity of pad_w, a field of the kernel's key).
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_pair_loads(int cc, int kh, int kw, int sw, int dw, int row, int pl,
+                                                     int tma) {
+  return tma == 1 && sw == 1 && sm90_paired(cc, kh, kw, sw, dw, row, pl);
+}
+
 /// A reduction term of a chunk: channel and kernel tap (c = -1: a padding slot).
 struct Sm90Term {
   int c, kd, kh, kw;

@@ -51,10 +51,10 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
     case Algorithm::ImplicitGemmSm90:
       g.source = "#include \"igemm_sm90.cu\"\n";
       g.name_expression = fmt::format(
-          "conv3djit::igemm_sm90<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>", k.c_per_group, k.kd,
-          k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw, k.config[0], k.config[1], k.config[2], k.config[3],
+          "conv3djit::igemm_sm90<{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}>", k.c_per_group,
+          k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw, k.config[0], k.config[1], k.config[2], k.config[3],
           k.config[4], k.config[5], k.config[6], k.precision == Precision::Fp32 ? 1 : 0, k.config[7], k.config[8],
-          k.config[9]);
+          k.config[9], k.config[10]);
       target = arch_specific(arch);
       break;
     case Algorithm::Sm90Weights:

@@ -671,8 +671,15 @@ std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& p
 
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) {
   const Sm90Geometry& g = s.g;
+  // Pair loads need the box shift's parity at compile time (0 where the kernel has none).
+  const Conv3dDesc& d = prob.desc;
+  const int parity = sm90_pair_loads(c.cc, static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w),
+                                     static_cast<int>(d.stride.w), static_cast<int>(d.dilation.w), c.row, c.pl, s.tma)
+                         ? sm90_tma_shift(static_cast<int>(prob.pad.before.w)) & 1
+                         : 0;
   Plan plan = new_plan(prob, Algorithm::ImplicitGemmSm90,
-                       {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row, c.pl}, g.threads, g.shared_bytes);
+                       {c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row, c.pl, parity}, g.threads,
+                       g.shared_bytes);
   // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
   // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
   // guarantee room for.

@@ -31,7 +31,7 @@ struct SpecKey {
   int32_t kd = 0, kh = 0, kw = 0;
   int32_t sd = 0, sh = 0, sw = 0;
   int32_t dd = 0, dh = 0, dw = 0;
-  int32_t config[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // the algorithm's tile parameters
+  int32_t config[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // the algorithm's tile parameters
 
   bool operator==(const SpecKey& o) const noexcept;
   bool operator!=(const SpecKey& o) const noexcept { return !(*this == o); }
@@ -41,11 +41,11 @@ struct SpecKeyHash {
   size_t operator()(const SpecKey& k) const noexcept;
 };
 
-/// "direct_fp32;fp32;cg=3;k=3x5x7;s=1x1x1;d=1x1x1;cfg=4,0,0,0,0,0,0,0,0,0": one line, every field.
+/// "direct_fp32;fp32;cg=3;k=3x5x7;s=1x1x1;d=1x1x1;cfg=4,0,0,0,0,0,0,0,0,0,0": one line, every field.
 std::string canonical_text(const SpecKey& key);
 
 /// Version of the key text layout below; bump when it changes meaning.
-inline constexpr int kKeyFormatVersion = 5;  // 5: ten config fields
+inline constexpr int kKeyFormatVersion = 6;  // 6: eleven config fields
 
 /// The disk cache key: canonical_text + arch + NVRTC version + kernel sources hash + the NVRTC
 /// options (in the order passed) + library version + key format version.

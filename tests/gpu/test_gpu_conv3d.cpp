@@ -235,8 +235,8 @@ TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or
   Engine tiled(tiled_options);
   // igemm_sm90 with TMA staging (both classes), the tiled FFMA kernel with 16-byte copies and the
   // depthwise kernel with 16-byte loads: the plans end in a 1 (TMA; igemm_sm90's is followed by
-  // its row-tile width and output planes a tile) or 4 (copy width; the tiled kernel's is followed by its team count) that
-  // the twin replaces.
+  // its row-tile width, output planes a tile and box shift parity) or 4 (copy width; the tiled
+  // kernel's is followed by its team count) that the twin replaces.
   struct Case {
     Engine* engine;
     Precision precision;
@@ -246,8 +246,8 @@ TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or
   };
   const Conv3dDesc dense = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, Dims3{1, 1, 0}, 1, 1, true);
   const Conv3dDesc depthwise = make(2, 12, {7, 10, 28}, 12, {3, 3, 3}, 1, 1, 1, 12, true);
-  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90", ",1,0,1>", dense},
-                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90", ",1,0,1>", dense},
+  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90", ",1,0,1,0>", dense},
+                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90", ",1,0,1,0>", dense},
                         Case{&tiled, Precision::Fp32, "direct_tiled_fp32", ",4,1>", dense},
                         Case{&Engine::global(), Precision::Fp32, "depthwise_fp32", ",4>", depthwise}}) {
     Conv3dDesc d = k.desc;

@@ -12,6 +12,20 @@ Conv3dDesc make(int64_t n, int64_t c, Dims3 in, int64_t k, Dims3 kernel, Dims3 s
   return d;
 }
 
+std::vector<Conv3dDesc> pair_load_cases() {
+  std::vector<Conv3dDesc> cases = {
+      make(2, 3, {9, 20, 32}, 40, {3, 5, 7}, 1, 1, 1, 1, true),    // odd
+      make(1, 3, {6, 17, 32}, 64, {3, 5, 7}),                      // even
+      make(1, 3, {5, 12, 36}, 16, {3, 5, 7}, 1, Padding::same()),  // odd (pad_w 3)
+      make(1, 8, {5, 9, 20}, 24, {3, 3, 3}, 1, 1, 1, 1, true),     // odd
+      // Even KW: odd output widths, so TH x TW tiles only.
+      make(1, 3, {5, 9, 20}, 24, {3, 5, 4}, 1, 1, 1, 1, true),     // odd
+      make(1, 3, {5, 9, 24}, 24, {3, 5, 4}),                       // even
+  };
+  for (Conv3dDesc& d : cases) d.precision = Precision::Tf32;
+  return cases;
+}
+
 ConfigCases config_cases() {
   // Tiles that end mid-row and mid-column, K not a multiple of the block, single and chunked
   // channel staging, both thread widths, strides and dilations.
@@ -118,6 +132,12 @@ ConfigCases config_cases() {
   // slots in each kd's last slice, K below and at the column block.
   std::vector<Conv3dDesc> planes_tf32 = {tma[0], tma[2], tma[3], tma[5]};
   for (Conv3dDesc& d : planes_tf32) d.precision = Precision::Tf32;
+  // Paired rows loading their inputs in pairs (sm90_pair_loads): both parities of the box shift
+  // (pad_w 1 and 3: odd; 0: even), 3 x 5 x 1 boxes in two groups and 8 x 1 x 1 boxes in one, KW
+  // odd and even (the last translate aligned or alone), K below BN, an odd OD, tiles ending
+  // mid-row. test_plan checks each one's parity.
+  const std::vector<Conv3dDesc> pair_loads_tf32 = pair_load_cases();
+  const std::vector<Conv3dDesc> pair_loads_rows_tf32(pair_loads_tf32.begin(), pair_loads_tf32.begin() + 4);
   std::vector<Conv3dDesc> chunked_wide_tf32 = chunked_wide;
   for (Conv3dDesc& d : chunked_wide_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
@@ -192,6 +212,8 @@ ConfigCases config_cases() {
           // position at the right edge; row tiles of an odd width do not pair.
           {"sm90:2,64,64,512,0,0,2", {dense_tf32[0]}},
           {"sm90:4,64,64,512,0,1,2", {dense_tf32[0]}},
+          {"sm90:4,64,64,512,1,1,2", pair_loads_rows_tf32},
+          {"sm90:2,64,64,512,1,0,2", pair_loads_tf32},
       },
       {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32, tma,
        tma_tf32}};

@@ -23,6 +23,10 @@ struct ConfigCases {
 
 ConfigCases config_cases();
 
+/// tf32 problems whose igemm_sm90 tiles (sm90:2,64,64,512,1,0,2; the first four also in row tiles,
+/// sm90:4,64,64,512,1,1,2) load paired inputs in pairs: box shifts of both parities, odd and even KW.
+std::vector<Conv3dDesc> pair_load_cases();
+
 /// Upper bounds of random_depthwise's draws (lower bounds: 1 image, 2 channels, extent 1, tap 1,
 /// stride 1, padding 0, dilation 1).
 struct DepthwiseRanges {

@@ -193,6 +193,36 @@ TEST_CASE("paired A rows need a pattern translated along kw by one output column
   }
 }
 
+TEST_CASE("paired rows with TMA and unit stride along W load in pairs; the key holds the box shift's parity") {
+  CHECK(sm90_pair_loads(3, 5, 7, 1, 1, 58, 2, 1));
+  CHECK(sm90_pair_loads(8, 3, 3, 1, 1, 0, 2, 1));
+  CHECK_FALSE(sm90_pair_loads(3, 5, 7, 1, 1, 58, 2, 0));  // cp.async staging: pitches of any parity
+  CHECK_FALSE(sm90_pair_loads(3, 5, 7, 2, 2, 0, 2, 1));   // stride 2 (paired): p + 1 is 2 columns on
+  CHECK_FALSE(sm90_pair_loads(3, 5, 7, 1, 1, 31, 2, 1));  // not paired
+  Conv3dDesc ref = reference_problem();
+  ref.precision = Precision::Tf32;
+  const detail::Plan plan = plan_for(ref, "sm_90");
+  CHECK(plan.key.config[10] == 0);  // no padding: shift 0
+  REQUIRE(plan.unaligned);
+  CHECK(plan.unaligned->key.config[10] == 0);  // cp.async: no pair loads
+  ref.padding = Padding::same();  // pad_w 3: the box starts 1 column early
+  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.config[10] == 1);
+  ref.padding = Dims3{1, 2, 2};
+  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.config[10] == 0);
+  // The GPU cases (config_cases.cpp): every one pairs its loads, with the parity its comment says.
+  const int parity[] = {1, 0, 1, 1, 1, 0};
+  const std::vector<Conv3dDesc> cases = test::pair_load_cases();
+  REQUIRE(cases.size() == std::size(parity));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(describe(cases[i]));
+    for (const char* config : {"sm90:2,64,64,512,1,0,2", i < 4 ? "sm90:4,64,64,512,1,1,2" : "sm90:2,64,64,512,1,0,2"}) {
+      const detail::SpecKey k = plan_for(cases[i], "sm_90", config).key;
+      CHECK(sm90_pair_loads(k.config[3], k.kh, k.kw, k.sw, k.dw, k.config[8], k.config[9], k.config[7]));
+      CHECK(k.config[10] == parity[i]);
+    }
+  }
+}
+
 TEST_CASE("a gather pattern cuts one kd's terms into translates of a box, never into more slices than packed densely") {
   // The reference's 3 x 5 x 7: a 3 x 5 x 1 box of 15 cells (two groups, the last cell padding),
   // 7 translates along kw: 14 slices, as the dense packing.

@@ -27,7 +27,7 @@ SpecKey base_key() {
 }  // namespace
 
 TEST_CASE("canonical text names every field") {
-  CHECK(canonical_text(base_key()) == "direct_fp32;fp32;cg=3;k=3x5x7;s=1x1x1;d=1x1x1;cfg=4,0,0,0,0,0,0,0,0,0");
+  CHECK(canonical_text(base_key()) == "direct_fp32;fp32;cg=3;k=3x5x7;s=1x1x1;d=1x1x1;cfg=4,0,0,0,0,0,0,0,0,0,0");
 }
 
 TEST_CASE("changing any single field changes the key, the text and (here) the hash") {
@@ -43,7 +43,7 @@ TEST_CASE("changing any single field changes the key, the text and (here) the ha
       [](SpecKey& k) { k.config[4] = 1; }, [](SpecKey& k) { k.config[5] = 1; },
       [](SpecKey& k) { k.config[6] = 1; },
       [](SpecKey& k) { k.config[7] = 1; }, [](SpecKey& k) { k.config[8] = 1; },
-      [](SpecKey& k) { k.config[9] = 1; },
+      [](SpecKey& k) { k.config[9] = 1; }, [](SpecKey& k) { k.config[10] = 1; },
   };
   const SpecKey base = base_key();
   std::set<std::string> texts{canonical_text(base)};
