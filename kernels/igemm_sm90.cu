@@ -174,6 +174,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // Row tiles with output staging store through the output's tensor map where it exists (the
   // host encodes it under the same test).
   constexpr bool STAGED = G.store_channels > 0;
+  static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
   const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
@@ -554,9 +555,13 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
       // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
       constexpr int BOXC = STAGED ? G.store_channels : BN, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
-      const int first = o.first + 16 * warp;
-      const bool odd = t & 1;
-      float* const box = staging + warp * BOX;
+      // Worked out here from the thread index: hoisted out of the tile loop, they made ptxas spill
+      // (the tf32 reference kernel with an odd box shift, at 128 registers).
+      unsigned id = threadIdx.x;
+      asm volatile("" : "+r"(id));
+      const int first = o.first + 16 * static_cast<int>(id >> 5);
+      const bool odd = id & 1;
+      float* const box = staging + (id >> 5) * BOX;
 #pragma unroll
       for (int r = 0; r < ROUNDS; ++r) {
         if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
@@ -568,7 +573,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
           // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
           auto value = [&](int y, int half) {
             const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
-            return (SPLIT ? sum[i] + (BLOCKED ? total[i] : 0.f) : acc[d][i]) + (e ? b.y : b.x);
+            return acc[d][i] + (e ? b.y : b.x);
           };
 #pragma unroll
           for (int y = 0; y < 2 * PL; ++y) {

@@ -191,11 +191,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_t
 constexpr int kSm90SharedPerSm = 228 * 1024;
 /// Most copy stages of igemm_sm90 (items in flight + the one computed).
 constexpr int kSm90MaxStages = 4;
-/// Output staging of igemm_sm90's row tiles with TMA: each warp owns a box of its 16 consecutive
-/// positions x PL planes x some channels in shared memory, which it fills and stores with TMA,
-/// BN / channels rounds a tile: 4 KB a warp where that fits, else 2 KB (H200, tf32 reference:
-/// stores from registers 0.547 ms, 2 KB boxes 0.514 (0.533 as two 1 KB boxes in turn), 4 KB
-/// boxes with a copy stage less 0.500; bench/NOTES.md, session 15).
+/// Output staging of igemm_sm90's tf32 row tiles with TMA: each warp owns a box of its 16
+/// consecutive positions x PL planes x some channels in shared memory, which it fills and stores
+/// with TMA, BN / channels rounds a tile: 4 KB a warp where that fits, else 2 KB (H200, tf32
+/// reference: stores from registers 0.547 ms, 2 KB boxes 0.514 (0.533 as two 1 KB boxes in turn),
+/// 4 KB boxes with a copy stage less 0.500; bench/NOTES.md, session 15). Not for 3xTF32, whose
+/// products take 3x longer: two fp32 kernels that staged ran 0-1.4 % slower (dilated,
+/// asymmetric_kernel).
 constexpr int kSm90StoreWarpFloats[2] = {1024, 512};
 
 /// Channels of a staging box of `floats` (a multiple of 8 dividing BN), 0 where none fits.
@@ -423,7 +425,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Output staging where it fits without costing a block an SM: the largest box.
   auto stage_outputs = [&] {
-    for (int i = 0; i < 2 && row > 0 && tma == 1 && g.store_channels == 0; ++i) {
+    for (int i = 0; i < 2 && row > 0 && tma == 1 && split == 0 && g.store_channels == 0; ++i) {
       const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
       if (channels == 0) continue;
       g.store_floats = g.threads / 32 * 16 * pl * channels;

@@ -63,8 +63,8 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     CHECK(plan.unaligned->key.config[8] == 58);
     CHECK(plan.unaligned->key.config[9] == plan.key.config[9]);
     // tf32: each warp stages its outputs in a 4 KB box (16 positions x 2 planes x 32 channels)
-    // after two input stages, in place of a third. 3xTF32: its split weights leave no room. The
-    // cp.async twin stores from registers.
+    // after two input stages, in place of a third. 3xTF32 stores from registers, and so does the
+    // cp.async twin.
     const bool tf32 = precision == Precision::Tf32;
     CHECK(g.store_channels == (tf32 ? 32 : 0));
     CHECK(plan.store_channels == g.store_channels);
@@ -85,7 +85,7 @@ TEST_CASE("output staging: the largest box that fits beside the stages, channels
   CHECK(sm90_store_channels(64, 5, 512) == 0);     // 6 < 8
   // A tf32 3 x 3 x 3 layer with C = 4 in row tiles of 64-wide rows (input tiles of 4 x 3 planes x
   // 7 rows of 68 floats): 4 KB boxes (64 channels, one round a tile), and three stages still fit;
-  // the same tiles without TMA, or in TH x TW tiles, stage nothing.
+  // the same tiles without TMA, in TH x TW tiles or in the fp32 class stage nothing.
   constexpr int CP = 3 * 7 * 68;
   const Sm90Geometry g = sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 64, 1, 1);
   CHECK(g.store_channels == 64);
@@ -95,6 +95,7 @@ TEST_CASE("output staging: the largest box that fits beside the stages, channels
   CHECK(g.shared_bytes + 1024 <= kSm90SharedPerSm);
   CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 64, 1, 0).store_channels == 0);
   CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1, 1).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 1, 64, 1, 1).store_channels == 0);  // 3xTF32
   // C = 8: its 45 KB input tiles leave room for the boxes with two stages only.
   const Sm90Geometry c8 = sm90_geometry(8, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 8, CP, 0, 64, 1, 1);
   CHECK(c8.store_channels == 64);
