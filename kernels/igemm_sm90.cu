@@ -36,7 +36,15 @@
 // the adjacent positions p, p + 1 instead of p, p + 8: translate o at p is translate o - 1 at
 // p + 1, so a slice after its kernel row's first loads only its p + 1 half (32 loads a plane, not
 // 56), and a channel's two positions leave in one 8-byte store (H200, tf32 reference: 0.571 ->
-// 0.547 ms; with 4-byte stores, each half-filling its sectors, 0.99 ms; session 14).
+// 0.547 ms; with 4-byte stores, each half-filling its sectors, 0.99 ms; session 14). With unit
+// stride along W and TMA boxes (sm90_pair_loads) the thread loads translate o's two columns
+// p + o, p + o + 1 as one 8-byte pair where it is aligned (every other translate, by the parity
+// PARITY of the box shift) and each pair serves two slices (0.500 -> 0.464 ms, session 15).
+//
+// Outputs: tf32 row tiles with TMA stage them (G.store_channels > 0): each warp fills a box of its
+// 16 positions x PL planes x some channels in shared memory, and one lane stores it with a TMA
+// tensor store; elsewhere each thread stores its accumulators (8-byte stores for paired rows).
+// These kernels are bound by shared-memory bandwidth, so the box's stores avoid bank conflicts.
 //
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
 // slice small*big, big*small, then big*big into the same accumulator. Tensor cores add with
