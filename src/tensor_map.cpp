@@ -13,6 +13,18 @@ bool uses_tensor_map(const Plan& plan) {
 
 namespace {
 
+// An fp32 tensor of `rank` dimensions (innermost first; strides in bytes of dims 1..rank-1) in
+// boxes of `box` elements, unswizzled, out-of-bounds elements zero.
+CUtensorMap tiled_map(cuuint32_t rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
+                      const cuuint32_t* box, const cuuint32_t* element_strides, CUtensorMapL2promotion promotion) {
+  CUtensorMap map{};
+  check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, const_cast<void*>(base), dims,
+                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_NONE, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeTiled");
+  return map;
+}
+
 CUtensorMap encode(const Plan& plan, const void* input) {
   const ConvParams& p = plan.params;
   const SpecKey& k = plan.key;
@@ -22,7 +34,7 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   cuuint64_t strides[4];  // bytes, of dims 1..4
   strides[0] = dims[0] * 4;
   for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
-  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP, TMA, ROW, PL. Along D the box
+  // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP, TMA, ROW, PL, PARITY. Along D the box
   // steps by the dilation: KD planes from a box KD x DD planes deep; with PL > 1 output planes a
   // tile (unit dilation), KD + PL - 1 planes.
   const int row = k.config[4], rows = k.config[5] / k.config[4];
@@ -30,13 +42,7 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(row), static_cast<cuuint32_t>(rows), planes,
                              static_cast<cuuint32_t>(k.config[3]), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
-  CUtensorMap map{};
-  check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 5, const_cast<void*>(input), dims,
-                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-           "cuTensorMapEncodeTiled");
-  return map;
+  return tiled_map(5, input, dims, strides, box, element_strides, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 CUtensorMap encode_output(const Plan& plan, const void* output) {
@@ -48,13 +54,7 @@ CUtensorMap encode_output(const Plan& plan, const void* output) {
   const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(plan.key.config[9]),
                              static_cast<cuuint32_t>(plan.store_channels), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  CUtensorMap map{};
-  check_cu(driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, const_cast<void*>(output), dims,
-                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-           "cuTensorMapEncodeTiled");
-  return map;
+  return tiled_map(4, output, dims, strides, box, element_strides, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 // The last map this thread encoded for a role (input, output): a layer called again on the same

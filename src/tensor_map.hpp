@@ -1,6 +1,7 @@
 #pragma once
 // TMA tensor maps for the kernels that stage their input as tensor boxes (igemm_sm90 with TMA
-// staging): encoded on the host for each call, since the map holds the input's address.
+// staging) and store their output from shared memory as boxes (its tf32 row tiles): encoded on
+// the host for each call, since a map holds the tensor's address.
 #include <cuda.h>
 
 #include "plan.hpp"
