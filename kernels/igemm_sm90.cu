@@ -557,54 +557,58 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       wgmma::wait<0>();
       settle_all();
     }
-    if (STAGED && bulk) {
-      // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
-      // fills its staging box, and one lane stores it with TMA, which clips what lies past the
-      // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
-      // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
-      constexpr int BOXC = STAGED ? G.store_channels : BN, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
-      // Worked out here from the thread index: hoisted out of the tile loop, they made ptxas spill
-      // (the tf32 reference kernel with an odd box shift, at 128 registers).
-      unsigned id = threadIdx.x;
-      asm volatile("" : "+r"(id));
-      const int first = o.first + 16 * static_cast<int>(id >> 5);
-      const bool odd = id & 1;
-      float* const box = staging + (id >> 5) * BOX;
+    if constexpr (STAGED) {
+      if (bulk) {
+        // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
+        // fills its staging box, and one lane stores it with TMA, which clips what lies past the
+        // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
+        // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
+        constexpr int BOXC = G.store_channels, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
+        // Worked out here from the thread index: hoisted out of the tile loop, they made ptxas spill
+        // (the tf32 reference kernel with an odd box shift, at 128 registers).
+        unsigned id = threadIdx.x;
+        asm volatile("" : "+r"(id));
+        const int first = o.first + 16 * static_cast<int>(id >> 5);
+        const bool odd = id & 1;
+        float* const box = staging + (id >> 5) * BOX;
 #pragma unroll
-      for (int r = 0; r < ROUNDS; ++r) {
-        if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
-        __syncwarp();
+        for (int r = 0; r < ROUNDS; ++r) {
+          if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
+          __syncwarp();
 #pragma unroll
-        for (int jj = 0; jj < BOXC / 8; ++jj) {
-          const int j = r * BOXC / 8 + jj;
-          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-          // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
-          auto value = [&](int y, int half) {
-            const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
-            return acc[d][i] + (e ? b.y : b.x);
-          };
+          for (int jj = 0; jj < BOXC / 8; ++jj) {
+            const int j = r * BOXC / 8 + jj;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
+            auto value = [&](int y, int half) {
+              const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
+              return acc[d][i] + (e ? b.y : b.x);
+            };
 #pragma unroll
-          for (int y = 0; y < 2 * PL; ++y) {
-            // Box rows are 64 bytes: a row's bank half is its parity, y's. Lanes of odd t take
-            // output y ^ 1, so that a store's lanes fill both halves.
-            float* const dst = box + ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
-            const float lo = odd ? value(y ^ 1, 0) : value(y, 0), hi = odd ? value(y ^ 1, 1) : value(y, 1);
-            if (PAIRED) {
-              *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
-            } else {
-              dst[0] = lo;
-              dst[8] = hi;
+            for (int y = 0; y < 2 * PL; ++y) {
+              // Box rows are 64 bytes: a row's bank half is its parity, y's. Lanes of odd t take
+              // output y ^ 1, so that a store's lanes fill both halves.
+              float* const dst = box + ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
+              const float lo = odd ? value(y ^ 1, 0) : value(y, 0), hi = odd ? value(y ^ 1, 1) : value(y, 1);
+              if (PAIRED) {
+                *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
+              } else {
+                dst[0] = lo;
+                dst[8] = hi;
+              }
             }
           }
+          tma::fence_shared_to_async();
+          __syncwarp();
+          if (lane == 0) {
+            if (first < OH * OW && kb * BN + r * BOXC < K) {
+              tma::store_box(out_map, box, first, o.od, kb * BN + r * BOXC, o.n);
+            }
+            tma::commit_stores();
+          }
         }
-        tma::fence_shared_to_async();
-        __syncwarp();
-        if (lane == 0) {
-          if (first < OH * OW && kb * BN + r * BOXC < K) tma::store_box(out_map, box, first, o.od, kb * BN + r * BOXC, o.n);
-          tma::commit_stores();
-        }
+        continue;
       }
-      continue;
     }
 #pragma unroll
     for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
