@@ -43,7 +43,8 @@
 //
 // Outputs: tf32 row tiles with TMA stage them (G.store_channels > 0): each warp fills a box of its
 // 16 positions x PL planes x some channels in shared memory, and one lane stores it with a TMA
-// tensor store; elsewhere each thread stores its accumulators (8-byte stores for paired rows).
+// tensor store (where the output has no tensor map, the warp copies the box out itself); elsewhere
+// each thread stores its accumulators (8-byte stores for paired rows).
 // These kernels are bound by shared-memory bandwidth, so the box's stores avoid bank conflicts.
 //
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
@@ -180,7 +181,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
   const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0;
   // Row tiles with output staging store through the output's tensor map where it exists (the
-  // host encodes it under the same test).
+  // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
   const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
@@ -558,46 +559,47 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       settle_all();
     }
     if constexpr (STAGED) {
-      if (bulk) {
-        // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
-        // fills its staging box, and one lane stores it with TMA, which clips what lies past the
-        // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
-        // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
-        constexpr int BOXC = G.store_channels, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
-        // Worked out here from the thread index: hoisted out of the tile loop, they made ptxas spill
-        // (the tf32 reference kernel with an odd box shift, at 128 registers).
-        unsigned id = threadIdx.x;
-        asm volatile("" : "+r"(id));
-        const int first = o.first + 16 * static_cast<int>(id >> 5);
-        const bool odd = id & 1;
-        float* const box = staging + (id >> 5) * BOX;
+      // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
+      // fills its staging box, and one lane stores it with TMA, which clips what lies past the
+      // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
+      // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
+      // Without the output's tensor map the warp copies its box out itself.
+      constexpr int BOXC = G.store_channels, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
+      // Worked out here from the thread index: hoisted out of the tile loop, they made ptxas spill
+      // (the tf32 reference kernel with an odd box shift, at 128 registers).
+      unsigned id = threadIdx.x;
+      asm volatile("" : "+r"(id));
+      const int first = o.first + 16 * static_cast<int>(id >> 5);
+      const bool odd = id & 1;
+      float* const box = staging + (id >> 5) * BOX;
 #pragma unroll
-        for (int r = 0; r < ROUNDS; ++r) {
-          if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
-          __syncwarp();
+      for (int r = 0; r < ROUNDS; ++r) {
+        if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
+        __syncwarp();
 #pragma unroll
-          for (int jj = 0; jj < BOXC / 8; ++jj) {
-            const int j = r * BOXC / 8 + jj;
-            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-            // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
-            auto value = [&](int y, int half) {
-              const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
-              return acc[d][i] + (e ? b.y : b.x);
-            };
+        for (int jj = 0; jj < BOXC / 8; ++jj) {
+          const int j = r * BOXC / 8 + jj;
+          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+          // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
+          auto value = [&](int y, int half) {
+            const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
+            return acc[d][i] + (e ? b.y : b.x);
+          };
 #pragma unroll
-            for (int y = 0; y < 2 * PL; ++y) {
-              // Box rows are 64 bytes: a row's bank half is its parity, y's. Lanes of odd t take
-              // output y ^ 1, so that a store's lanes fill both halves.
-              float* const dst = box + ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
-              const float lo = odd ? value(y ^ 1, 0) : value(y, 0), hi = odd ? value(y ^ 1, 1) : value(y, 1);
-              if (PAIRED) {
-                *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
-              } else {
-                dst[0] = lo;
-                dst[8] = hi;
-              }
+          for (int y = 0; y < 2 * PL; ++y) {
+            // Box rows are 64 bytes: a row's bank half is its parity, y's. Lanes of odd t take
+            // output y ^ 1, so that a store's lanes fill both halves.
+            float* const dst = box + ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
+            const float lo = odd ? value(y ^ 1, 0) : value(y, 0), hi = odd ? value(y ^ 1, 1) : value(y, 1);
+            if (PAIRED) {
+              *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
+            } else {
+              dst[0] = lo;
+              dst[8] = hi;
             }
           }
+        }
+        if (bulk) {
           tma::fence_shared_to_async();
           __syncwarp();
           if (lane == 0) {
@@ -606,50 +608,63 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             }
             tma::commit_stores();
           }
-        }
-        continue;
-      }
-    }
-#pragma unroll
-    for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
-      if (o.od + d >= OD) break;     // (the last group of planes may be short)
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        if (!SPLIT) sum[i] = acc[d][i];
-        if (BLOCKED) sum[i] += total[i];
-      }
-      // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
-      const long long out_vol = static_cast<long long>(OD) * OH * OW;
-      // Channel kb * BN + 2t's output at position `at` of plane od0 + d.
-      auto out_at = [&](int2 at) {
-        return out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + at.x) * OW + at.y;
-      };
-      if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
-        const int2 at = position(o, pa);
-        if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-        float* d0 = out_at(at);
-#pragma unroll
-        for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-          const int k = kb * BN + j * 8 + 2 * t;
-          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-          if (k < K) *reinterpret_cast<float2*>(d0) = make_float2(sum[j * 4] + b.x, sum[j * 4 + 2] + b.x);
-          if (k + 1 < K) {
-            *reinterpret_cast<float2*>(d0 + out_vol) = make_float2(sum[j * 4 + 1] + b.y, sum[j * 4 + 3] + b.y);
+        } else {
+          // Box element i: position first + i % 16, plane i / 16 % PL, channel i / (16 PL) of the
+          // round; a load of 32 lanes writes two 64-byte runs. (Storing the accumulators from
+          // registers here instead, a second epilogue, cost the tf32 reference 0.3 s of compile.)
+          __syncwarp();
+          const long long plane = static_cast<long long>(OH) * OW;
+#pragma unroll 1
+          for (int i = lane; i < BOX; i += 32) {
+            const int at = first + i % 16, d = i / 16 % PL, k = kb * BN + r * BOXC + i / (16 * PL);
+            if (at < OH * OW && o.od + d < OD && k < K) {
+              out[((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + at] = box[i];
+            }
           }
         }
-        continue;
       }
+    } else {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int2 at = position(o, pa + STEP * half);
-        if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-        float* d0 = out_at(at);
+      for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
+        if (o.od + d >= OD) break;     // (the last group of planes may be short)
 #pragma unroll
-        for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-          const int k = kb * BN + j * 8 + 2 * t;
-          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-          if (k < K) d0[0] = sum[j * 4 + half * 2] + b.x;
-          if (k + 1 < K) d0[out_vol] = sum[j * 4 + half * 2 + 1] + b.y;
+        for (int i = 0; i < R; ++i) {
+          if (!SPLIT) sum[i] = acc[d][i];
+          if (BLOCKED) sum[i] += total[i];
+        }
+        // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
+        const long long out_vol = static_cast<long long>(OD) * OH * OW;
+        // Channel kb * BN + 2t's output at position `at` of plane od0 + d.
+        auto out_at = [&](int2 at) {
+          return out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + at.x) * OW + at.y;
+        };
+        if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
+          const int2 at = position(o, pa);
+          if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+          float* d0 = out_at(at);
+#pragma unroll
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            if (k < K) *reinterpret_cast<float2*>(d0) = make_float2(sum[j * 4] + b.x, sum[j * 4 + 2] + b.x);
+            if (k + 1 < K) {
+              *reinterpret_cast<float2*>(d0 + out_vol) = make_float2(sum[j * 4 + 1] + b.y, sum[j * 4 + 3] + b.y);
+            }
+          }
+          continue;
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int2 at = position(o, pa + STEP * half);
+          if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+          float* d0 = out_at(at);
+#pragma unroll
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            if (k < K) d0[0] = sum[j * 4 + half * 2] + b.x;
+            if (k + 1 < K) d0[out_vol] = sum[j * 4 + half * 2 + 1] + b.y;
+          }
         }
       }
     }

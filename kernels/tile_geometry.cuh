@@ -378,7 +378,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 
 
 /// Whether igemm_sm90 with output staging stores through the output's tensor map: the map needs
 /// 16-byte aligned planes (OH x OW a multiple of 4 floats) and output address. The host encodes
-/// the map under the same test.
+/// the map under the same test; elsewhere each warp copies its staging box out with plain stores.
 CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_boxed(long long plane, unsigned long long out_address) {
   return plane % 4 == 0 && out_address % 16 == 0;
 }
