@@ -41,7 +41,7 @@
 // p + o, p + o + 1 as one 8-byte pair where it is aligned (every other translate, by the parity
 // PARITY of the box shift) and each pair serves two slices (0.500 -> 0.464 ms, session 15).
 //
-// Outputs: tf32 row tiles with TMA stage them (G.store_channels > 0): each warp fills a box of its
+// Outputs: tf32 row tiles stage them (G.store_channels > 0): each warp fills a box of its
 // 16 positions x PL planes x some channels in shared memory, and one lane stores it with a TMA
 // tensor store (where the output has no tensor map, the warp copies the box out itself); elsewhere
 // each thread stores its accumulators (8-byte stores for paired rows).
@@ -83,11 +83,11 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 template <int CG, int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW, int TH, int TW, int BN,
           int CC, int RP, int PP, int CP, int SPLIT, int TMA, int ROW, int PL, int PARITY>
 __global__ void __launch_bounds__(TH* TW * 2, sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP,
-                                                          SPLIT, ROW, PL, TMA).min_blocks)
+                                                          SPLIT, ROW, PL).min_blocks)
 igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const float* __restrict__ bias,
            float* __restrict__ out, ConvParams p, const __grid_constant__ TensorMap map,
            const __grid_constant__ TensorMap out_map) {
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL, TMA);
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -352,11 +352,13 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
     const Origin o = origin(tile);
     // The thread's second A row reads its inputs `second` bytes after its first: a compile-time
-    // distance in TH x TW tiles (8 columns on, or one row down in tiles 8 wide), a tile's own in
+    // distance in TH x TW tiles (8 columns on, or one row down in tiles 8 wide) and for paired
+    // rows (p + 1 lies in p's row: p is even, and so are row tiles' rows), a tile's own in other
     // row tiles (where the run of positions may wrap into the next row).
     const int base_a = tile_offset(o, position(o, pa));
-    const int second = ROW ? 4 * (tile_offset(o, position(o, pa + STEP)) - base_a)
-                           : 4 * (PAIRED ? SW : TW >= 16 ? 8 * SW : SH * RP);
+    const int second = PAIRED ? 4 * SW
+                       : ROW  ? 4 * (tile_offset(o, position(o, pa + STEP)) - base_a)
+                              : 4 * (TW >= 16 ? 8 * SW : SH * RP);
 #pragma unroll 1
     for (int chunk = 0; chunk < CHUNKS; ++chunk, ++it) {
       const int buf = it % STAGES;

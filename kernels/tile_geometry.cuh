@@ -191,13 +191,14 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_registers(int bn, int split, int kred_t
 constexpr int kSm90SharedPerSm = 228 * 1024;
 /// Most copy stages of igemm_sm90 (items in flight + the one computed).
 constexpr int kSm90MaxStages = 4;
-/// Output staging of igemm_sm90's tf32 row tiles with TMA: each warp owns a box of its 16
+/// Output staging of igemm_sm90's tf32 row tiles: each warp owns a box of its 16
 /// consecutive positions x PL planes x some channels in shared memory, which it fills and stores
 /// with TMA, BN / channels rounds a tile: 4 KB a warp where that fits, else 2 KB (H200, tf32
 /// reference: stores from registers 0.547 ms, 2 KB boxes 0.514 (0.533 as two 1 KB boxes in turn),
 /// 4 KB boxes with a copy stage less 0.500; bench/NOTES.md, session 15). Not for 3xTF32, whose
 /// products take 3x longer: two fp32 kernels that staged ran 0-1.4 % slower (dilated,
-/// asymmetric_kernel).
+/// asymmetric_kernel). Also with cp.async input staging: the tf32 reference's cp.async twin (for
+/// inputs not 16-byte aligned) spilled 44 bytes storing from registers, none staged.
 constexpr int kSm90StoreWarpFloats[2] = {1024, 512};
 
 /// Channels of a staging box of `floats` (a multiple of 8 dividing BN), 0 where none fits.
@@ -221,7 +222,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floa
 /// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices, none with a gather pattern),
 /// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
-/// plane when the padding terms need it; then, for row tiles with TMA, each warp's output staging box.
+/// plane when the padding terms need it; then, for tf32 row tiles, each warp's output staging box.
 /// The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
 /// when its reduction streams in chunks (more bytes in flight: such kernels wait on their copies,
@@ -239,7 +240,7 @@ struct Sm90Geometry {
   int zero_floats;   // of it: what the gather reads at term offset 0, at most a plane (PP <= CP / KD)
   int weight_floats, table_ints, tile_floats;
   int bars_at, tiles_at;  // floats from the start: the mbarriers, the input tiles
-  // Row tiles with TMA: the warps' output staging boxes after the tiles (store_floats in all) and
+  // tf32 row tiles: the warps' output staging boxes after the tiles (store_floats in all) and
   // the channels of a box, where they fit without costing a block an SM; else 0 (stores from
   // registers).
   int store_at, store_floats, store_channels;
@@ -393,7 +394,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_row_span(int positions, int row) { retu
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
-                                                           int split, int row, int pl = 1, int tma = 0) {
+                                                           int split, int row, int pl = 1) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.in_d = sm90_input_planes(kd, pl);
@@ -425,7 +426,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Output staging where it fits without costing a block an SM: the largest box.
   auto stage_outputs = [&] {
-    for (int i = 0; i < 2 && row > 0 && tma == 1 && split == 0 && g.store_channels == 0; ++i) {
+    for (int i = 0; i < 2 && row > 0 && split == 0 && g.store_channels == 0; ++i) {
       const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
       if (channels == 0) continue;
       g.store_floats = g.threads / 32 * 16 * pl * channels;

@@ -219,10 +219,11 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   impl_->launch(impl_->plan(prob, desc, ctx), tensors, cu_stream, ctx);
 }
 
-KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream) {
+KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool aligned_input) {
   const Problem prob = make_problem(desc);
   const CallContext ctx = call_context(static_cast<CUstream>(stream));
-  const Plan plan = impl_->plan(prob, desc, ctx);
+  const Plan planned = impl_->plan(prob, desc, ctx);
+  const Plan& plan = planned.unaligned && !aligned_input ? *planned.unaligned : planned;
   ContextScope scope(ctx.handle);
   CUfunction fn = impl_->function(plan.key, plan.shared_bytes, ctx);
   auto attribute = [fn](CUfunction_attribute a) {

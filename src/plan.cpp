@@ -448,12 +448,12 @@ Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w, int in
   return {rp, pp, cp, fewest};
 }
 
-Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl, int tma) {
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
-                       d.precision == Precision::Fp32 ? 1 : 0, row, pl, tma);
+                       d.precision == Precision::Fp32 ? 1 : 0, row, pl);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
@@ -505,7 +505,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
-  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row, pl, 0);
+  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row, pl);
   const int split = d.precision == Precision::Fp32 ? 1 : 0;
   if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w), pl) >
           std::min(255, 65536 / rough.threads / 8 * 8)) {
@@ -516,7 +516,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w, rough.in_d, pl);
-  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row, pl, 0);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row, pl);
   if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
   Sm90Choice choice{th, tw, bn, cc, row, pl,
                     Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts}, std::nullopt};
@@ -528,7 +528,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
     for (int box_row = narrowest; box_row <= std::min(256, narrowest + 28); box_row += 4) {
       const int plane = rough.in_h * box_row, channel = rough.in_d * plane;
-      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl, 1);
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl);
       if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
       const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel, pl);
       if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {

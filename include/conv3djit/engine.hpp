@@ -101,8 +101,9 @@ class Engine {
   std::string kernel_for(const Conv3dDesc& desc, const std::string& arch = "");
 
   /// The kernel run() launches for desc on `stream`'s device (loaded, compiled if needed) and its
-  /// registers, local memory, shared memory and launch shape. Needs a GPU.
-  KernelResources resources(const Conv3dDesc& desc, Stream stream = nullptr);
+  /// registers, local memory, shared memory and launch shape; with aligned_input = false, the one
+  /// it launches for an input that is not 16-byte aligned. Needs a GPU.
+  KernelResources resources(const Conv3dDesc& desc, Stream stream = nullptr, bool aligned_input = true);
 
   EngineStats stats() const;
 
