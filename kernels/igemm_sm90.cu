@@ -611,17 +611,19 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             tma::commit_stores();
           }
         } else {
-          // Box element i: position first + i % 16, plane i / 16 % PL, channel i / (16 PL) of the
-          // round; a load of 32 lanes writes two 64-byte runs. (Storing the accumulators from
-          // registers here instead, a second epilogue, cost the tf32 reference 0.3 s of compile.)
+          // Box row y = c * PL + d (channel c of the round, plane d) holds 16 positions: the warp's
+          // halves take rows 2j and 2j + 1 (conflict-free loads), each writing one 64-byte run.
+          // (Storing the accumulators from registers here instead, a second epilogue, cost the tf32
+          // reference 0.3 s of compile.)
           __syncwarp();
-          const long long plane = static_cast<long long>(OH) * OW;
-#pragma unroll 1
-          for (int i = lane; i < BOX; i += 32) {
-            const int at = first + i % 16, d = i / 16 % PL, k = kb * BN + r * BOXC + i / (16 * PL);
-            if (at < OH * OW && o.od + d < OD && k < K) {
-              out[((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + at] = box[i];
-            }
+          const int at = lane % 16, k0 = kb * BN + r * BOXC;
+          const long long plane = static_cast<long long>(OH) * OW, channel = OD * plane;
+          const bool inside = first + at < OH * OW;
+          float* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
+#pragma unroll 4
+          for (int j = 0; j < BOXC * PL / 2; ++j) {
+            const int y = 2 * j + lane / 16, c = y / PL, d = y % PL;
+            if (inside && o.od + d < OD && k0 + c < K) run[c * channel + d * plane] = box[y * 16 + at];
           }
         }
       }
