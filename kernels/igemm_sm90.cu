@@ -114,8 +114,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
   static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= G.in_d * PP, "tile pitches too small");
   static_assert(G.tile_floats <= 65536, "gather offsets are 16 bits");
-  static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL),
-                "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL");
+  static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL && TMA),
+                "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL, TMA boxes");
 
   extern __shared__ float4 shared4[];
   float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]

@@ -484,7 +484,9 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d)
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
 // cp.async, -1 = TMA where it fits. Every choice fits with cp.async, the fallback of a TMA plan
 // for inputs that are not 16-byte aligned. PL > 1 output planes a tile: the tf32 class, the whole
-// reduction in one chunk, unit stride and dilation along D, and KD >= PL.
+// reduction in one chunk, unit stride and dilation along D, KD >= PL, and TMA boxes (with cp.async,
+// the tf32 reference's paired rows spilled 4-36 bytes at 128 registers and took 1.3-1.6 s to
+// compile: those tiles take one plane, 0.5 s; session 16).
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging = -1, bool rows = false, int pl = 1) {
   const Conv3dDesc& d = prob.desc;
@@ -494,7 +496,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   if (pl > 1 && (d.precision != Precision::Tf32 || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
-                 d.kernel.d < pl)) {
+                 d.kernel.d < pl || staging == 0)) {
     return std::nullopt;
   }
   const int row = rows ? static_cast<int>(prob.out.w) : 0;
@@ -537,7 +539,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
       if (wavefronts <= 1.0) break;
     }
   }
-  if (staging == 1 && !choice.boxed) return std::nullopt;
+  if ((staging == 1 || pl > 1) && !choice.boxed) return std::nullopt;
   return choice;
 }
 
@@ -710,10 +712,16 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   return plan;
 }
 
-// The choice's plan; with TMA staging it carries its cp.async twin.
+// The choice's plan; with TMA staging it carries its cp.async twin (of one output plane a tile:
+// its input tile is smaller, so it fits where the choice does).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
-  if (c.boxed) plan.unaligned = std::make_shared<const Plan>(plan_sm90(prob, limits, c, c.copies));
+  if (c.boxed) {
+    const std::optional<Sm90Choice> twin =
+        c.pl > 1 ? sm90_candidate(prob, limits, c.th, c.tw, c.bn, c.cc, 0, c.row > 0, 1) : c;
+    if (!twin) throw Error(ErrorCategory::Unsupported, "igemm_sm90: no cp.async twin of one plane a tile for this plan");
+    plan.unaligned = std::make_shared<const Plan>(plan_sm90(prob, limits, *twin, twin->copies));
+  }
   return plan;
 }
 
@@ -809,7 +817,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
                               "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256 "
                               "(row tiles: whole input rows); PLANES > 1 needs the tf32 class, CC = C, unit stride and "
-                              "dilation along D and KD >= PLANES",
+                              "dilation along D, KD >= PLANES and TMA staging",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);

@@ -138,6 +138,10 @@ ConfigCases config_cases() {
   // mid-row. test_plan checks each one's parity.
   const std::vector<Conv3dDesc> pair_loads_tf32 = pair_load_cases();
   const std::vector<Conv3dDesc> pair_loads_rows_tf32(pair_loads_tf32.begin(), pair_loads_tf32.begin() + 4);
+  // Paired rows without pair loads: stride and dilation 2 along W (translates two columns apart),
+  // 17 outputs a row.
+  std::vector<Conv3dDesc> carried_tf32 = {make(1, 3, {5, 9, 40}, 24, {3, 5, 4}, {1, 1, 2}, 0, {1, 1, 2})};
+  carried_tf32[0].precision = Precision::Tf32;
   std::vector<Conv3dDesc> chunked_wide_tf32 = chunked_wide;
   for (Conv3dDesc& d : chunked_wide_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
@@ -206,12 +210,12 @@ ConfigCases config_cases() {
           {"sm90:4,32,64,3,0,1", short_reduction},
           {"sm90:2,64,128,2,0,1", chunked_wide_tf32},
           {"sm90:4,64,64,512,1,1,2", planes_tf32},
-          {"sm90:2,64,64,512,0,0,2", planes_tf32},
           {"sm90:2,32,64,512,1,0,3", {planes_tf32[0], planes_tf32[2]}},
-          // Paired rows (sm90_paired) with an odd output width: TH x TW tiles store position by
-          // position at the right edge; row tiles of an odd width do not pair.
-          {"sm90:2,64,64,512,0,0,2", {dense_tf32[0]}},
-          {"sm90:4,64,64,512,0,1,2", {dense_tf32[0]}},
+          // Paired rows (sm90_paired) with an odd output width, carrying their inputs (stride 2):
+          // TH x TW tiles store position by position at the right edge; row tiles of an odd width
+          // do not pair.
+          {"sm90:2,64,64,512,1,0,2", carried_tf32},
+          {"sm90:4,64,64,512,1,1,2", carried_tf32},
           {"sm90:4,64,64,512,1,1,2", pair_loads_rows_tf32},
           {"sm90:2,64,64,512,1,0,2", pair_loads_tf32},
       },
