@@ -99,7 +99,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   constexpr Sm90Pattern PAT = sm90_pattern(CC, KH, KW, PL);
   constexpr bool PATTERN = PAT.groups > 0;
   // Paired rows (sm90_paired): a thread's A rows are positions p and p + STEP.
-  constexpr bool PAIRED = sm90_paired(CC, KH, KW, SW, DW, ROW, PL);
+  constexpr bool PAIRED = sm90_paired(CC, KH, KW, SW, DW, ROW, PL, TMA);
   constexpr int STEP = PAIRED ? 1 : 8;
   // ... and where they load their inputs in pairs (sm90_pair_loads), PARITY is the box shift's.
   constexpr bool PAIR_LOADS = sm90_pair_loads(CC, KH, KW, SW, DW, ROW, PL, TMA);
@@ -114,8 +114,8 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
   static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= G.in_d * PP, "tile pitches too small");
   static_assert(G.tile_floats <= 65536, "gather offsets are 16 bits");
-  static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL && TMA),
-                "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL, TMA boxes");
+  static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL),
+                "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL");
 
   extern __shared__ float4 shared4[];
   float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]

@@ -292,10 +292,13 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Pattern sm90_pattern(int cc, int kh, int kw,
 /// one output column (box kw extent x DW == SW, several translates a kernel row) and rows of even
 /// width (row tiles: ROW even), a thread's two A rows are the adjacent positions p, p + 1 instead
 /// of p, p + 8. Translate o at p is then translate o - 1 at p + 1, which the thread gathered for
-/// the slice one translate before: a slice loads only its p + 1 half (two loads, not four).
-CONV3DJIT_HOST_DEVICE constexpr bool sm90_paired(int cc, int kh, int kw, int sw, int dw, int row, int pl) {
+/// the slice one translate before: a slice loads only its p + 1 half (two loads, not four). Only
+/// with TMA boxes: cp.async staging's two-plane row tiles spilled 4-36 bytes at 128 registers
+/// paired, and ran as fast unpaired (H200, tf32 reference with W = 63: 0.699 / 0.698 ms, W = 66:
+/// 0.688 / 0.684; session 16).
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_paired(int cc, int kh, int kw, int sw, int dw, int row, int pl, int tma) {
   const Sm90Pattern p = sm90_pattern(cc, kh, kw, pl);
-  return p.groups > 0 && p.groups <= 2 && p.box[2] * dw == sw && kw / p.box[2] > 1 && row % 2 == 0;
+  return tma == 1 && p.groups > 0 && p.groups <= 2 && p.box[2] * dw == sw && kw / p.box[2] > 1 && row % 2 == 0;
 }
 
 /// Whether paired rows also load their inputs two at a time: with unit stride along W a thread's
@@ -305,7 +308,7 @@ CONV3DJIT_HOST_DEVICE constexpr bool sm90_paired(int cc, int kh, int kw, int sw,
 /// parity is the box shift's (sm90_tma_shift: the parity of pad_w, a field of the kernel's key).
 CONV3DJIT_HOST_DEVICE constexpr bool sm90_pair_loads(int cc, int kh, int kw, int sw, int dw, int row, int pl,
                                                      int tma) {
-  return tma == 1 && sw == 1 && sm90_paired(cc, kh, kw, sw, dw, row, pl);
+  return sw == 1 && sm90_paired(cc, kh, kw, sw, dw, row, pl, tma);
 }
 
 /// A reduction term of a chunk: channel and kernel tap (c = -1: a padding slot).

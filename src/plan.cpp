@@ -484,9 +484,7 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d)
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
 // cp.async, -1 = TMA where it fits. Every choice fits with cp.async, the fallback of a TMA plan
 // for inputs that are not 16-byte aligned. PL > 1 output planes a tile: the tf32 class, the whole
-// reduction in one chunk, unit stride and dilation along D, KD >= PL, and TMA boxes (with cp.async,
-// the tf32 reference's paired rows spilled 4-36 bytes at 128 registers and took 1.3-1.6 s to
-// compile: those tiles take one plane, 0.5 s; session 16).
+// reduction in one chunk, unit stride and dilation along D, and KD >= PL.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging = -1, bool rows = false, int pl = 1) {
   const Conv3dDesc& d = prob.desc;
@@ -496,7 +494,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   if (pl > 1 && (d.precision != Precision::Tf32 || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
-                 d.kernel.d < pl || staging == 0)) {
+                 d.kernel.d < pl)) {
     return std::nullopt;
   }
   const int row = rows ? static_cast<int>(prob.out.w) : 0;
@@ -539,7 +537,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
       if (wavefronts <= 1.0) break;
     }
   }
-  if ((staging == 1 || pl > 1) && !choice.boxed) return std::nullopt;
+  if (staging == 1 && !choice.boxed) return std::nullopt;
   return choice;
 }
 
@@ -712,8 +710,11 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   return plan;
 }
 
-// The choice's plan; with TMA staging it carries its cp.async twin (of one output plane a tile:
-// its input tile is smaller, so it fits where the choice does).
+// The choice's plan; with TMA staging it carries its cp.async twin, of one output plane a tile
+// (whose input tile is smaller, so it fits where the choice does): the twin compiles where an
+// input is not 16-byte aligned, often at run time, and with two planes it took 1.3-1.6 s to
+// compile (H200 machine), one 0.5-0.7 s; it runs 20-25 % slower (the tf32 reference with W = 63
+// and 66, unaligned; session 16).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
   if (c.boxed) {
@@ -817,7 +818,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
                               "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256 "
                               "(row tiles: whole input rows); PLANES > 1 needs the tf32 class, CC = C, unit stride and "
-                              "dilation along D, KD >= PLANES and TMA staging",
+                              "dilation along D and KD >= PLANES",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);

@@ -210,7 +210,11 @@ ConfigCases config_cases() {
           {"sm90:4,32,64,3,0,1", short_reduction},
           {"sm90:2,64,128,2,0,1", chunked_wide_tf32},
           {"sm90:4,64,64,512,1,1,2", planes_tf32},
+          {"sm90:2,64,64,512,0,0,2", planes_tf32},
           {"sm90:2,32,64,512,1,0,3", {planes_tf32[0], planes_tf32[2]}},
+          // Two planes by cp.async (unpaired) with an odd output width.
+          {"sm90:2,64,64,512,0,0,2", {dense_tf32[0]}},
+          {"sm90:4,64,64,512,0,1,2", {dense_tf32[0]}},
           // Paired rows (sm90_paired) with an odd output width, carrying their inputs (stride 2):
           // TH x TW tiles store position by position at the right edge; row tiles of an odd width
           // do not pair.

@@ -163,14 +163,15 @@ TEST_CASE("with several output planes, every weight of a chunk sits in exactly o
 }
 
 TEST_CASE("paired A rows need a pattern translated along kw by one output column and rows of even width") {
-  CHECK(sm90_paired(3, 5, 7, 1, 1, 58, 2));   // the tf32 reference: 3 x 5 x 1 box, 7 translates
-  CHECK(sm90_paired(3, 5, 7, 1, 1, 0, 2));    // TH x TW tiles (the kernel checks OW for its stores)
-  CHECK(sm90_paired(8, 3, 3, 1, 1, 0, 2));    // one group of 8 channels, 3 translates a kernel row
-  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 31, 2));  // odd row tiles: p + 1 may be the next row
-  CHECK_FALSE(sm90_paired(3, 5, 7, 2, 1, 0, 2));   // stride 2: translate o at p is o - 2 at p + 1
-  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 2, 0, 2));   // dilation 2 along W, likewise
-  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 58, 1));  // one plane a tile: no pattern
-  CHECK_FALSE(sm90_paired(3, 3, 3, 1, 1, 0, 2));   // no pattern for 3 x 3 x 3 on 3 channels
+  CHECK(sm90_paired(3, 5, 7, 1, 1, 58, 2, 1));   // the tf32 reference: 3 x 5 x 1 box, 7 translates
+  CHECK(sm90_paired(3, 5, 7, 1, 1, 0, 2, 1));    // TH x TW tiles (the kernel checks OW for its stores)
+  CHECK(sm90_paired(8, 3, 3, 1, 1, 0, 2, 1));    // one group of 8 channels, 3 translates a kernel row
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 31, 2, 1));  // odd row tiles: p + 1 may be the next row
+  CHECK_FALSE(sm90_paired(3, 5, 7, 2, 1, 0, 2, 1));   // stride 2: translate o at p is o - 2 at p + 1
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 2, 0, 2, 1));   // dilation 2 along W, likewise
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 58, 1, 1));  // one plane a tile: no pattern
+  CHECK_FALSE(sm90_paired(3, 3, 3, 1, 1, 0, 2, 1));   // no pattern for 3 x 3 x 3 on 3 channels
+  CHECK_FALSE(sm90_paired(3, 5, 7, 1, 1, 58, 2, 0));  // cp.async staging (spilled paired)
   // What the kernel relies on: a slice one translate after slice s - NG (same kernel row) reads
   // every slot SW floats further on, so its inputs at p are slice s - NG's at p + 1.
   struct Shape {
@@ -178,7 +179,7 @@ TEST_CASE("paired A rows need a pattern translated along kw by one output column
   };
   for (const Shape sh : {Shape{3, 3, 5, 7}, Shape{8, 3, 3, 3}, Shape{8, 2, 3, 5}}) {
     const Sm90Pattern p = sm90_pattern(sh.cc, sh.kh, sh.kw, 2);
-    REQUIRE(sm90_paired(sh.cc, sh.kh, sh.kw, 1, 1, 0, 2));
+    REQUIRE(sm90_paired(sh.cc, sh.kh, sh.kw, 1, 1, 0, 2, 1));
     const int translates_a_row = sh.kw / p.box[2];
     int reused = 0;
     for (int r = 8 * p.groups; r < p.slices * 8; ++r) {
