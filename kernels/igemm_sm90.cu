@@ -32,8 +32,8 @@
 // thread's register for its box cell plus the slice's constant: no table and no address
 // arithmetic (H200, tf32 reference: 0.596 -> 0.569 ms, although the box's rows put 1.75
 // wavefronts on a load where the table's order had 1.0; bench/NOTES.md, session 13). Where the
-// pattern's translates step along kw by one output column (sm90_paired), a thread's two A rows are
-// the adjacent positions p, p + 1 instead of p, p + 8: translate o at p is translate o - 1 at
+// pattern's translates step along kw by one output column (sm90_paired; TMA boxes), a thread's two
+// A rows are the adjacent positions p, p + 1 instead of p, p + 8: translate o at p is translate o - 1 at
 // p + 1, so a slice after its kernel row's first loads only its p + 1 half (32 loads a plane, not
 // 56), and a channel's two positions leave in one 8-byte store (H200, tf32 reference: 0.571 ->
 // 0.547 ms; with 4-byte stores, each half-filling its sectors, 0.99 ms; session 14). With unit
