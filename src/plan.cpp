@@ -712,9 +712,9 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
 
 // The choice's plan; with TMA staging it carries its cp.async twin, of one output plane a tile
 // (whose input tile is smaller, so it fits where the choice does): the twin compiles where an
-// input is not 16-byte aligned, often at run time, and with two planes it took 1.3-1.6 s to
-// compile (H200 machine), one 0.5-0.7 s; it runs 20-25 % slower (the tf32 reference with W = 63
-// and 66, unaligned; session 16).
+// input is not 16-byte aligned, often at run time, and with two planes it took 1.1-1.8 s to
+// compile on the H200 machine, with one 0.5-0.9 s. One plane runs 21-24 % slower there (measured
+// on cp.async primaries: the tf32 reference with W = 63 and 66; session 16).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
   if (c.boxed) {
