@@ -611,19 +611,35 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             tma::commit_stores();
           }
         } else {
-          // Box row y = c * PL + d (channel c of the round, plane d) holds 16 positions: the warp's
-          // halves take rows 2j and 2j + 1 (conflict-free loads), each writing one 64-byte run.
-          // (Storing the accumulators from registers here instead, a second epilogue, cost the tf32
-          // reference 0.3 s of compile.)
+          // Box row y = c * PL + d (channel c of the round, plane d) holds 16 positions, a lane
+          // takes v of them: 16 / v lanes a row, 2v rows a warp load (conflict-free), each row one
+          // 64-byte run; v = 2 (8-byte stores) where every run starts 8-byte aligned. (Storing the
+          // accumulators from registers here instead, a second epilogue, cost the tf32 reference
+          // 0.3 s of compile.)
           __syncwarp();
-          const int at = lane % 16, k0 = kb * BN + r * BOXC;
+          const int k0 = kb * BN + r * BOXC;
           const long long plane = static_cast<long long>(OH) * OW, channel = OD * plane;
-          const bool inside = first + at < OH * OW;
-          float* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
+          auto copy_out = [&](int v) {
+            const int lanes = 16 / v, at = v * (lane % lanes);
+            const bool inside = first + at < OH * OW;  // (v = 2: so is first + at + 1, OH * OW even)
+            float* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
 #pragma unroll 4
-          for (int j = 0; j < BOXC * PL / 2; ++j) {
-            const int y = 2 * j + lane / 16, c = y / PL, d = y % PL;
-            if (inside && o.od + d < OD && k0 + c < K) run[c * channel + d * plane] = box[y * 16 + at];
+            for (int j = 0; j < BOXC * PL / (2 * v); ++j) {
+              const int y = 2 * v * j + lane / lanes, c = y / PL, d = y % PL;
+              if (inside && o.od + d < OD && k0 + c < K) {
+                float* const dst = run + c * channel + d * plane;
+                if (v == 2) {
+                  *reinterpret_cast<float2*>(dst) = *reinterpret_cast<const float2*>(box + y * 16 + at);
+                } else {
+                  *dst = box[y * 16 + at];
+                }
+              }
+            }
+          };
+          if (plane % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0) {
+            copy_out(2);
+          } else {
+            copy_out(1);
           }
         }
       }
