@@ -164,8 +164,7 @@ struct Engine::Impl {
 
   void launch(const Plan& planned, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
     // TMA maps and 16-byte copies need a 16-byte aligned input; other inputs take the plan's twin.
-    const bool aligned = reinterpret_cast<uintptr_t>(t.input) % 16 == 0;
-    const Plan& plan = planned.unaligned && !aligned ? *planned.unaligned : planned;
+    const Plan& plan = planned.for_input(reinterpret_cast<uintptr_t>(t.input) % 16 == 0);
     // The stream's context, even when the caller's current context is another device's.
     ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
@@ -223,7 +222,7 @@ KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool al
   const Problem prob = make_problem(desc);
   const CallContext ctx = call_context(static_cast<CUstream>(stream));
   const Plan planned = impl_->plan(prob, desc, ctx);
-  const Plan& plan = planned.unaligned && !aligned_input ? *planned.unaligned : planned;
+  const Plan& plan = planned.for_input(aligned_input);
   ContextScope scope(ctx.handle);
   CUfunction fn = impl_->function(plan.key, plan.shared_bytes, ctx);
   auto attribute = [fn](CUfunction_attribute a) {

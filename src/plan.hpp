@@ -41,9 +41,12 @@ struct Plan {
   // kernel's 16-byte copies, depthwise's 16-byte loads): the same tiles staged 4 bytes at a time,
   // for an input that is not.
   std::shared_ptr<const Plan> unaligned;
-  // igemm_sm90 row tiles with output staging (TMA input): the channels of a warp's box (0: none).
-  // They store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
+  // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
+  // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
   int store_channels = 0;
+
+  /// The plan that runs an input (16-byte) aligned or not: this one or its twin.
+  const Plan& for_input(bool aligned) const { return unaligned && !aligned ? *unaligned : *this; }
 };
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
