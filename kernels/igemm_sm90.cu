@@ -335,11 +335,16 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  // Code that runs once a block or on the rare path stays rolled: NVRTC's time grows with the
+  // code it unrolls (the tf32 reference kernel: 10-15 % less with these loops and the copy-out's
+  // rolled; bench/NOTES.md, session 17).
   if (DECOUPLED) {
     if (tid == 0) {
+#pragma unroll 1
       for (int j = 0; j < STAGES; ++j) load_item(j);
     }
   } else {
+#pragma unroll 1
     for (int i = 0; i < LEAD; ++i) fetch();
   }
   // The tensor cores read the weights stored above through the async proxy.
@@ -623,7 +628,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             const int lanes = 16 / v, at = v * (lane % lanes);
             const bool inside = first + at < OH * OW;  // (v = 2: so is first + at + 1, OH * OW even)
             float* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
-#pragma unroll 4
+#pragma unroll 1
             for (int j = 0; j < BOXC * PL / (2 * v); ++j) {
               const int y = 2 * v * j + lane / lanes, c = y / PL, d = y % PL;
               if (inside && o.od + d < OD && k0 + c < K) {
