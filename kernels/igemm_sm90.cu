@@ -241,7 +241,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   };
 
   constexpr bool BLOCKED = SPLIT && KRED > 512;
-  float acc[PL][R], sum[R], total[BLOCKED ? R : 1];  // acc[d]: output plane od0 + d
+  float acc[PL][R], sum[R], total[BLOCKED ? R : 1];  // acc[PL - 1 - d]: output plane od0 + d (below)
   int chains = 0;  // since the last blocked total
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -479,10 +479,15 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       auto b_desc = [&](int kd, int s) { return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4); };
       // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
       // group); the accumulators are drained into `sum` only then, and the group between overlaps
-      // its gather with the chain's first half. TF32: the group of input plane z feeds output
-      // planes first .. last. `count` (its slices), `first` and `last` are constants at every call:
-      // a wgmma behind a run-time branch makes ptxas fence the accumulators around it (C7519).
-      auto run_group = [&](int z, int first, int last, int group, int count, const Frags& cur, Frags& next, bool odd) {
+      // its gather with the chain's first half. TF32: the group of input plane ip.z feeds output
+      // planes first .. last, or with first < 0 (an edge plane, below) acc[0] with tap ip.tap.
+      // `count` (its slices), `first` and `last` are constants at every call: a wgmma behind a
+      // run-time branch makes ptxas fence the accumulators around it (C7519).
+      struct InputPlane {
+        int z, next, tap;  // next: the plane gathered after this one (-1: none)
+      };
+      auto run_group = [&](const InputPlane& ip, int first, int last, int group, int count, const Frags& cur,
+                           Frags& next, bool odd) {
         const int s0 = group * CHAIN;
         wgmma::fence();
 #pragma unroll
@@ -493,11 +498,14 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             wgmma::mma<BN>(acc[0], cur[j][PARTS - 1], big_b, j > 0 || odd);
             wgmma::mma<BN>(acc[0], cur[j][0], small_b, true);
             wgmma::mma<BN>(acc[0], cur[j][0], big_b, true);
+          } else if (first < 0) {
+            wgmma::mma<BN>(acc[0], cur[j][0], b_desc(ip.tap, s), s > 0);
           } else {
-            // Plane z is tap z - d of output plane d; a plane's chain starts at its tap 0.
+            // Plane z is tap z - d of output plane d. With one plane a chain starts at the item's
+            // first slice; with two, the edge planes have started both.
 #pragma unroll
             for (int d = first; d <= last; ++d) {
-              wgmma::mma<BN>(acc[d], cur[j][0], b_desc(z - d, s), z > d || s > 0 || chunk > 0);
+              wgmma::mma<BN>(acc[PL - 1 - d], cur[j][0], b_desc(ip.z - d, s), PL > 1 || s > 0 || chunk > 0);
             }
           }
         }
@@ -507,9 +515,9 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         if (!SPLIT || odd) wgmma::wait<1>();
         const bool plane_done = group + 1 == GROUPS1;
         if (!plane_done) {
-          gather(z, group + 1, next);
-        } else if (z + 1 < PLANES) {
-          gather(z + 1, 0, next);
+          gather(ip.z, group + 1, next);
+        } else if (ip.next >= 0) {
+          gather(ip.next, 0, next);
         }
         if (SPLIT && (odd || plane_done)) {
           wgmma::wait<0>();
@@ -533,27 +541,37 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // A plane's groups: pairs of whole groups, then an odd whole group, a short one and the
       // empty one that makes them even (PL > 1: every plane starts on a[0]).
       constexpr int WHOLE = S1 / CHAIN, REST = S1 % CHAIN, REAL = WHOLE + (REST > 0 ? 1 : 0);
-      auto run_plane = [&](int z, int first, int last) {
+      auto run_plane = [&](const InputPlane& ip, int first, int last) {
 #pragma unroll(PATTERN ? GROUPS1 : 1)
         for (int group = 0; group + 1 < WHOLE; group += 2) {
-          run_group(z, first, last, group, CHAIN, a[0], a[1], false);
-          run_group(z, first, last, group + 1, CHAIN, a[1], a[0], true);
+          run_group(ip, first, last, group, CHAIN, a[0], a[1], false);
+          run_group(ip, first, last, group + 1, CHAIN, a[1], a[0], true);
         }
-        if (WHOLE % 2 == 1) run_group(z, first, last, WHOLE - 1, CHAIN, a[0], a[1], false);
-        if (REST > 0) run_group(z, first, last, WHOLE, REST, a[WHOLE % 2], a[1 - WHOLE % 2], WHOLE % 2 == 1);
-        if (REAL < GROUPS1) run_group(z, first, last, REAL, 0, a[1], a[0], true);
+        if (WHOLE % 2 == 1) run_group(ip, first, last, WHOLE - 1, CHAIN, a[0], a[1], false);
+        if (REST > 0) run_group(ip, first, last, WHOLE, REST, a[WHOLE % 2], a[1 - WHOLE % 2], WHOLE % 2 == 1);
+        if (REAL < GROUPS1) run_group(ip, first, last, REAL, 0, a[1], a[0], true);
       };
       if (PL == 1) {
-        run_plane(0, 0, 0);
+        run_plane(InputPlane{0, -1, 0}, 0, 0);
       } else {
-        // Input plane z is tap z - d of output plane d: the first PL - 1 planes feed output
-        // planes 0 .. z, the last PL - 1 planes z - KD + 1 .. PL - 1, those between all of them.
-#pragma unroll
-        for (int z = 0; z < PL - 1; ++z) run_plane(z, 0, z);
+        // Input plane z is tap z - d of output plane d, which accumulates in acc[1 - d]. Planes 0
+        // and KD feed one output plane each (tap 0 of plane 0, tap KD - 1 of plane 1): one rolled
+        // copy serves both, in acc[0], and moves plane 0's sum to acc[1] in between (the unrolled
+        // code is what NVRTC's time grows with: 15 % of the tf32 reference kernel's a plane copy;
+        // bench/NOTES.md, session 17). Planes 1 .. KD - 1 then feed both.
+        static_assert(PL <= 2, "edge planes for two output planes");
 #pragma unroll 1
-        for (int z = PL - 1; z < KD; ++z) run_plane(z, 0, PL - 1);
+        for (int e = 0; e < 2; ++e) {
+          run_plane(InputPlane{e ? KD : 0, e ? 1 : KD, e ? KD - 1 : 0}, -1, -1);
+          if (e == 0) {
+            wgmma::wait<0>();
+            wgmma::settle(acc[0]);
 #pragma unroll
-        for (int z = KD; z < KD + PL - 1; ++z) run_plane(z, z - KD + 1, PL - 1);
+            for (int i = 0; i < R; ++i) acc[PL - 1][i] = acc[0][i];
+          }
+        }
+#pragma unroll 1
+        for (int z = 1; z < KD; ++z) run_plane(InputPlane{z, z + 1 < KD ? z + 1 : -1, 0}, 0, PL - 1);
       }
       if (DRAIN) {
         wgmma::wait<0>();
@@ -590,7 +608,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
           // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
           auto value = [&](int y, int half) {
             const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
-            return acc[d][i] + (e ? b.y : b.x);
+            return acc[PL - 1 - d][i] + (e ? b.y : b.x);
           };
 #pragma unroll
           for (int y = 0; y < 2 * PL; ++y) {
@@ -654,7 +672,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         if (o.od + d >= OD) break;     // (the last group of planes may be short)
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-          if (!SPLIT) sum[i] = acc[d][i];
+          if (!SPLIT) sum[i] = acc[PL - 1 - d][i];
           if (BLOCKED) sum[i] += total[i];
         }
         // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
