@@ -336,7 +336,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   // Code that runs once a block or on the rare path stays rolled: NVRTC's time grows with the
-  // code it unrolls (the tf32 reference kernel: 10-15 % less with these loops and the copy-out's
+  // code it unrolls (the tf32 reference kernel: 8 % less work with these loops and the copy-out's
   // rolled; bench/NOTES.md, session 17).
   if (DECOUPLED) {
     if (tid == 0) {
