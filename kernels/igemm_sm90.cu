@@ -485,7 +485,6 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       // run-time branch makes ptxas fence the accumulators around it (C7519).
       struct InputPlane {
         int z, next, tap;  // next: the plane gathered after this one (-1: none)
-        int starts;        // the output plane whose chain it starts with its slice 0 (-1: none)
       };
       auto run_group = [&](const InputPlane& ip, int first, int last, int group, int count, const Frags& cur,
                            Frags& next, bool odd) {
@@ -502,10 +501,12 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
           } else if (first < 0) {
             wgmma::mma<BN>(acc[0], cur[j][0], b_desc(ip.tap, s), s > 0);
           } else {
-            // Plane z is tap z - d of output plane d.
+            // Plane z is tap z - d of output plane d. In order, plane d starts d's chain (tap 0);
+            // with two planes the edge planes (below) have started both.
 #pragma unroll
             for (int d = first; d <= last; ++d) {
-              wgmma::mma<BN>(acc[PL - 1 - d], cur[j][0], b_desc(ip.z - d, s), d != ip.starts || s > 0 || chunk > 0);
+              const bool starts = PL != 2 && ip.z == d;
+              wgmma::mma<BN>(acc[PL - 1 - d], cur[j][0], b_desc(ip.z - d, s), !starts || s > 0 || chunk > 0);
             }
           }
         }
@@ -552,7 +553,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         if (REAL < GROUPS1) run_group(ip, first, last, REAL, 0, a[1], a[0], true);
       };
       if constexpr (PL == 1) {
-        run_plane(InputPlane{0, -1, 0, 0}, 0, 0);
+        run_plane(InputPlane{0, -1, 0}, 0, 0);
       } else if constexpr (PL == 2) {
         // Input plane z is tap z - d of output plane d, which accumulates in acc[1 - d]. Planes 0
         // and KD feed one output plane each (tap 0 of plane 0, tap KD - 1 of plane 1): one rolled
@@ -561,22 +562,22 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
         // bench/NOTES.md, session 17). Planes 1 .. KD - 1 then feed both.
 #pragma unroll 1
         for (int e = 0; e < 2; ++e) {
-          run_plane(InputPlane{e ? KD : 0, e ? 1 : KD, e ? KD - 1 : 0, -1}, -1, -1);
+          run_plane(InputPlane{e ? KD : 0, e ? 1 : KD, e ? KD - 1 : 0}, -1, -1);
           if (e == 0) {
             wgmma::wait<0>();
             wgmma::settle(acc[0]);
 #pragma unroll
-            for (int i = 0; i < R; ++i) acc[PL - 1][i] = acc[0][i];
+            for (int i = 0; i < R; ++i) acc[1][i] = acc[0][i];
           }
         }
 #pragma unroll 1
-        for (int z = 1; z < KD; ++z) run_plane(InputPlane{z, z + 1 < KD ? z + 1 : -1, 0, -1}, 0, 1);
+        for (int z = 1; z < KD; ++z) run_plane(InputPlane{z, z + 1 < KD ? z + 1 : -1, 0}, 0, 1);
       } else {
         // More planes (a forced configuration): in order, the first PL - 1 planes feeding output
-        // planes 0 .. z (plane z starts output plane z's chain), the last PL - 1 planes
+        // planes 0 .. z, the last PL - 1 planes
         // z - KD + 1 .. PL - 1, those between all of them.
         auto in_order = [&](int z, int first, int last) {
-          run_plane(InputPlane{z, z + 1 < PLANES ? z + 1 : -1, 0, z}, first, last);
+          run_plane(InputPlane{z, z + 1 < PLANES ? z + 1 : -1, 0}, first, last);
         };
 #pragma unroll
         for (int z = 0; z < PL - 1; ++z) in_order(z, 0, z);
