@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen.hpp"
@@ -55,6 +56,23 @@ struct InContext {
 using FunctionKey = InContext<SpecKey, SpecKeyHash>;
 
 using BinaryPtr = std::shared_ptr<const KernelBinary>;
+
+// Stream-ordered scratch memory for one call: concurrent calls on other streams and graph capture
+// stay safe. Freed on the stream once the call's work is queued, or when a step throws.
+class Scratch {
+ public:
+  Scratch(uint64_t bytes, CUstream stream) : stream_(stream) {
+    check_cu(driver().cuMemAllocAsync(&ptr_, bytes, stream), "cuMemAllocAsync");
+  }
+  ~Scratch() { driver().cuMemFreeAsync(ptr_, stream_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  CUdeviceptr ptr() const { return ptr_; }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  CUstream stream_;
+};
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
@@ -168,13 +186,28 @@ struct Engine::Impl {
     // The stream's context, even when the caller's current context is another device's.
     ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
+    const void* in = t.input;
+    // Rows that are not 16-byte multiples: the boxes read a copy in rows of input_row_pitch floats
+    // (the map leaves the extra columns out).
+    std::optional<Scratch> pitched;
+    if (plan.pitched_input) {
+      const ConvParams& p = plan.params;
+      CUDA_MEMCPY2D copy{};
+      copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      copy.srcDevice = reinterpret_cast<CUdeviceptr>(t.input);
+      copy.srcPitch = copy.WidthInBytes = static_cast<size_t>(p.w) * 4;
+      copy.dstPitch = static_cast<size_t>(input_row_pitch(p.w)) * 4;
+      copy.Height = static_cast<size_t>(p.n * p.c * p.d * p.h);
+      copy.dstDevice = pitched.emplace(copy.dstPitch * copy.Height, stream).ptr();
+      check_cu(driver().cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync");
+      in = reinterpret_cast<const void*>(copy.dstDevice);
+    }
     // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
     // cp.async staging, stores from registers); the other kernels have five parameters and the
     // driver reads no further.
     const CUtensorMap none{};
-    const CUtensorMap& map = uses_tensor_map(plan) ? input_tensor_map(plan, t.input) : none;
+    const CUtensorMap& map = uses_tensor_map(plan) ? input_tensor_map(plan, in) : none;
     const CUtensorMap& out_map = uses_output_map(plan, t.output) ? output_tensor_map(plan, t.output) : none;
-    const void* in = t.input;
     const void* wt = t.weight;
     // The kernels read bias only when has_bias; any valid pointer will do otherwise.
     const void* bias = t.bias != nullptr ? t.bias : t.weight;
@@ -182,22 +215,19 @@ struct Engine::Impl {
     ConvParams params = plan.params;
     void* args[] = {&in, &wt, &bias, &out, &params, const_cast<CUtensorMap*>(&map),
                     const_cast<CUtensorMap*>(&out_map)};
-    // With a preparation step the convolution reads the prepared weights instead: stream-ordered
-    // scratch memory, so concurrent calls on other streams and graph capture stay safe.
-    CUdeviceptr workspace = 0;
+    // With a preparation step the convolution reads the prepared weights instead.
+    std::optional<Scratch> prepared;
     if (plan.prep) {
       CUfunction prep_fn = function(plan.prep->key, 0, ctx);
-      check_cu(driver().cuMemAllocAsync(&workspace, plan.prep->workspace_bytes, stream), "cuMemAllocAsync");
-      void* prepared = reinterpret_cast<void*>(workspace);
-      void* prep_args[] = {&in, &wt, &bias, &prepared, &params};
+      void* to = reinterpret_cast<void*>(prepared.emplace(plan.prep->workspace_bytes, stream).ptr());
+      void* prep_args[] = {&in, &wt, &bias, &to, &params};
       check_cu(driver().cuLaunchKernel(prep_fn, plan.prep->grid, 1, 1, plan.prep->block, 1, 1, 0, stream, prep_args,
                                        nullptr),
                "cuLaunchKernel");
-      wt = prepared;
+      wt = to;
     }
     check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),
              "cuLaunchKernel");
-    if (plan.prep) check_cu(driver().cuMemFreeAsync(workspace, stream), "cuMemFreeAsync");
   }
 };
 

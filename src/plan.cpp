@@ -472,11 +472,12 @@ double sm90_area(const Problem& prob, int th, int tw, int row) {
 }
 
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
-// its rows must be 16-byte multiples (the map's strides), every box extent at most 256, and a
-// dilation along D at most 8 (the box steps through the planes with that traversal stride).
+// every box extent at most 256, and a dilation along D at most 8 (the box steps through the
+// planes with that traversal stride). The map's strides must be 16-byte multiples: where W % 4 !=
+// 0, of a copy of the input with wider rows (Plan::pitched_input).
 bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d) {
   const Conv3dDesc& d = prob.desc;
-  return d.w % 4 == 0 && d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && in_d * d.dilation.d <= 256 && cc <= 256;
+  return d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && in_d * d.dilation.d <= 256 && cc <= 256;
 }
 
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
@@ -575,7 +576,11 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // A tile the planner can only stage with cp.async (its TMA box does not fit) against one staged by
   // TMA (H200, the reference problem's row tiles: 0.784 against 0.674 ms in the tf32 class, 1.335
   // against 1.208 with 3xTF32; asymmetric_kernel in 8-channel chunks by cp.async 0.292 against 0.211
-  // in 6-channel ones by TMA). Where no tile has a box (W % 4 != 0), all pay it alike.
+  // in 6-channel ones by TMA). Where W % 4 != 0 a box reads a pitched copy of the input, which
+  // pays nearly everywhere: of 14 such layers (H200, session 18) 12 ran faster by TMA boxes of
+  // the copy than by cp.async (the tf32 reference with W = 66 0.687 -> 0.572 ms, odd_extents
+  // 0.135 -> 0.115, tf32 0.088 -> 0.071 forced; a 2 x 32 x 32 x 56 x 58 layer 0.375 -> 0.275),
+  // one as fast, one 3 % slower (8 x 3 x 16 x 112 x 110, 3 x 3 x 3, fp32 class).
   constexpr double kCopiesSpeed = 0.88;
   const long long k = prob.out.k;
   if (k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
@@ -710,14 +715,16 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   return plan;
 }
 
-// The choice's plan; with TMA staging it carries its cp.async twin, of one output plane a tile
+// The choice's plan; with TMA staging of the input in place it carries its cp.async twin (a
+// pitched copy suits any input alignment), of one output plane a tile
 // (whose input tile is smaller, so it fits where the choice does): the twin compiles where an
 // input is not 16-byte aligned, often at run time, and with two planes it took 1.1-1.8 s to
 // compile on the H200 machine, with one 0.5-0.9 s. One plane runs 21-24 % slower there (measured
 // on cp.async primaries: the tf32 reference with W = 63 and 66; session 16).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
-  if (c.boxed) {
+  plan.pitched_input = c.boxed && input_row_pitch(prob.desc.w) != prob.desc.w;
+  if (c.boxed && !plan.pitched_input) {
     const std::optional<Sm90Choice> twin =
         c.pl > 1 ? sm90_candidate(prob, limits, c.th, c.tw, c.bn, c.cc, 0, c.row > 0, 1) : c;
     if (!twin) throw Error(ErrorCategory::Unsupported, "igemm_sm90: no cp.async twin of one plane a tile for this plan");
@@ -816,7 +823,7 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                   fmt::format("config = '{}': sm90 needs groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), "
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
-                              "staging 1 (TMA) needs W % 4 == 0, a dilation along D of at most 8 and boxes within 256 "
+                              "staging 1 (TMA) needs a dilation along D of at most 8 and boxes within 256 "
                               "(row tiles: whole input rows); PLANES > 1 needs the tf32 class, CC = C, unit stride and "
                               "dilation along D and KD >= PLANES",
                               forced));

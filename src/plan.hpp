@@ -41,6 +41,10 @@ struct Plan {
   // kernel's 16-byte copies, depthwise's 16-byte loads): the same tiles staged 4 bytes at a time,
   // for an input that is not.
   std::shared_ptr<const Plan> unaligned;
+  // igemm_sm90 with TMA boxes on an input whose rows are not 16-byte multiples (W % 4 != 0): the
+  // call first copies the input to stream-ordered scratch memory in rows of input_row_pitch
+  // floats, which the box map then reads (so any input alignment will do: no twin).
+  bool pitched_input = false;
   // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
   // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
   int store_channels = 0;
@@ -48,6 +52,10 @@ struct Plan {
   /// The plan that runs an input (16-byte) aligned or not: this one or its twin.
   const Plan& for_input(bool aligned) const { return unaligned && !aligned ? *unaligned : *this; }
 };
+
+/// Floats between the rows of an input that TMA boxes read: W rounded up to a multiple of 4 (a
+/// tensor map's strides are 16-byte multiples). Where that is not W the plan has pitched_input.
+inline int64_t input_row_pitch(int64_t w) { return (w + 3) / 4 * 4; }
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
 /// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits, ROWS 1 = row tiles (TH x TW

@@ -32,7 +32,7 @@ CUtensorMap encode(const Plan& plan, const void* input) {
                               static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.c),
                               static_cast<cuuint64_t>(p.n)};
   cuuint64_t strides[4];  // bytes, of dims 1..4
-  strides[0] = dims[0] * 4;
+  strides[0] = static_cast<cuuint64_t>(input_row_pitch(p.w)) * 4;
   for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
   // config: TH, TW, BN, CC, RP (the box row), PP = box rows x RP, CP, TMA, ROW, PL, PARITY. Along D the box
   // steps by the dilation: KD planes from a box KD x DD planes deep; with PL > 1 output planes a

@@ -142,6 +142,12 @@ ConfigCases config_cases() {
   // 17 outputs a row.
   std::vector<Conv3dDesc> carried_tf32 = {make(1, 3, {5, 9, 40}, 24, {3, 5, 4}, {1, 1, 2}, 0, {1, 1, 2})};
   carried_tf32[0].precision = Precision::Tf32;
+  // TMA boxes of a pitched copy (W % 4 != 0: rows of 40, 12, 20 floats): tiles and row tiles, a
+  // chunked reduction, a stride, box shifts of padding 0, 1, 3 along W, and two planes a tile.
+  const std::vector<Conv3dDesc> pitched = {dense[0], dense[1], dense[3], make(1, 7, {5, 12, 18}, 17, {3, 3, 3}, 1, Dims3{0, 1, 3})};
+  const std::vector<Conv3dDesc> pitched_rows = {dense[0], dense[3], pitched[3]};
+  std::vector<Conv3dDesc> pitched_planes_tf32 = {dense[0], pitched[3]};
+  for (Conv3dDesc& d : pitched_planes_tf32) d.precision = Precision::Tf32;
   std::vector<Conv3dDesc> chunked_wide_tf32 = chunked_wide;
   for (Conv3dDesc& d : chunked_wide_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
@@ -210,6 +216,9 @@ ConfigCases config_cases() {
           {"sm90:4,32,64,3,0,1", short_reduction},
           {"sm90:2,64,128,2,0,1", chunked_wide_tf32},
           {"sm90:4,64,64,512,1,1,2", planes_tf32},
+          {"sm90:2,64,64,4,1", pitched},
+          {"sm90:2,64,64,4,1,1", pitched_rows},
+          {"sm90:4,64,64,512,1,1,2", pitched_planes_tf32},
           {"sm90:2,64,64,512,0,0,2", planes_tf32},
           {"sm90:2,32,64,512,1,0,3", {planes_tf32[0], planes_tf32[2]}},
           // Two planes by cp.async (unpaired) with an odd output width.

@@ -27,7 +27,7 @@ struct FakeState {
   std::mutex mutex;
   std::map<int, int> module_loads;  // per context
   std::atomic<int> launches{0}, wrong_context_launches{0}, next_module{0};
-  std::atomic<int> allocations{0}, frees{0};
+  std::atomic<int> allocations{0}, frees{0}, pitched_copies{0}, maps{0};
   std::map<int, unsigned long long> generation;  // per context: its ID is 100 * generation + index
   std::map<uintptr_t, int> modules;              // live module -> context
   std::atomic<int> stale_launches{0};
@@ -98,7 +98,7 @@ CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, 
   return CUDA_SUCCESS;
 }
 
-// Stream-ordered scratch memory (the wgmma kernel's prepared weights).
+// Stream-ordered scratch memory (the wgmma kernel's prepared weights and pitched input copies).
 CUresult mem_alloc_async(CUdeviceptr* p, size_t bytes, CUstream) {
   *p = bytes > 0 ? 0x1000 : 0;
   ++state.allocations;
@@ -106,6 +106,20 @@ CUresult mem_alloc_async(CUdeviceptr* p, size_t bytes, CUstream) {
 }
 CUresult mem_free_async(CUdeviceptr, CUstream) {
   ++state.frees;
+  return CUDA_SUCCESS;
+}
+
+// The pitched copy of an input whose rows are not 16-byte multiples, and the TMA maps.
+CUresult memcpy_2d_async(const CUDA_MEMCPY2D* copy, CUstream) {
+  if (copy->dstPitch % 16 != 0 || copy->dstPitch < copy->WidthInBytes) return CUDA_ERROR_INVALID_VALUE;
+  ++state.pitched_copies;
+  return CUDA_SUCCESS;
+}
+CUresult tensor_map_encode(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                           const cuuint64_t* strides, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                           CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+  if (strides[0] % 16 != 0) return CUDA_ERROR_INVALID_VALUE;
+  ++state.maps;
   return CUDA_SUCCESS;
 }
 
@@ -125,6 +139,8 @@ detail::DriverApi fake_driver() {
   api.cuLaunchKernel = launch;
   api.cuMemAllocAsync = mem_alloc_async;
   api.cuMemFreeAsync = mem_free_async;
+  api.cuMemcpy2DAsync = memcpy_2d_async;
+  api.cuTensorMapEncodeTiled = tensor_map_encode;
   return api;
 }
 
@@ -182,8 +198,13 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
   CHECK(state.module_loads[2] == static_cast<int>(kernels));
   CHECK(state.launches.load() == launches);
   CHECK(state.wrong_context_launches.load() == 0);
-  CHECK(state.allocations.load() == chunked_calls);
-  CHECK(state.frees.load() == chunked_calls);
+  // W = 17: both wgmma shapes read their input through TMA from a pitched copy (rows of 20
+  // floats), in scratch memory like the prepared weights.
+  const int pitched_calls = 2 * 4 * kCallsPerThread / static_cast<int>(shapes.size());
+  CHECK(state.pitched_copies.load() == pitched_calls);
+  CHECK(state.maps.load() >= 2);
+  CHECK(state.allocations.load() == chunked_calls + pitched_calls);
+  CHECK(state.frees.load() == chunked_calls + pitched_calls);
   CHECK(s.memory_hits == launches - 2 * kernels);
 }
 

@@ -349,14 +349,15 @@ TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 o
   CHECK(plan_for(c3b, "sm_90").key.config[3] == 2);
 }
 
-TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.async twin") {
-  // W % 4 == 0 (here 64, 28, 20), any padding, dilation along D up to 8: TMA boxes.
+TEST_CASE("wgmma plans stage by TMA: in place with a cp.async twin, or from a pitched copy where it pays") {
+  // W % 4 == 0 (here 64, 28, 20), any padding, dilation along D up to 8: TMA boxes of the input.
   for (const Conv3dDesc& d : {reference_problem(), test::make(2, 32, {16, 28, 28}, 64, {3, 3, 3}, 1, 1),
                               test::make(1, 16, {12, 20, 20}, 64, {3, 3, 3}, 1, 2, {2, 2, 2})}) {
     INFO(describe(d));
     const detail::Plan plan = plan_for(d, "sm_90");
     REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
     CHECK(plan.key.config[7] == 1);
+    CHECK_FALSE(plan.pitched_input);
     const Sm90Geometry g = sm90_geometry_of(d, plan.key);
     // The box is stored densely; its row is a multiple of 4 floats from the narrowest (in_w after
     // the aligned origin's shift) to 28 wider, the width picked against gather bank conflicts.
@@ -381,19 +382,44 @@ TEST_CASE("wgmma plans stage by TMA where rows are 16-byte multiples, with a cp.
     CHECK(plan.unaligned->prep.has_value() == plan.prep.has_value());
     CHECK_FALSE(plan.unaligned->unaligned);
   }
-  // Rows that are not 16-byte multiples, or a dilation along D past 8: cp.async, no twin.
-  for (const Conv3dDesc& d : {test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), test::make(2, 32, {16, 28, 30}, 64, {3, 3, 3}, 1, 1),
-                              test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1})}) {
-    INFO(describe(d));
-    const detail::Plan plan = plan_for(d, "sm_90");
-    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(plan.key.config[7] == 0);
-    CHECK_FALSE(plan.unaligned);
+  // Rows that are not 16-byte multiples (W = 66, 63, 70, 30): boxes of a copy in rows of 68, 64,
+  // 72, 32 floats; the copy serves any input alignment, so no twin.
+  Conv3dDesc small = test::make(2, 32, {16, 28, 30}, 64, {3, 3, 3}, 1, 1);
+  small.precision = Precision::Tf32;
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    for (int64_t w : {66, 63, 70}) {
+      Conv3dDesc d = w == 70 ? test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}) : reference_problem();
+      d.w = w;
+      d.precision = precision;
+      INFO(describe(d));
+      const detail::Plan plan = plan_for(d, "sm_90");
+      REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+      CHECK(plan.key.config[7] == 1);
+      CHECK(plan.pitched_input);
+      CHECK(detail::input_row_pitch(w) == (w + 3) / 4 * 4);
+      CHECK_FALSE(plan.unaligned);
+      CHECK(plan.key.config[9] == (precision == Precision::Tf32 ? 2 : 1));  // PL
+    }
   }
-  // Forced staging: 1 where it fits, an error where it does not; 0 always.
+  const detail::Plan small_plan = plan_for(small, "sm_90");
+  CHECK(small_plan.key.config[7] == 1);
+  CHECK(small_plan.pitched_input);
+  CHECK(detail::input_row_pitch(30) == 32);
+  // A dilation along D past 8: cp.async, no twin.
+  const detail::Plan dilated = plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90");
+  REQUIRE(dilated.key.algorithm == Algorithm::ImplicitGemmSm90);
+  CHECK(dilated.key.config[7] == 0);
+  CHECK_FALSE(dilated.pitched_input);
+  CHECK_FALSE(dilated.unaligned);
+  // Forced staging: 1 where a box fits (from a pitched copy where W % 4 != 0), an error where it
+  // does not; 0 always.
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,0").key.config[7] == 0);
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
-  CHECK_THROWS_AS(plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1"), Error);
+  const detail::Plan forced = plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1");
+  CHECK(forced.key.config[7] == 1);
+  CHECK(forced.pitched_input);
+  CHECK_THROWS_AS(plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90", "sm90:4,64,64,3,1"),
+                  Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
   // The reference problem's box row (row tiles: 10 input rows of 64 columns): of those with the
   // fewest gather wavefronts, the narrowest, 84 floats (the 3xTF32 weights leave just room for it).
