@@ -63,6 +63,10 @@ GeneratedKernel generate(const SpecKey& k, const std::string& arch) {
                                       k.kw, k.config[0], k.config[1], k.precision == Precision::Fp32 ? 1 : 0);
       target = arch_specific(arch);  // same source as igemm_sm90
       break;
+    case Algorithm::PitchRows:
+      g.source = "#include \"pitch_rows.cu\"\n";
+      g.name_expression = "conv3djit::pitch_rows";
+      break;
     case Algorithm::ReferenceFp64:
       g.source = "#include \"reference_fp64.cu\"\n";
       g.name_expression = "conv3djit::reference_fp64";

@@ -20,8 +20,7 @@ struct DriverApi {
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                 \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)  \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)             \
-  X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpy2DAsync)                    \
-  X(cuTensorMapEncodeTiled)
+  X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuTensorMapEncodeTiled)
 #define CONV3DJIT_DECLARE(name) decltype(&::name) name = nullptr;
   CONV3DJIT_DRIVER_FUNCTIONS(CONV3DJIT_DECLARE)
 #undef CONV3DJIT_DECLARE

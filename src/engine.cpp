@@ -187,45 +187,33 @@ struct Engine::Impl {
     ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
     const void* in = t.input;
-    // Rows that are not 16-byte multiples: the boxes read a copy in rows of input_row_pitch floats
-    // (the map leaves the extra columns out).
-    std::optional<Scratch> pitched;
-    if (plan.pitched_input) {
-      const ConvParams& p = plan.params;
-      CUDA_MEMCPY2D copy{};
-      copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      copy.srcDevice = reinterpret_cast<CUdeviceptr>(t.input);
-      copy.srcPitch = copy.WidthInBytes = static_cast<size_t>(p.w) * 4;
-      copy.dstPitch = static_cast<size_t>(input_row_pitch(p.w)) * 4;
-      copy.Height = static_cast<size_t>(p.n * p.c * p.d * p.h);
-      copy.dstDevice = pitched.emplace(copy.dstPitch * copy.Height, stream).ptr();
-      check_cu(driver().cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync");
-      in = reinterpret_cast<const void*>(copy.dstDevice);
-    }
+    const void* wt = t.weight;
+    // The kernels read bias only when has_bias; any valid pointer will do otherwise.
+    const void* bias = t.bias != nullptr ? t.bias : t.weight;
+    ConvParams params = plan.params;
+    // A step before the convolution writes scratch memory from the call's tensors, which the
+    // convolution then reads instead: a copy of the input in rows of 16-byte multiples for TMA
+    // boxes, prepared weights.
+    auto prepare = [&](const PrepPlan& step, std::optional<Scratch>& scratch) {
+      CUfunction step_fn = function(step.key, 0, ctx);
+      void* to = reinterpret_cast<void*>(scratch.emplace(step.workspace_bytes, stream).ptr());
+      void* step_args[] = {&in, &wt, &bias, &to, &params};
+      check_cu(driver().cuLaunchKernel(step_fn, step.grid, 1, 1, step.block, 1, 1, 0, stream, step_args, nullptr),
+               "cuLaunchKernel");
+      return to;
+    };
+    std::optional<Scratch> pitched, prepared;
+    if (plan.input_copy) in = prepare(*plan.input_copy, pitched);
+    if (plan.prep) wt = prepare(*plan.prep, prepared);
     // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
     // cp.async staging, stores from registers); the other kernels have five parameters and the
     // driver reads no further.
     const CUtensorMap none{};
     const CUtensorMap& map = uses_tensor_map(plan) ? input_tensor_map(plan, in) : none;
     const CUtensorMap& out_map = uses_output_map(plan, t.output) ? output_tensor_map(plan, t.output) : none;
-    const void* wt = t.weight;
-    // The kernels read bias only when has_bias; any valid pointer will do otherwise.
-    const void* bias = t.bias != nullptr ? t.bias : t.weight;
     void* out = t.output;
-    ConvParams params = plan.params;
     void* args[] = {&in, &wt, &bias, &out, &params, const_cast<CUtensorMap*>(&map),
                     const_cast<CUtensorMap*>(&out_map)};
-    // With a preparation step the convolution reads the prepared weights instead.
-    std::optional<Scratch> prepared;
-    if (plan.prep) {
-      CUfunction prep_fn = function(plan.prep->key, 0, ctx);
-      void* to = reinterpret_cast<void*>(prepared.emplace(plan.prep->workspace_bytes, stream).ptr());
-      void* prep_args[] = {&in, &wt, &bias, &to, &params};
-      check_cu(driver().cuLaunchKernel(prep_fn, plan.prep->grid, 1, 1, plan.prep->block, 1, 1, 0, stream, prep_args,
-                                       nullptr),
-               "cuLaunchKernel");
-      wt = to;
-    }
     check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),
              "cuLaunchKernel");
   }
@@ -299,6 +287,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
   if (plan.prep) impl_->binary(plan.prep->key, target);  // production must not compile it either
   if (plan.unaligned) impl_->binary(plan.unaligned->key, target);  // nor the twin for misaligned inputs
+  if (plan.input_copy) impl_->binary(plan.input_copy->key, target);  // nor the input's pitched copy
   bool hit = false;
   BinaryPtr bin = impl_->binary(plan.key, target, &hit);
   const GeneratedKernel gen = generate(plan.key, target);

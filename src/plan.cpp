@@ -474,7 +474,7 @@ double sm90_area(const Problem& prob, int th, int tw, int row) {
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
 // every box extent at most 256, and a dilation along D at most 8 (the box steps through the
 // planes with that traversal stride). The map's strides must be 16-byte multiples: where W % 4 !=
-// 0, of a copy of the input with wider rows (Plan::pitched_input).
+// 0, of a copy of the input with wider rows (Plan::input_copy).
 bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d) {
   const Conv3dDesc& d = prob.desc;
   return d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && in_d * d.dilation.d <= 256 && cc <= 256;
@@ -723,8 +723,16 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
 // on cp.async primaries: the tf32 reference with W = 63 and 66; session 16).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
-  plan.pitched_input = c.boxed && input_row_pitch(prob.desc.w) != prob.desc.w;
-  if (c.boxed && !plan.pitched_input) {
+  const int64_t pitch = input_row_pitch(prob.desc.w);
+  if (c.boxed && pitch != prob.desc.w) {
+    PrepPlan copy;
+    copy.key.algorithm = Algorithm::PitchRows;  // shape-generic: no shape fields in its key
+    copy.block = 256;
+    const long long rows = prob.desc.n * prob.desc.c * prob.desc.d * prob.desc.h;
+    copy.grid = stride_grid(rows * (pitch / 4), copy.block, limits, 8);  // a thread per 16 bytes
+    copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * 4;
+    plan.input_copy = copy;
+  } else if (c.boxed) {
     const std::optional<Sm90Choice> twin =
         c.pl > 1 ? sm90_candidate(prob, limits, c.th, c.tw, c.bn, c.cc, 0, c.row > 0, 1) : c;
     if (!twin) throw Error(ErrorCategory::Unsupported, "igemm_sm90: no cp.async twin of one plane a tile for this plan");

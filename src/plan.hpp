@@ -24,7 +24,9 @@ struct DeviceLimits {
 DeviceLimits limits_for_arch(const std::string& arch);
 
 /// A kernel that runs before the convolution on the same stream, writing `workspace_bytes` of
-/// stream-ordered scratch memory that the convolution then reads in place of the weights.
+/// stream-ordered scratch memory that the convolution then reads in place of its weights
+/// (Plan::prep) or its input (Plan::input_copy). Its arguments are the convolution's, with the
+/// scratch memory as the output.
 struct PrepPlan {
   SpecKey key;
   unsigned grid = 1, block = 1;
@@ -42,9 +44,9 @@ struct Plan {
   // for an input that is not.
   std::shared_ptr<const Plan> unaligned;
   // igemm_sm90 with TMA boxes on an input whose rows are not 16-byte multiples (W % 4 != 0): the
-  // call first copies the input to stream-ordered scratch memory in rows of input_row_pitch
-  // floats, which the box map then reads (so any input alignment will do: no twin).
-  bool pitched_input = false;
+  // input copied into rows of input_row_pitch floats (pitch_rows), which the box map then reads
+  // (so any input alignment will do: no twin).
+  std::optional<PrepPlan> input_copy;
   // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
   // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
   int store_channels = 0;
@@ -54,7 +56,7 @@ struct Plan {
 };
 
 /// Floats between the rows of an input that TMA boxes read: W rounded up to a multiple of 4 (a
-/// tensor map's strides are 16-byte multiples). Where that is not W the plan has pitched_input.
+/// tensor map's strides are 16-byte multiples). Where that is not W the plan has an input_copy.
 inline int64_t input_row_pitch(int64_t w) { return (w + 3) / 4 * 4; }
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,

@@ -18,6 +18,7 @@ const char* to_string(Algorithm a) noexcept {
     case Algorithm::ImplicitGemm: return "igemm_tf32";
     case Algorithm::ImplicitGemmSm90: return "igemm_sm90";
     case Algorithm::Sm90Weights: return "sm90_weights";
+    case Algorithm::PitchRows: return "pitch_rows";
     case Algorithm::ReferenceFp64: return "reference_fp64";
   }
   return "unknown";

@@ -20,6 +20,7 @@ enum class Algorithm : uint8_t {
   ImplicitGemm,    // kernels/igemm_tf32.cu: tensor cores, 3xTF32 (fp32 class) or TF32, groups == 1
   ImplicitGemmSm90,  // kernels/igemm_sm90.cu: Hopper wgmma, groups == 1
   Sm90Weights,       // kernels/igemm_sm90.cu: igemm_sm90's weights, prepared chunk by chunk
+  PitchRows,         // kernels/pitch_rows.cu: an input copied to rows of 16-byte multiples (igemm_sm90's TMA boxes)
   ReferenceFp64,   // kernels/reference_fp64.cu: the GPU oracle, shape-generic
 };
 const char* to_string(Algorithm a) noexcept;

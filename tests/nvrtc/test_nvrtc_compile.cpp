@@ -122,6 +122,23 @@ TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   }
 }
 
+TEST_CASE("a plan reading a pitched copy of its input precompiles the copy kernel too, once for all shapes") {
+  // W = 66 and 45: rows of 264 and 180 bytes, copied into rows of 68 and 48 floats for TMA boxes.
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  for (int64_t w : {66, 45}) {
+    Conv3dDesc d = desc(3, {3, 5, 7});
+    d.w = w;
+    INFO(describe(d));
+    const PrecompileResult r = engine.precompile(d, "sm_90");
+    CHECK(r.compiled);
+    CHECK(r.kernel.find("conv3djit::igemm_sm90<") == 0);
+  }
+  // Two convolution kernels and one copy kernel (shape-generic), no twins.
+  CHECK(engine.stats().compiles == 3);
+}
+
 TEST_CASE("a second engine on the same folder reads from disk instead of compiling") {
   EngineOptions options;
   options.cache_dir = temp_dir("nvrtc-disk");

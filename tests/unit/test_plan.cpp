@@ -357,7 +357,7 @@ TEST_CASE("wgmma plans stage by TMA: in place with a cp.async twin, or from a pi
     const detail::Plan plan = plan_for(d, "sm_90");
     REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
     CHECK(plan.key.config[7] == 1);
-    CHECK_FALSE(plan.pitched_input);
+    CHECK_FALSE(plan.input_copy);
     const Sm90Geometry g = sm90_geometry_of(d, plan.key);
     // The box is stored densely; its row is a multiple of 4 floats from the narrowest (in_w after
     // the aligned origin's shift) to 28 wider, the width picked against gather bank conflicts.
@@ -395,21 +395,24 @@ TEST_CASE("wgmma plans stage by TMA: in place with a cp.async twin, or from a pi
       const detail::Plan plan = plan_for(d, "sm_90");
       REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
       CHECK(plan.key.config[7] == 1);
-      CHECK(plan.pitched_input);
+      REQUIRE(plan.input_copy);
+      CHECK(plan.input_copy->key.algorithm == Algorithm::PitchRows);
       CHECK(detail::input_row_pitch(w) == (w + 3) / 4 * 4);
+      CHECK(plan.input_copy->workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * detail::input_row_pitch(w) * 4));
+      CHECK(int64_t{plan.input_copy->grid} * plan.input_copy->block >= 1);
       CHECK_FALSE(plan.unaligned);
       CHECK(plan.key.config[9] == (precision == Precision::Tf32 ? 2 : 1));  // PL
     }
   }
   const detail::Plan small_plan = plan_for(small, "sm_90");
   CHECK(small_plan.key.config[7] == 1);
-  CHECK(small_plan.pitched_input);
+  CHECK(small_plan.input_copy);
   CHECK(detail::input_row_pitch(30) == 32);
   // A dilation along D past 8: cp.async, no twin.
   const detail::Plan dilated = plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90");
   REQUIRE(dilated.key.algorithm == Algorithm::ImplicitGemmSm90);
   CHECK(dilated.key.config[7] == 0);
-  CHECK_FALSE(dilated.pitched_input);
+  CHECK_FALSE(dilated.input_copy);
   CHECK_FALSE(dilated.unaligned);
   // Forced staging: 1 where a box fits (from a pitched copy where W % 4 != 0), an error where it
   // does not; 0 always.
@@ -417,7 +420,7 @@ TEST_CASE("wgmma plans stage by TMA: in place with a cp.async twin, or from a pi
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
   const detail::Plan forced = plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1");
   CHECK(forced.key.config[7] == 1);
-  CHECK(forced.pitched_input);
+  CHECK(forced.input_copy);
   CHECK_THROWS_AS(plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90", "sm90:4,64,64,3,1"),
                   Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
