@@ -577,10 +577,11 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // TMA (H200, the reference problem's row tiles: 0.784 against 0.674 ms in the tf32 class, 1.335
   // against 1.208 with 3xTF32; asymmetric_kernel in 8-channel chunks by cp.async 0.292 against 0.211
   // in 6-channel ones by TMA). Where W % 4 != 0 a box reads a pitched copy of the input, which
-  // pays nearly everywhere: of 14 such layers (H200, session 18) 12 ran faster by TMA boxes of
-  // the copy than by cp.async (the tf32 reference with W = 66 0.687 -> 0.572 ms, odd_extents
-  // 0.135 -> 0.115, tf32 0.088 -> 0.071 forced; a 2 x 32 x 32 x 56 x 58 layer 0.375 -> 0.275),
-  // one as fast, one 3 % slower (8 x 3 x 16 x 112 x 110, 3 x 3 x 3, fp32 class).
+  // pays nearly everywhere: of 14 such layers (H200, session 18, copied by cuMemcpy2DAsync then)
+  // 12 ran faster by TMA boxes of the copy than by cp.async, one as fast, one 3 % slower (8 x 3 x
+  // 16 x 112 x 110, 3 x 3 x 3, fp32 class); with the pitch_rows kernel: the tf32 reference with
+  // W = 66 0.687 -> 0.541 ms, odd_extents 0.135 -> 0.094, tf32 0.088 -> 0.051, a 2 x 32 x 32 x 56
+  // x 58 layer 0.375 -> 0.260, and the 3 % loss 0.665 -> 0.667.
   constexpr double kCopiesSpeed = 0.88;
   const long long k = prob.out.k;
   if (k < 16) return std::nullopt;  // most of each 32-column MMA would be padding
@@ -715,9 +716,10 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   return plan;
 }
 
-// The choice's plan; with TMA staging of the input in place it carries its cp.async twin (a
-// pitched copy suits any input alignment), of one output plane a tile
-// (whose input tile is smaller, so it fits where the choice does): the twin compiles where an
+// The choice's plan. TMA boxes of a pitched copy (W % 4 != 0) read any input alignment; TMA
+// boxes of the input itself need it 16-byte aligned, and the plan carries a cp.async twin of one
+// output plane a tile for an input that is not (its input tile is smaller, so it fits where the
+// choice does): the twin compiles where an
 // input is not 16-byte aligned, often at run time, and with two planes it took 1.1-1.8 s to
 // compile on the H200 machine, with one 0.5-0.9 s. One plane runs 21-24 % slower there (measured
 // on cp.async primaries: the tf32 reference with W = 63 and 66; session 16).
