@@ -181,8 +181,9 @@ struct Engine::Impl {
   }
 
   void launch(const Plan& planned, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
-    // TMA maps and 16-byte copies need a 16-byte aligned input; other inputs take the plan's twin.
-    const Plan& plan = planned.for_input(reinterpret_cast<uintptr_t>(t.input) % 16 == 0);
+    // 16-byte copies and loads need a 16-byte aligned input; other inputs take the plan's twin.
+    const bool aligned = reinterpret_cast<uintptr_t>(t.input) % 16 == 0;
+    const Plan& plan = planned.for_input(aligned);
     // The stream's context, even when the caller's current context is another device's.
     ContextScope scope(ctx.handle);
     CUfunction fn = function(plan.key, plan.shared_bytes, ctx);
@@ -203,7 +204,12 @@ struct Engine::Impl {
       return to;
     };
     std::optional<Scratch> pitched, prepared;
-    if (plan.input_copy) in = prepare(*plan.input_copy, pitched);
+    // So do TMA maps: such an input is copied (as one whose rows are not 16-byte multiples is).
+    if (plan.input_copy) {
+      in = prepare(*plan.input_copy, pitched);
+    } else if (!aligned && uses_tensor_map(plan)) {
+      in = prepare(input_copy_plan(plan.params, context_info(ctx).limits), pitched);
+    }
     if (plan.prep) wt = prepare(*plan.prep, prepared);
     // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
     // cp.async staging, stores from registers); the other kernels have five parameters and the
@@ -287,7 +293,8 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
   if (plan.prep) impl_->binary(plan.prep->key, target);  // production must not compile it either
   if (plan.unaligned) impl_->binary(plan.unaligned->key, target);  // nor the twin for misaligned inputs
-  if (plan.input_copy) impl_->binary(plan.input_copy->key, target);  // nor the input's pitched copy
+  // nor the input's copy for TMA boxes (shape-generic: one kernel for every plan)
+  if (uses_tensor_map(plan)) impl_->binary(input_copy_plan(plan.params, limits).key, target);
   bool hit = false;
   BinaryPtr bin = impl_->binary(plan.key, target, &hit);
   const GeneratedKernel gen = generate(plan.key, target);

@@ -51,6 +51,20 @@ unsigned stride_grid(long long threads, unsigned block, const DeviceLimits& limi
   return static_cast<unsigned>(std::max<long long>(1, std::min<long long>(blocks, 1LL * limits.sm_count * per_sm)));
 }
 
+}  // namespace
+
+PrepPlan input_copy_plan(const ConvParams& p, const DeviceLimits& limits) {
+  PrepPlan copy;
+  copy.key.algorithm = Algorithm::PitchRows;  // shape-generic: no shape fields in its key
+  copy.block = 256;
+  const long long rows = p.n * p.c * p.d * p.h, pitch = input_row_pitch(p.w);
+  copy.grid = stride_grid(rows * (pitch / 4), copy.block, limits, 8);  // a thread per 16 bytes
+  copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * 4;
+  return copy;
+}
+
+namespace {
+
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
 // What every kernel family's plan starts with: the launch arguments, the key with the family's
@@ -392,7 +406,7 @@ struct Sm90Choice {
   int row;                           // row tiles: the output width (0: TH x TW tiles)
   int pl;                            // output planes a tile
   Sm90Staging copies;                // always fits
-  std::optional<Sm90Staging> boxed;  // TMA, where it fits: then the kernel's, with `copies` its twin
+  std::optional<Sm90Staging> boxed;  // TMA, where it fits: then the kernel's
   double score = 0;                  // choose_sm90's useful fraction x warpgroup speed
   const Sm90Staging& staging() const { return boxed ? *boxed : copies; }
 };
@@ -483,8 +497,8 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d)
 // wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
-// cp.async, -1 = TMA where it fits. Every choice fits with cp.async, the fallback of a TMA plan
-// for inputs that are not 16-byte aligned. PL > 1 output planes a tile: the tf32 class, the whole
+// cp.async, -1 = TMA where it fits. Every choice fits with cp.async (its `copies` staging, which
+// a forced STAGING 0 takes). PL > 1 output planes a tile: the tf32 class, the whole
 // reduction in one chunk, unit stride and dilation along D, and KD >= PL.
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging = -1, bool rows = false, int pl = 1) {
@@ -716,30 +730,14 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   return plan;
 }
 
-// The choice's plan. TMA boxes of a pitched copy (W % 4 != 0) read any input alignment; TMA
-// boxes of the input itself need it 16-byte aligned, and the plan carries a cp.async twin of one
-// output plane a tile for an input that is not (its input tile is smaller, so it fits where the
-// choice does): the twin compiles where an
-// input is not 16-byte aligned, often at run time, and with two planes it took 1.1-1.8 s to
-// compile on the H200 machine, with one 0.5-0.9 s. One plane runs 21-24 % slower there (measured
-// on cp.async primaries: the tf32 reference with W = 63 and 66; session 16).
+// The choice's plan. With TMA boxes, an input whose rows are not 16-byte multiples is always
+// copied into rows that are (input_copy); one that is not 16-byte aligned is copied per call (the
+// engine), where a cp.async twin of one plane a tile used to run instead: 21-24 % slower than
+// two-plane primaries, and another kernel to compile, 0.5-0.9 s on the H200 machine, often at run
+// time (session 16); the copy costs about 30 us for the reference problem's input (session 18).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
-  const int64_t pitch = input_row_pitch(prob.desc.w);
-  if (c.boxed && pitch != prob.desc.w) {
-    PrepPlan copy;
-    copy.key.algorithm = Algorithm::PitchRows;  // shape-generic: no shape fields in its key
-    copy.block = 256;
-    const long long rows = prob.desc.n * prob.desc.c * prob.desc.d * prob.desc.h;
-    copy.grid = stride_grid(rows * (pitch / 4), copy.block, limits, 8);  // a thread per 16 bytes
-    copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * 4;
-    plan.input_copy = copy;
-  } else if (c.boxed) {
-    const std::optional<Sm90Choice> twin =
-        c.pl > 1 ? sm90_candidate(prob, limits, c.th, c.tw, c.bn, c.cc, 0, c.row > 0, 1) : c;
-    if (!twin) throw Error(ErrorCategory::Unsupported, "igemm_sm90: no cp.async twin of one plane a tile for this plan");
-    plan.unaligned = std::make_shared<const Plan>(plan_sm90(prob, limits, *twin, twin->copies));
-  }
+  if (c.boxed && input_row_pitch(prob.desc.w) != prob.desc.w) plan.input_copy = input_copy_plan(plan.params, limits);
   return plan;
 }
 

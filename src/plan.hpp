@@ -39,13 +39,12 @@ struct Plan {
   unsigned shared_bytes = 0;  // dynamic shared memory
   ConvParams params{};
   std::optional<PrepPlan> prep;
-  // Plans whose input staging needs a 16-byte aligned input (igemm_sm90's TMA boxes, the tiled
-  // kernel's 16-byte copies, depthwise's 16-byte loads): the same tiles staged 4 bytes at a time,
-  // for an input that is not.
+  // Plans whose input staging needs a 16-byte aligned input (the tiled kernel's 16-byte copies,
+  // depthwise's 16-byte loads): the same tiles staged 4 bytes at a time, for an input that is not.
+  // (igemm_sm90's TMA boxes read such an input from a copy instead: input_copy_plan.)
   std::shared_ptr<const Plan> unaligned;
   // igemm_sm90 with TMA boxes on an input whose rows are not 16-byte multiples (W % 4 != 0): the
-  // input copied into rows of input_row_pitch floats (pitch_rows), which the box map then reads
-  // (so any input alignment will do: no twin).
+  // input copied into rows of input_row_pitch floats (pitch_rows), which the box map then reads.
   std::optional<PrepPlan> input_copy;
   // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
   // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
@@ -58,6 +57,11 @@ struct Plan {
 /// Floats between the rows of an input that TMA boxes read: W rounded up to a multiple of 4 (a
 /// tensor map's strides are 16-byte multiples). Where that is not W the plan has an input_copy.
 inline int64_t input_row_pitch(int64_t w) { return (w + 3) / 4 * 4; }
+
+/// The copy of an input of p's extents into rows of input_row_pitch(W) floats (pitch_rows) that
+/// TMA boxes read: always where W % 4 != 0 (Plan::input_copy), and for an input that is not
+/// 16-byte aligned (the engine, per call).
+PrepPlan input_copy_plan(const ConvParams& p, const DeviceLimits& limits);
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
 /// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits, ROWS 1 = row tiles (TH x TW

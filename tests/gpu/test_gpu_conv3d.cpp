@@ -233,7 +233,7 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
 
 TEST_CASE("the kernels the planner picks keep every value in registers: no local memory") {
   // Each plan's kernel and, where it has one, its twin for inputs not 16-byte aligned (the tf32
-  // reference's cp.async twin spilled 44 bytes before it staged its outputs).
+  // reference's former cp.async twin spilled 44 bytes before it staged its outputs).
   cli::make_context_current();
   cli::Stream stream;
   std::vector<Conv3dDesc> descs = listed_descriptions();
@@ -257,16 +257,17 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
   }
 }
 
-TEST_CASE("an input that is not 16-byte aligned runs the 4-byte twin of a TMA or 16-byte-copy plan") {
+TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy plans run their 4-byte twin") {
   cli::make_context_current();
   cli::Stream stream;
   EngineOptions tiled_options;
   tiled_options.kernel_config = "tiled:8,1,4,3,8";
   Engine tiled(tiled_options);
-  // igemm_sm90 with TMA staging (both classes), the tiled FFMA kernel with 16-byte copies and the
-  // depthwise kernel with 16-byte loads: the plans end in a 1 (TMA; igemm_sm90's is followed by
-  // its row-tile width, output planes a tile and box shift parity) or 4 (copy width; the tiled
-  // kernel's is followed by its team count) that the twin replaces.
+  // igemm_sm90 with TMA staging (both classes: their boxes read a copy of the input), the tiled
+  // FFMA kernel with 16-byte copies and the depthwise kernel with 16-byte loads (their twins load
+  // 4 bytes at a time): the plans end in a 1 (TMA; igemm_sm90's is followed by its row-tile
+  // width, output planes a tile and box shift parity) or 4 (copy width; the tiled kernel's is
+  // followed by its team count).
   struct Case {
     Engine* engine;
     Precision precision;

@@ -59,20 +59,17 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     CHECK(g.in_h == 10);
     CHECK(g.in_w == 64);
     CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
-    REQUIRE(plan.unaligned);
-    CHECK(plan.unaligned->key.config[8] == 58);
-    CHECK(plan.unaligned->key.config[9] == 1);  // one output plane a tile without TMA boxes
+    // No twin: an input that is not 16-byte aligned is copied for the TMA boxes.
+    CHECK_FALSE(plan.unaligned);
+    CHECK_FALSE(plan.input_copy);
     // tf32: each warp stages its outputs in a 4 KB box (16 positions x 2 planes x 32 channels)
-    // after two input stages, in place of a third; the cp.async twin (one plane a tile) in one of
-    // 16 x 64 channels. 3xTF32 stores from registers.
+    // after two input stages, in place of a third. 3xTF32 stores from registers.
     const bool tf32 = precision == Precision::Tf32;
     CHECK(g.store_channels == (tf32 ? 32 : 0));
     CHECK(plan.store_channels == g.store_channels);
     CHECK(g.store_floats == (tf32 ? 16 * 16 * 2 * 32 : 0));
     CHECK(g.store_at == g.tiles_at + g.stages * g.tile_floats);
     CHECK(g.stages == 2);
-    CHECK(plan.unaligned->store_channels == (tf32 ? 64 : 0));
-    CHECK(sm90_geometry_of(d, plan.unaligned->key).store_floats == g.store_floats);
   }
 }
 
@@ -204,8 +201,7 @@ TEST_CASE("paired rows with TMA and unit stride along W load in pairs; the key h
   ref.precision = Precision::Tf32;
   const detail::Plan plan = plan_for(ref, "sm_90");
   CHECK(plan.key.config[10] == 0);  // no padding: shift 0
-  REQUIRE(plan.unaligned);
-  CHECK(plan.unaligned->key.config[10] == 0);  // cp.async: no pair loads
+  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,0,1,2").key.config[10] == 0);  // cp.async: no pair loads
   ref.padding = Padding::same();  // pad_w 3: the box starts 1 column early
   CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.config[10] == 1);
   ref.padding = Dims3{1, 2, 2};
@@ -349,7 +345,7 @@ TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 o
   CHECK(plan_for(c3b, "sm_90").key.config[3] == 2);
 }
 
-TEST_CASE("wgmma plans stage by TMA: in place with a cp.async twin, or from a pitched copy where it pays") {
+TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows are not 16-byte multiples") {
   // W % 4 == 0 (here 64, 28, 20), any padding, dilation along D up to 8: TMA boxes of the input.
   for (const Conv3dDesc& d : {reference_problem(), test::make(2, 32, {16, 28, 28}, 64, {3, 3, 3}, 1, 1),
                               test::make(1, 16, {12, 20, 20}, 64, {3, 3, 3}, 1, 2, {2, 2, 2})}) {
@@ -372,18 +368,14 @@ TEST_CASE("wgmma plans stage by TMA: in place with a cp.async twin, or from a pi
     // 128-byte aligned tiles for the box destination.
     CHECK(g.tiles_at % 32 == 0);
     CHECK(g.tile_floats % 32 == 0);
-    // The twin for inputs that are not 16-byte aligned: the same tile and chunks, cp.async.
-    REQUIRE(plan.unaligned);
-    const detail::SpecKey& twin = plan.unaligned->key;
-    CHECK(twin.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(twin.config[7] == 0);
-    for (int i = 0; i < 4; ++i) CHECK(twin.config[i] == plan.key.config[i]);
-    CHECK(plan.unaligned->grid == plan.grid);
-    CHECK(plan.unaligned->prep.has_value() == plan.prep.has_value());
-    CHECK_FALSE(plan.unaligned->unaligned);
+    // No twin: an input that is not 16-byte aligned is copied per call, in rows of W floats.
+    CHECK_FALSE(plan.unaligned);
+    const detail::PrepPlan copy = detail::input_copy_plan(plan.params, detail::limits_for_arch("sm_90"));
+    CHECK(copy.key.algorithm == Algorithm::PitchRows);
+    CHECK(copy.workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * d.w * 4));
   }
   // Rows that are not 16-byte multiples (W = 66, 63, 70, 30): boxes of a copy in rows of 68, 64,
-  // 72, 32 floats; the copy serves any input alignment, so no twin.
+  // 72, 32 floats, made for every call.
   Conv3dDesc small = test::make(2, 32, {16, 28, 30}, 64, {3, 3, 3}, 1, 1);
   small.precision = Precision::Tf32;
   for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
