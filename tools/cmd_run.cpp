@@ -19,6 +19,7 @@ struct RunOptions {
   ShapeFlags shape;
   std::string manifest;
   TimingFlags timing;
+  int64_t input_offset = 0;
 };
 
 struct Timing {
@@ -26,9 +27,9 @@ struct Timing {
   double first_ms, median_ms, min_ms, tflops, gbps;
 };
 
-Timing time_shape(Engine& engine, const Conv3dDesc& desc, const TimingFlags& timing) {
+Timing time_shape(Engine& engine, const Conv3dDesc& desc, const TimingFlags& timing, int64_t input_offset) {
   const uint64_t seed = timing.seed_or_fresh();
-  ProblemData data(desc, seed);
+  ProblemData data(desc, seed, input_offset);
   Stream stream;
   fill_nan(data.d_output);
   const Conv3dTensors tensors = data.tensors();
@@ -73,7 +74,7 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
     fmt::print("{:<{}}  {:>10}  {:>10}  {:>8}  {}\n", "NAME", width, "MEDIAN_MS", "MIN_MS", "TFLOP/S", "KERNEL");
   }
   for (const NamedDesc& d : descs) {
-    const Timing t = time_shape(engine, d.desc, options.timing);
+    const Timing t = time_shape(engine, d.desc, options.timing, options.input_offset);
     if (options.timing.json) {  // one object a shape (JSON lines)
       const nlohmann::json out = {{"name", d.name},           {"kernel", t.kernel},
                                   {"first_call_ms", t.first_ms}, {"median_ms", t.median_ms},
@@ -143,6 +144,10 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   add_timing_flags(*cmd, options->timing, 5, "untimed runs before timing", 50, "timed runs",
                    "print JSON on stdout: one object (one line) per shape");
+  cmd->add_option("--input-offset", options->input_offset,
+                  "start the input this many floats into its allocation (1: only 4-byte aligned, like a view "
+                  "into a larger tensor; default 0)")
+      ->check(CLI::NonNegativeNumber);
   return {cmd, [options, &global] { return run_run(*options, global); }};
 }
 

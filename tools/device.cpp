@@ -71,17 +71,19 @@ std::vector<float> random_values(int64_t count, std::mt19937_64& rng) {
   return values;
 }
 
-DeviceBuffer upload(const std::vector<float>& host) {
-  DeviceBuffer buffer(host.size() * sizeof(float));
-  if (!host.empty()) {
-    check_cu(driver().cuMemcpyHtoD(buffer.handle(), host.data(), buffer.bytes()), "cuMemcpyHtoD");
-  }
+/// `host` into a new buffer, starting `offset` floats into it.
+DeviceBuffer upload(const std::vector<float>& host, int64_t offset = 0) {
+  if (host.empty()) return DeviceBuffer();
+  DeviceBuffer buffer((host.size() + static_cast<size_t>(offset)) * sizeof(float));
+  check_cu(driver().cuMemcpyHtoD(buffer.handle() + static_cast<CUdeviceptr>(offset) * sizeof(float), host.data(),
+                                 host.size() * sizeof(float)),
+           "cuMemcpyHtoD");
   return buffer;
 }
 
 }  // namespace
 
-ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed) {
+ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset) : input_offset(offset) {
   std::mt19937_64 rng(seed);
   const int64_t weight_elements =
       desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
@@ -89,7 +91,7 @@ ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed) {
   weight = random_values(weight_elements, rng);
   if (desc.bias) bias = random_values(desc.k, rng);
   output_elements = output_extents(desc).elements();
-  d_input = upload(input);
+  d_input = upload(input, input_offset);
   d_weight = upload(weight);
   d_bias = upload(bias);
   d_output = DeviceBuffer(static_cast<size_t>(output_elements) * sizeof(float));
@@ -108,7 +110,7 @@ uint64_t random_seed() {
 
 Conv3dTensors ProblemData::tensors() const {
   Conv3dTensors t;
-  t.input = d_input.ptr();
+  t.input = static_cast<const float*>(d_input.ptr()) + input_offset;
   t.weight = d_weight.ptr();
   t.bias = d_bias.ptr();
   t.output = d_output.ptr();
@@ -116,7 +118,7 @@ Conv3dTensors ProblemData::tensors() const {
 }
 
 uint64_t ProblemData::traffic_bytes() const {
-  return d_input.bytes() + d_weight.bytes() + d_bias.bytes() + d_output.bytes();
+  return input.size() * sizeof(float) + d_weight.bytes() + d_bias.bytes() + d_output.bytes();
 }
 
 std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,

@@ -71,9 +71,10 @@ class Event {
 };
 
 /// A description's tensors on the device, inputs uniformly random in [-1, 1] from `seed`; the host
-/// copies stay for a CPU reference.
+/// copies stay for a CPU reference. The device input starts `input_offset` floats into its buffer
+/// (1: an input that is only 4-byte aligned, as a view into a larger tensor can be).
 struct ProblemData {
-  ProblemData(const Conv3dDesc& desc, uint64_t seed);
+  ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t input_offset = 0);
 
   Conv3dTensors tensors() const;
   /// Bytes a convolution must at least move: inputs read once, output written once.
@@ -81,6 +82,7 @@ struct ProblemData {
 
   std::vector<float> input, weight, bias;
   int64_t output_elements = 0;
+  int64_t input_offset = 0;
   DeviceBuffer d_input, d_weight, d_bias, d_output;
 };
 
