@@ -613,6 +613,13 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // gain, measured on the reference problem (H200, tf32: 0.658 -> 0.601 ms with 315 -> 336
   // terms), is this factor.
   constexpr double kPlanesGain = 1.15;
+  // Row tiles of 128 or more columns against TH x TW tiles of about the same useful area: each
+  // channel's outputs leave as one contiguous run. H200, planned both ways (session 19, a 3 %
+  // bonus for every row tile): c3d_conv3b 2.048 -> 1.965 ms, r2plus1d_spatial 0.354 -> 0.337,
+  // r2plus1d_temporal 0.157 -> 0.154, video_vae_512 1.194 -> 1.175; with 64 columns it lost on
+  // unet3d_encoder and _decoder (3 %) and won on the fp32 reference problem with W = 66 (4 %),
+  // and pointwise layers lost 6-11 %, so it stays with 128 columns and real kernels.
+  constexpr double kWideRowsGain = 1.03;
   const Conv3dDesc& desc = prob.desc;
   const long long khw = desc.kernel.h * desc.kernel.w;
   const double planes_eff = double(cg * kvol) / double(desc.kernel.d * ceil_div(cg * khw, 8) * 8) *
@@ -634,7 +641,8 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
             // Useful fraction of the padded work, times the speed of this tile relative to 4
             // warpgroups of 128 columns (the times above).
             const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-            double eff = sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) *
+            double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) *
+                         sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) *
                          (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed;
             if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
             auto c = sm90_candidate(prob, limits, th, tw, bn, cc, -1, rows, pl);

@@ -459,6 +459,13 @@ TEST_CASE("row tiles: runs of positions of a plane up to 64 wide, one chunk or t
   REQUIRE(chunked.key.algorithm == Algorithm::ImplicitGemmSm90);
   CHECK(sm90_geometry_of(dilated, chunked.key).chunks > 1);
   CHECK(chunked.key.config[8] == 0);
+  // At about equal useful area, 128 columns take the row tiles (the fp32 c3d_conv3b: 28 x 28 plane,
+  // 2 warpgroups); 64 columns (unet3d_decoder) and pointwise layers keep their TH x TW tiles.
+  const detail::Plan c3b = plan_for(test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 1, true), "sm_90");
+  CHECK(c3b.key.config[2] == 128);
+  CHECK(c3b.key.config[8] == 28);
+  CHECK(plan_for(test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1), "sm_90").key.config[8] == 0);
+  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.config[8] == 0);
   // Forced: ROWS 1 takes row tiles with either staging, 0 the TH x TW tiles.
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1,1").key.config[8] == 58);
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:2,64,64,3,0,1").key.config[8] == 58);
