@@ -215,6 +215,7 @@ ConfigCases config_cases() {
           {"sm90:4,64,64,3,1,1", tma_rows_tf32},
           {"sm90:4,32,64,3,0,1", short_reduction},
           {"sm90:2,64,128,2,0,1", chunked_wide_tf32},
+          {"sm90:2,64,128,2,1,1", chunked_wide},  // 128 columns in row tiles: the planner's c3d_conv3b
           {"sm90:4,64,64,512,1,1,2", planes_tf32},
           {"sm90:2,64,64,4,1", pitched},
           {"sm90:2,64,64,4,1,1", pitched_rows},
