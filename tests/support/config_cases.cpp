@@ -123,8 +123,8 @@ ConfigCases config_cases() {
   const std::vector<Conv3dDesc> tma_wide_tf32(tma_tf32.begin() + 1, tma_tf32.end());
   // Row tiles with TMA: all but the strided C = 8 problem (runs of 128 positions of its 10-wide
   // rows span 14 of them: its input tile does not fit).
-  std::vector<Conv3dDesc> tma_rows = tma;
-  tma_rows.erase(tma_rows.begin() + 1);
+  std::vector<Conv3dDesc> tma_rows = {tma[0]};
+  tma_rows.insert(tma_rows.end(), tma.begin() + 2, tma.end());
   std::vector<Conv3dDesc> tma_rows_tf32 = tma_rows;
   for (Conv3dDesc& d : tma_rows_tf32) d.precision = Precision::Tf32;
   // Two and three output planes a tile (tf32, one chunk, unit stride and dilation along D): an odd
