@@ -194,7 +194,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
   auto origin = [&](unsigned tile) {
     const unsigned plane = tile / tiles_w / tiles_h;
     const int n = static_cast<int>(plane / od_groups), od = static_cast<int>(plane % od_groups) * PL;
-    if (ROW) {
+    if constexpr (ROW > 0) {  // (constexpr: ROW = 0 would divide by zero below)
       const int first = static_cast<int>(tile % tiles_w) * (TH * TW);
       return Origin{n, od, first / ROW, 0, first};
     }

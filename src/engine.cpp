@@ -141,6 +141,9 @@ struct Engine::Impl {
       compiles.fetch_add(1);
       compile_us.fetch_add(static_cast<uint64_t>(ms * 1000));
       log().debug("compiled {} in {:.0f} ms ({} bytes)", gen.name_expression, ms, compiled.cubin.size());
+      // ptxas reports slow code it could not avoid here, e.g. serialised wgmmas (C7512).
+      if (!compiled.notes.empty()) log().warn("compiler notes for {}:\n{}", gen.name_expression, compiled.notes);
+      result->compile_notes = std::move(compiled.notes);
       result->lowered_name = std::move(compiled.lowered_name);
       result->cubin = std::move(compiled.cubin);
       result->compile_ms = ms;
@@ -303,6 +306,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   r.kernel = gen.name_expression;
   r.compiled = !hit && !bin->from_disk;
   r.compile_ms = r.compiled ? bin->compile_ms : 0;
+  if (r.compiled) r.compiler_notes = bin->compile_notes;
   return r;
 }
 

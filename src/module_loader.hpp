@@ -14,6 +14,7 @@ struct KernelBinary {
   std::string cubin;
   bool from_disk = false;   // read from the disk cache rather than compiled by this process
   double compile_ms = 0;
+  std::string compile_notes;  // CompiledKernel::notes of this process's compile (not on disk)
 };
 
 /// Disk payload <-> KernelBinary: the lowered name, a newline, then the cubin bytes.

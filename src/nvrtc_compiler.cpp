@@ -64,6 +64,8 @@ CompiledKernel nvrtc_compile(const GeneratedKernel& k) {
   if (size == 0) fail(k, "produced no cubin (is the arch an sm_ target?)", log);
   out.cubin.resize(size);
   check(nvrtcGetCUBIN(*prog, out.cubin.data()), k, "nvrtcGetCUBIN");
+  while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  out.notes = std::move(log);
   return out;
 }
 

@@ -10,6 +10,7 @@ namespace conv3djit::detail {
 struct CompiledKernel {
   std::string lowered_name;  // mangled symbol to look up in the module
   std::string cubin;
+  std::string notes;  // the compiler's messages on success: warnings, ptxas' performance notes
 };
 
 /// Throws Error(CompileFailed) with the NVRTC log, name expression and options on failure.

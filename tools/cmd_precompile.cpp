@@ -38,6 +38,7 @@ struct Row {
   std::string kernel;
   int descriptions = 0;
   std::string error;
+  std::string notes;  // the compiler's notes on a kernel compiled now
 };
 
 std::string target_arch(const std::string& requested) {
@@ -81,16 +82,17 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
   for (size_t i = 0; i < descs.size(); ++i) {
     const Attempt& a = attempts[i];
     if (!a.error.empty()) {
-      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error});
+      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, ""});
       continue;
     }
     auto [it, inserted] = row_of_key.emplace(a.result.key, rows.size());
-    if (inserted) rows.push_back({a.result.key, "cached", 0, descs[i].name, a.result.kernel, 0, ""});
+    if (inserted) rows.push_back({a.result.key, "cached", 0, descs[i].name, a.result.kernel, 0, "", ""});
     Row& row = rows[it->second];
     ++row.descriptions;
     if (a.result.compiled) {
       row.status = "compiled";
       row.compile_ms = std::max(row.compile_ms, a.result.compile_ms);
+      if (row.notes.empty()) row.notes = a.result.compiler_notes;
     }
   }
   return rows;
@@ -105,6 +107,7 @@ void print_json(const std::string& arch, const std::vector<Row>& rows, double wa
                         {"compile_ms", row.compile_ms}, {"name", row.name},
                         {"kernel", row.kernel},    {"descriptions", row.descriptions}};
     if (!row.error.empty()) k["error"] = row.error;
+    if (!row.notes.empty()) k["notes"] = row.notes;
     kernels.push_back(std::move(k));
   }
   nlohmann::json out = {{"arch", arch},
@@ -124,6 +127,7 @@ void print_table(const std::string& arch, const std::vector<Row>& rows, double w
     fmt::print("{:<8}  {:>10.1f}  {}\n", row.status, row.compile_ms, row.name);
     if (!row.kernel.empty()) fmt::print("{:<8}  {:>10}  {}\n", "", "", row.kernel);
     if (!row.error.empty()) fmt::print("{:<8}  {:>10}  error: {}\n", "", "", row.error);
+    if (!row.notes.empty()) fmt::print("{:<8}  {:>10}  compiler notes: {}\n", "", "", row.notes);
   }
   fmt::print("{}: {} compiled, {} cached, {} failed in {:.1f} s\n", arch, counts["compiled"],
              counts["cached"], counts["failed"], wall_ms / 1000.0);

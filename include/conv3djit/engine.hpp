@@ -39,6 +39,9 @@ struct PrecompileResult {
   std::string kernel;       ///< NVRTC name expression of the kernel
   bool compiled = false;    ///< false: it was already in the cache
   double compile_ms = 0;
+  /// What NVRTC said about a successful compile (warnings, ptxas' performance notes such as
+  /// serialised wgmmas); empty when it said nothing or the kernel came from a cache.
+  std::string compiler_notes;
 };
 
 /// One disk cache entry, for listings.

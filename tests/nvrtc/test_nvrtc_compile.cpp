@@ -87,10 +87,20 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
     Conv3dDesc d = desc(3, {3, 5, 7});
     d.precision = precision;
     const PrecompileResult r = engine.precompile(d, "sm_90");
-    INFO(r.kernel << " " << r.key);
+    INFO(r.kernel << " " << r.key << "\ncompiler notes: " << r.compiler_notes);
     CHECK(r.compiled);
     CHECK(r.compile_ms < 5000);
     CHECK(r.kernel.find("conv3djit::igemm_sm90<3,3,5,7,") == 0);
+    CHECK(r.compiler_notes.empty());
+    // The reference problem's kernels (the tf32 one with two output planes a tile, the heaviest
+    // there is): no note from ptxas either. Serialised wgmmas (C7512 and the like) cost such a
+    // kernel 10 % (bench/NOTES.md, session 19).
+    Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
+    reference.precision = precision;
+    const PrecompileResult ref = engine.precompile(reference, "sm_90");
+    INFO(ref.kernel << "\ncompiler notes: " << ref.compiler_notes);
+    CHECK(ref.compiled);
+    CHECK(ref.compiler_notes.empty());
     // ..., SPLIT (3xTF32 or TF32), TMA staging (W = 24 is a multiple of 4), row tiles of OW = 18, PL>
     CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1,1,18," : ",0,1,18,") != std::string::npos);
     CHECK(r.key.find("--gpu-architecture=sm_90a") != std::string::npos);
@@ -155,6 +165,18 @@ TEST_CASE("a second engine on the same folder reads from disk instead of compili
   CHECK(second.stats().disk_hits == 2);
   CHECK(second.stats().compiles == 0);
   std::filesystem::remove_all(options.cache_dir);
+}
+
+TEST_CASE("the compiler's notes on a successful compile reach the caller") {
+  detail::GeneratedKernel noted;
+  noted.source = "#warning conv3djit note\n__global__ void quiet() {}\n";
+  noted.name_expression = "quiet";
+  noted.options = {"--gpu-architecture=sm_90"};
+  const detail::CompiledKernel k = detail::nvrtc_compile(noted);
+  CHECK_FALSE(k.cubin.empty());
+  CHECK(k.notes.find("conv3djit note") != std::string::npos);
+  noted.source = "__global__ void quiet() {}\n";
+  CHECK(detail::nvrtc_compile(noted).notes.empty());
 }
 
 TEST_CASE("a compile failure carries the NVRTC log, the name expression and the options") {
