@@ -208,11 +208,7 @@ struct Engine::Impl {
     };
     std::optional<Scratch> pitched, prepared;
     // So do TMA maps: such an input is copied (as one whose rows are not 16-byte multiples is).
-    if (plan.input_copy) {
-      in = prepare(*plan.input_copy, pitched);
-    } else if (!aligned && uses_tensor_map(plan)) {
-      in = prepare(input_copy_plan(plan.params, context_info(ctx).limits), pitched);
-    }
+    if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
     if (plan.prep) wt = prepare(*plan.prep, prepared);
     // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
     // cp.async staging, stores from registers); the other kernels have five parameters and the
@@ -297,7 +293,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   if (plan.prep) impl_->binary(plan.prep->key, target);  // production must not compile it either
   if (plan.unaligned) impl_->binary(plan.unaligned->key, target);  // nor the twin for misaligned inputs
   // nor the input's copy for TMA boxes (shape-generic: one kernel for every plan)
-  if (uses_tensor_map(plan)) impl_->binary(input_copy_plan(plan.params, limits).key, target);
+  if (plan.input_copy) impl_->binary(plan.input_copy->key, target);
   bool hit = false;
   BinaryPtr bin = impl_->binary(plan.key, target, &hit);
   const GeneratedKernel gen = generate(plan.key, target);

@@ -51,8 +51,8 @@ unsigned stride_grid(long long threads, unsigned block, const DeviceLimits& limi
   return static_cast<unsigned>(std::max<long long>(1, std::min<long long>(blocks, 1LL * limits.sm_count * per_sm)));
 }
 
-}  // namespace
-
+// The copy of an input of p's extents into rows of input_row_pitch(W) floats (pitch_rows) that
+// TMA boxes read.
 PrepPlan input_copy_plan(const ConvParams& p, const DeviceLimits& limits) {
   PrepPlan copy;
   copy.key.algorithm = Algorithm::PitchRows;  // shape-generic: no shape fields in its key
@@ -62,8 +62,6 @@ PrepPlan input_copy_plan(const ConvParams& p, const DeviceLimits& limits) {
   copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * 4;
   return copy;
 }
-
-namespace {
 
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
@@ -738,14 +736,14 @@ Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice
   return plan;
 }
 
-// The choice's plan. With TMA boxes, an input whose rows are not 16-byte multiples is always
-// copied into rows that are (input_copy); one that is not 16-byte aligned is copied per call (the
-// engine), where a cp.async twin of one plane a tile used to run instead: 21-24 % slower than
-// two-plane primaries, and another kernel to compile, 0.5-0.9 s on the H200 machine, often at run
-// time (session 16); the copy costs about 30 us for the reference problem's input (session 18).
+// The choice's plan. With TMA boxes it carries the input's copy (Plan::copies_input): always made
+// where rows are not 16-byte multiples, and for an input that is not 16-byte aligned, where a
+// cp.async twin of one plane a tile used to run instead: 21-24 % slower than two-plane primaries,
+// and another kernel to compile, 0.5-0.9 s on the H200 machine, often at run time (session 16);
+// the copy costs about 30 us for the reference problem's input (session 18).
 Plan plan_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) {
   Plan plan = plan_sm90(prob, limits, c, c.staging());
-  if (c.boxed && input_row_pitch(prob.desc.w) != prob.desc.w) plan.input_copy = input_copy_plan(plan.params, limits);
+  if (c.boxed) plan.input_copy = input_copy_plan(plan.params, limits);
   return plan;
 }
 

@@ -43,8 +43,8 @@ struct Plan {
   // depthwise's 16-byte loads): the same tiles staged 4 bytes at a time, for an input that is not.
   // (igemm_sm90's TMA boxes read such an input from a copy instead: input_copy_plan.)
   std::shared_ptr<const Plan> unaligned;
-  // igemm_sm90 with TMA boxes on an input whose rows are not 16-byte multiples (W % 4 != 0): the
-  // input copied into rows of input_row_pitch floats (pitch_rows), which the box map then reads.
+  // igemm_sm90 with TMA boxes: the input copied into rows of input_row_pitch(W) floats
+  // (pitch_rows), which the box map then reads where copies_input says so.
   std::optional<PrepPlan> input_copy;
   // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
   // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
@@ -52,16 +52,18 @@ struct Plan {
 
   /// The plan that runs an input (16-byte) aligned or not: this one or its twin.
   const Plan& for_input(bool aligned) const { return unaligned && !aligned ? *unaligned : *this; }
+  /// Whether a call runs input_copy first: rows that are not 16-byte multiples (W % 4 != 0, a
+  /// tensor map's strides cannot step over them), or an input that is not 16-byte aligned.
+  bool copies_input(bool aligned) const;
 };
 
 /// Floats between the rows of an input that TMA boxes read: W rounded up to a multiple of 4 (a
-/// tensor map's strides are 16-byte multiples). Where that is not W the plan has an input_copy.
+/// tensor map's strides are 16-byte multiples). Where that is not W every call copies the input.
 inline int64_t input_row_pitch(int64_t w) { return (w + 3) / 4 * 4; }
 
-/// The copy of an input of p's extents into rows of input_row_pitch(W) floats (pitch_rows) that
-/// TMA boxes read: always where W % 4 != 0 (Plan::input_copy), and for an input that is not
-/// 16-byte aligned (the engine, per call).
-PrepPlan input_copy_plan(const ConvParams& p, const DeviceLimits& limits);
+inline bool Plan::copies_input(bool aligned) const {
+  return input_copy && (!aligned || input_row_pitch(params.w) != params.w);
+}
 
 /// The forms of a forced configuration (EngineOptions::kernel_config, `--config`); in sm90,
 /// STAGING 1 = TMA boxes, 0 = cp.async, absent = TMA where it fits, ROWS 1 = row tiles (TH x TW

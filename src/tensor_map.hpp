@@ -12,7 +12,7 @@ namespace conv3djit::detail {
 bool uses_tensor_map(const Plan& plan);
 
 /// The map of `input` (NCDHW fp32, the plan's extents, rows input_row_pitch(W) floats apart: the
-/// pitched copy where the plan has an input_copy) as a 5-D tensor (W, H, D, C, N) with the plan's box:
+/// pitched copy where Plan::copies_input) as a 5-D tensor (W, H, D, C, N) with the plan's box:
 /// TMA row x tile rows x KD planes (every DD-th) x CC channels x 1 image. `input` must be 16-byte
 /// aligned. Throws Error(DriverError) if the driver refuses the map. The map is kept per thread
 /// and re-encoded only when the input or the plan changes; the reference stays valid until this

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "catch.hpp"
@@ -198,6 +199,31 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
   CHECK(state.allocations.load() == chunked_calls + pitched_calls);
   CHECK(state.frees.load() == chunked_calls + pitched_calls);
   CHECK(s.memory_hits == launches - 2 * kernels);
+}
+
+TEST_CASE("a TMA plan copies its input first only for rows of W % 4 != 0 or an input not 16-byte aligned") {
+  FakeDriverScope fake;
+  Engine engine(memory_only());
+  alignas(16) static float buffer[8];
+  const Conv3dTensors aligned{buffer, buffer, nullptr, buffer}, shifted{buffer + 1, buffer, nullptr, buffer};
+  Conv3dDesc w20 = shape(3, 16, {3, 5, 7});
+  w20.w = 20;
+  REQUIRE(engine.kernel_for(w20, "sm_90").find("conv3djit::igemm_sm90<") == 0);
+  // Counts of launches, allocations and compiles after each call, from these starting values.
+  const int launches = state.launches.load(), allocations = state.allocations.load(), frees = state.frees.load();
+  auto after = [&](const Conv3dDesc& d, const Conv3dTensors& t) {
+    engine.run(d, t, stream_of(1));
+    return std::make_tuple(state.launches.load() - launches, state.allocations.load() - allocations,
+                           static_cast<int>(engine.stats().compiles));
+  };
+  CHECK(after(w20, aligned) == std::make_tuple(1, 0, 1));   // the convolution alone
+  CHECK(after(w20, shifted) == std::make_tuple(3, 1, 2));   // pitch_rows, then the convolution
+  CHECK(after(w20, aligned) == std::make_tuple(4, 1, 2));
+  // W = 17 (the same convolution kernel): copied whatever the input's alignment.
+  const Conv3dDesc w17 = shape(3, 16, {3, 5, 7});
+  CHECK(engine.kernel_for(w17, "sm_90") == engine.kernel_for(w20, "sm_90"));
+  CHECK(after(w17, aligned) == std::make_tuple(6, 2, 2));
+  CHECK(state.frees.load() - frees == 2);  // each copy's scratch memory freed on the stream
 }
 
 TEST_CASE("a context recreated under its old handle gets its kernels loaded again, not stale ones") {

@@ -59,9 +59,10 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     CHECK(g.in_h == 10);
     CHECK(g.in_w == 64);
     CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
-    // No twin: an input that is not 16-byte aligned is copied for the TMA boxes.
+    // No twin: an input that is not 16-byte aligned is copied for the TMA boxes, an aligned one not.
     CHECK_FALSE(plan.unaligned);
-    CHECK_FALSE(plan.input_copy);
+    CHECK_FALSE(plan.copies_input(true));
+    CHECK(plan.copies_input(false));
     // tf32: each warp stages its outputs in a 4 KB box (16 positions x 2 planes x 32 channels)
     // after two input stages, in place of a third. 3xTF32 stores from registers.
     const bool tf32 = precision == Precision::Tf32;
@@ -353,7 +354,7 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
     const detail::Plan plan = plan_for(d, "sm_90");
     REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
     CHECK(plan.key.config[7] == 1);
-    CHECK_FALSE(plan.input_copy);
+    CHECK_FALSE(plan.copies_input(true));
     const Sm90Geometry g = sm90_geometry_of(d, plan.key);
     // The box is stored densely; its row is a multiple of 4 floats from the narrowest (in_w after
     // the aligned origin's shift) to 28 wider, the width picked against gather bank conflicts.
@@ -370,9 +371,10 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
     CHECK(g.tile_floats % 32 == 0);
     // No twin: an input that is not 16-byte aligned is copied per call, in rows of W floats.
     CHECK_FALSE(plan.unaligned);
-    const detail::PrepPlan copy = detail::input_copy_plan(plan.params, detail::limits_for_arch("sm_90"));
-    CHECK(copy.key.algorithm == Algorithm::PitchRows);
-    CHECK(copy.workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * d.w * 4));
+    CHECK(plan.copies_input(false));
+    REQUIRE(plan.input_copy);
+    CHECK(plan.input_copy->key.algorithm == Algorithm::PitchRows);
+    CHECK(plan.input_copy->workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * d.w * 4));
   }
   // Rows that are not 16-byte multiples (W = 66, 63, 70, 30): boxes of a copy in rows of 68, 64,
   // 72, 32 floats, made for every call.
@@ -388,6 +390,7 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
       REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
       CHECK(plan.key.config[7] == 1);
       REQUIRE(plan.input_copy);
+      CHECK(plan.copies_input(true));
       CHECK(plan.input_copy->key.algorithm == Algorithm::PitchRows);
       CHECK(detail::input_row_pitch(w) == (w + 3) / 4 * 4);
       CHECK(plan.input_copy->workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * detail::input_row_pitch(w) * 4));
@@ -398,13 +401,14 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
   }
   const detail::Plan small_plan = plan_for(small, "sm_90");
   CHECK(small_plan.key.config[7] == 1);
-  CHECK(small_plan.input_copy);
+  CHECK(small_plan.copies_input(true));
   CHECK(detail::input_row_pitch(30) == 32);
   // A dilation along D past 8: cp.async, no twin.
   const detail::Plan dilated = plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90");
   REQUIRE(dilated.key.algorithm == Algorithm::ImplicitGemmSm90);
   CHECK(dilated.key.config[7] == 0);
   CHECK_FALSE(dilated.input_copy);
+  CHECK_FALSE(dilated.copies_input(false));
   CHECK_FALSE(dilated.unaligned);
   // Forced staging: 1 where a box fits (from a pitched copy where W % 4 != 0), an error where it
   // does not; 0 always.
@@ -412,7 +416,7 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
   CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
   const detail::Plan forced = plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1");
   CHECK(forced.key.config[7] == 1);
-  CHECK(forced.input_copy);
+  CHECK(forced.copies_input(true));
   CHECK_THROWS_AS(plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90", "sm90:4,64,64,3,1"),
                   Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,2"), Error);
@@ -443,7 +447,11 @@ TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") 
   for (const test::ConfigCase& c : test::config_cases().forced) {
     for (const Conv3dDesc& d : c.descs) {
       INFO(c.config << " " << describe(d));
-      CHECK_NOTHROW(plan_for(d, "sm_90", c.config));
+      detail::Plan plan;
+      CHECK_NOTHROW(plan = plan_for(d, "sm_90", c.config));
+      // Every plan with TMA boxes carries the copy a misaligned input needs; no other plan does.
+      const bool boxed = plan.key.algorithm == Algorithm::ImplicitGemmSm90 && plan.key.config[7] == 1;
+      CHECK(plan.input_copy.has_value() == boxed);
     }
   }
 }
