@@ -207,7 +207,8 @@ struct Engine::Impl {
       return to;
     };
     std::optional<Scratch> pitched, prepared;
-    // So do TMA maps: such an input is copied (as one whose rows are not 16-byte multiples is).
+    // TMA maps need a 16-byte aligned input too: a plan with boxes copies such an input first, as it
+    // does one whose rows are not 16-byte multiples (Plan::copies_input).
     if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
     if (plan.prep) wt = prepare(*plan.prep, prepared);
     // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
