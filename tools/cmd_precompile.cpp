@@ -21,6 +21,7 @@ struct PrecompileOptions {
   std::string arch;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool json = false;
+  int repeat = 0;  // > 0: time this many cold compiles of each kernel instead of warming the cache
 };
 
 // What happened to one description.
@@ -39,6 +40,7 @@ struct Row {
   int descriptions = 0;
   std::string error;
   std::string notes;  // the compiler's notes on a kernel compiled now
+  std::vector<double> samples;  // --repeat: every compile's time; compile_ms is their median
 };
 
 std::string target_arch(const std::string& requested) {
@@ -82,23 +84,44 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
   for (size_t i = 0; i < descs.size(); ++i) {
     const Attempt& a = attempts[i];
     if (!a.error.empty()) {
-      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, ""});
+      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, "", {}});
       continue;
     }
     auto [it, inserted] = row_of_key.emplace(a.result.key, rows.size());
-    if (inserted) rows.push_back({a.result.key, "cached", 0, descs[i].name, a.result.kernel, 0, "", ""});
+    if (inserted) rows.push_back({a.result.key, "cached", 0, descs[i].name, a.result.kernel, 0, "", "", {}});
     Row& row = rows[it->second];
     ++row.descriptions;
     if (a.result.compiled) {
       row.status = "compiled";
-      row.compile_ms = std::max(row.compile_ms, a.result.compile_ms);
+      row.compile_ms = a.result.compile_ms;
       if (row.notes.empty()) row.notes = a.result.compiler_notes;
     }
   }
   return rows;
 }
 
-void print_json(const std::string& arch, const std::vector<Row>& rows, double wall_ms) {
+// --repeat: each round compiles every kernel once more, one at a time, in a fresh Engine that keeps
+// kernels in memory only, so that every compile is cold and the disk cache is left alone. Rounds
+// interleave the kernels, so a slow spell of the host spreads over all of them, and each kernel
+// reports the median of its rounds (rows come in the same order every round).
+std::vector<Row> time_compiles(const GlobalOptions& global, const std::vector<NamedDesc>& descs,
+                               const std::string& arch, int repeat) {
+  EngineOptions options = global.engine_options();
+  options.disk_cache = false;
+  std::vector<Row> rows;
+  for (int round = 0; round < repeat; ++round) {
+    Engine engine(options);
+    const std::vector<Row> sampled = merge(descs, compile_all(engine, descs, arch, 1));
+    if (round == 0) rows = sampled;
+    for (size_t i = 0; i < rows.size(); ++i) rows[i].samples.push_back(sampled[i].compile_ms);
+  }
+  for (Row& row : rows) {
+    if (row.status == "compiled") row.compile_ms = median(row.samples);
+  }
+  return rows;
+}
+
+void print_json(const std::string& arch, const std::vector<Row>& rows, double wall_ms, int repeat) {
   nlohmann::json kernels = nlohmann::json::array();
   std::map<std::string, int> counts{{"compiled", 0}, {"cached", 0}, {"failed", 0}};
   for (const Row& row : rows) {
@@ -108,6 +131,7 @@ void print_json(const std::string& arch, const std::vector<Row>& rows, double wa
                         {"kernel", row.kernel},    {"descriptions", row.descriptions}};
     if (!row.error.empty()) k["error"] = row.error;
     if (!row.notes.empty()) k["notes"] = row.notes;
+    if (!row.samples.empty()) k["compile_ms_samples"] = row.samples;
     kernels.push_back(std::move(k));
   }
   nlohmann::json out = {{"arch", arch},
@@ -115,6 +139,7 @@ void print_json(const std::string& arch, const std::vector<Row>& rows, double wa
                         {"cached", counts["cached"]},
                         {"failed", counts["failed"]},
                         {"wall_ms", wall_ms},
+                        {"repeat", repeat},
                         {"kernels", std::move(kernels)}};
   fmt::print("{}\n", out.dump());
 }
@@ -128,6 +153,11 @@ void print_table(const std::string& arch, const std::vector<Row>& rows, double w
     if (!row.kernel.empty()) fmt::print("{:<8}  {:>10}  {}\n", "", "", row.kernel);
     if (!row.error.empty()) fmt::print("{:<8}  {:>10}  error: {}\n", "", "", row.error);
     if (!row.notes.empty()) fmt::print("{:<8}  {:>10}  compiler notes: {}\n", "", "", row.notes);
+    if (!row.samples.empty()) {
+      const auto [lo, hi] = std::minmax_element(row.samples.begin(), row.samples.end());
+      fmt::print("{:<8}  {:>10}  {} compiles: median {:.1f} ms, min {:.1f}, max {:.1f}\n", "", "",
+                 row.samples.size(), row.compile_ms, *lo, *hi);
+    }
   }
   fmt::print("{}: {} compiled, {} cached, {} failed in {:.1f} s\n", arch, counts["compiled"],
              counts["cached"], counts["failed"], wall_ms / 1000.0);
@@ -136,14 +166,18 @@ void print_table(const std::string& arch, const std::vector<Row>& rows, double w
 int run_precompile(const PrecompileOptions& options, const GlobalOptions& global) {
   const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   const std::string arch = target_arch(options.arch);
-  Engine engine(global.engine_options());
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<Attempt> attempts = compile_all(engine, descs, arch, options.jobs);
+  std::vector<Row> rows;
+  if (options.repeat > 0) {
+    rows = time_compiles(global, descs, arch, options.repeat);
+  } else {
+    Engine engine(global.engine_options());
+    rows = merge(descs, compile_all(engine, descs, arch, options.jobs));
+  }
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<Row> rows = merge(descs, attempts);
   if (options.json) {
-    print_json(arch, rows, wall_ms);
+    print_json(arch, rows, wall_ms, options.repeat);
   } else {
     print_table(arch, rows, wall_ms);
   }
@@ -159,9 +193,14 @@ Command add_precompile_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("precompile", "compile kernels into the cache ahead of use");
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   cmd->add_option("--arch", options->arch, "target like sm_90 or sm_90a; needs no GPU (default: this GPU's)");
-  cmd->add_option("-j,--jobs", options->jobs, "parallel compiles (default: all cores)")
-      ->check(CLI::Range(1, 1024));
+  CLI::Option* jobs = cmd->add_option("-j,--jobs", options->jobs, "parallel compiles (default: all cores)")
+                          ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
+  cmd->add_option("--repeat", options->repeat,
+                  "time N cold compiles of each kernel, one at a time and without the disk cache, "
+                  "and report each kernel's median (a measurement: the cache is not warmed)")
+      ->check(CLI::Range(1, 1000))
+      ->excludes(jobs);
   return {cmd, [options, &global] { return run_precompile(*options, global); }};
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # precompile_cache.sh CLI MANIFEST WORKDIR
 # Warms a fresh cache for sm_90 (no GPU needed), checks that a second run finds every kernel
-# cached, that flags and manifest agree on a key, and that export -> clear -> import restores it.
+# cached, that flags and manifest agree on a key, that export -> clear -> import restores it, and
+# that --repeat times compiles without touching the cache.
 set -u
 cli=$1 manifest=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -51,4 +52,11 @@ rc=$?
 echo "$out"
 ((rc == 0)) || fail "precompile after import exited $rc"
 grep -Eq "sm_90: 0 compiled, $kernels cached, 0 failed" <<<"$out" || fail "after import: want all cached"
-echo "ok: $kernels kernels warmed, cached, exported, cleared, imported"
+# --repeat times cold compiles without the disk cache: a fresh folder stays empty, and the one
+# kernel reports both samples.
+cache=$work/cache-repeat
+precompile_json --input 1,4,8,8,8 --out-channels 8 --kernel 3 --padding same --repeat 2
+[[ $(field repeat) == 2 && $(field compiled) == 1 ]] || fail "repeat: want 1 kernel compiled, repeat 2"
+grep -Eq '"compile_ms_samples":\[[0-9.e+]+,[0-9.e+]+\]' <<<"$out" || fail "repeat: want two samples"
+[[ ! -e $cache || -z $(ls -A "$cache") ]] || fail "repeat wrote the disk cache: $(ls -A "$cache")"
+echo "ok: $kernels kernels warmed, cached, exported, cleared, imported; compiles timed"
