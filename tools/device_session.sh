@@ -2,8 +2,8 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/device_session.sh [tests|sweep|bench|all]
-# (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS)
+# Usage: tools/device_session.sh [tests|sweep|bench|compile|all]
+# (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT)
 set -u -o pipefail
 what=${1:-all}
 out=${OUT:-device-out}
@@ -42,5 +42,28 @@ f = lambda v, p: "n/a" if v is None else f"{v:.{p}g}"
 for row in r["rows"]:
     print(f'{row["name"]:22} {row["precision"]:5} c3j {f(row["conv3djit_ms"],4):>8} cudnn {f(row["cudnn_ms"],4):>8} x{f(row["speedup"],3):>6}'
           f' err {f(row["conv3djit_rel_l2"],2)}/{f(row["cudnn_rel_l2"],2)} {(row.get("kernel") or row.get("conv3djit_error") or "")[:60]}')
+PY
+esac
+case $what in compile|all)
+  # Cold NVRTC compiles, each kernel's median of COMPILE_REPEAT (interleaved rounds). A fixed
+  # Python loop timed before and after shows how fast this host's CPU was meanwhile.
+  yardstick() { for i in 1 2 3; do /usr/bin/time -f "%e" python3 -c 's=0
+for i in range(6000000): s+=i*i' 2>&1; done | tr '\n' ' '; }
+  echo "host yardstick before (s): $(yardstick)" | tee "$out/compile.txt"
+  for m in bench/suite.jsonl bench/suite_tf32.jsonl bench/compile_heavy.jsonl; do
+    $cli precompile --manifest $m --arch sm_90 --repeat ${COMPILE_REPEAT:-5} --json \
+      >"$out/compile-$(basename $m .jsonl).json" 2>/dev/null
+  done
+  echo "host yardstick after (s): $(yardstick)" | tee -a "$out/compile.txt"
+  python3 - "$out"/compile-*.json <<'PY' | tee -a "$out/compile.txt"
+import json, sys
+for path in sys.argv[1:]:
+    kernels = [k for k in json.load(open(path))["kernels"] if k["status"] == "compiled"]
+    medians = sorted(k["compile_ms"] for k in kernels)
+    print(f"{path.split('/')[-1]}: {len(kernels)} kernels, median of medians {medians[len(medians) // 2]:.0f} ms,"
+          f" max median {medians[-1]:.0f}, medians over 1 s: {sum(m > 1000 for m in medians)}")
+    for k in sorted(kernels, key=lambda k: -k["compile_ms"])[:6]:
+        s = k["compile_ms_samples"]
+        print(f"  {k['name']:24} median {k['compile_ms']:6.0f}  min {min(s):6.0f}  max {max(s):6.0f}")
 PY
 esac
