@@ -249,9 +249,18 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
     for (int d = 0; d < PL; ++d) acc[d][i] = 0.f;
     sum[i] = 0.f;
   }
+  // Several planes keep their accumulator sets in named PTX registers (wgmma.cuh), out of NVVM's
+  // sight; acc then holds them only for the epilogue.
+  constexpr bool NAMED = PL > 1;
+  static_assert(!NAMED || (BN == 64 && PL <= 3), "named sets: 64 columns, at most 3 planes");
+  if constexpr (NAMED) wgmma::declare_sets();
   auto settle_all = [&] {
+    if constexpr (NAMED) {
+      wgmma::read_sets(acc);
+    } else {
 #pragma unroll
-    for (int d = 0; d < PL; ++d) wgmma::settle(acc[d]);
+      for (int d = 0; d < PL; ++d) wgmma::settle(acc[d]);
+    }
   };
   // Pattern: the byte offsets of this thread's box cells 8q + t and 8q + t + 4 (group q).
   constexpr int NG = PATTERN ? PAT.groups : 1;
@@ -498,15 +507,20 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
             wgmma::mma<BN>(acc[0], cur[j][PARTS - 1], big_b, j > 0 || odd);
             wgmma::mma<BN>(acc[0], cur[j][0], small_b, true);
             wgmma::mma<BN>(acc[0], cur[j][0], big_b, true);
-          } else if (first < 0) {
-            wgmma::mma<BN>(acc[0], cur[j][0], b_desc(ip.tap, s), s > 0);
+          } else if (first < 0) {  // (only with several planes)
+            if constexpr (NAMED) wgmma::mma_set<0>(cur[j][0], b_desc(ip.tap, s), s > 0);
           } else {
             // Plane z is tap z - d of output plane d. In order, plane d starts d's chain (tap 0);
             // with two planes the edge planes (below) have started both.
 #pragma unroll
             for (int d = first; d <= last; ++d) {
               const bool starts = PL != 2 && ip.z == d;
-              wgmma::mma<BN>(acc[PL - 1 - d], cur[j][0], b_desc(ip.z - d, s), !starts || s > 0 || chunk > 0);
+              const bool accumulate = !starts || s > 0 || chunk > 0;
+              if constexpr (NAMED) {
+                wgmma::mma_in_set(PL - 1 - d, cur[j][0], b_desc(ip.z - d, s), accumulate);
+              } else {
+                wgmma::mma<BN>(acc[PL - 1 - d], cur[j][0], b_desc(ip.z - d, s), accumulate);
+              }
             }
           }
         }
@@ -557,7 +571,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
       } else if constexpr (PL == 2) {
         // Input plane z is tap z - d of output plane d, which accumulates in acc[1 - d]. Planes 0
         // and KD feed one output plane each (tap 0 of plane 0, tap KD - 1 of plane 1): one rolled
-        // copy serves both, in acc[0], and moves plane 0's sum to acc[1] in between (the unrolled
+        // copy serves both, in set 0, and moves plane 0's sum to set 1 in between (the unrolled
         // code is what NVRTC's time grows with: 15 % of the tf32 reference kernel's a plane copy;
         // bench/NOTES.md, session 17). Planes 1 .. KD - 1 then feed both.
 #pragma unroll 1
@@ -565,9 +579,7 @@ igemm_sm90(const float* __restrict__ in, const float* __restrict__ wt, const flo
           run_plane(InputPlane{e ? KD : 0, e ? 1 : KD, e ? KD - 1 : 0}, -1, -1);
           if (e == 0) {
             wgmma::wait<0>();
-            wgmma::settle(acc[0]);
-#pragma unroll
-            for (int i = 0; i < R; ++i) acc[1][i] = acc[0][i];
+            wgmma::copy_set0_to_set1();
           }
         }
 #pragma unroll 1

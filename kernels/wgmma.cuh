@@ -92,4 +92,83 @@ CONV3DJIT_WGMMA_TF32(256,
 #undef CONV3DJIT_WGMMA_TF32
 #undef CONV3DJIT_D8
 
+// Named accumulator sets, for kernels of several output planes (N = 64, up to 3 sets): set S is
+// the PTX registers accS_0 .. accS_31, declared once at the kernel's start, which the wgmmas name
+// in their register lists instead of taking 32 "+f" operands. NVVM then never sees the
+// accumulators (ptxas allocates them as it would its own): on the tf32 reference kernel NVVM's
+// time -20 %, ptxas's +7 %, NVRTC's work -9 % (bench/NOTES.md, session 21). C++ reads a set only
+// after wait<0>().
+__device__ __forceinline__ void declare_sets() {
+  asm volatile(".reg .f32 acc0_<32>;\n.reg .f32 acc1_<32>;\n.reg .f32 acc2_<32>;\n" ::);
+}
+template <int S>
+__device__ __forceinline__ void mma_set(const unsigned (&a)[4], unsigned long long b, bool accumulate);
+// d[0..31] = set S.
+template <int S>
+__device__ __forceinline__ void read_set(float (&d)[32]);
+
+#define CONV3DJIT_R(s, i) "acc" #s "_" #i
+#define CONV3DJIT_R4(s, i, j, k, l) CONV3DJIT_R(s, i) ", " CONV3DJIT_R(s, j) ", " CONV3DJIT_R(s, k) ", " CONV3DJIT_R(s, l)
+#define CONV3DJIT_SET(s)                                                                                          \
+  CONV3DJIT_R4(s, 0, 1, 2, 3) ", " CONV3DJIT_R4(s, 4, 5, 6, 7) ", " CONV3DJIT_R4(s, 8, 9, 10, 11) ", "             \
+  CONV3DJIT_R4(s, 12, 13, 14, 15) ", " CONV3DJIT_R4(s, 16, 17, 18, 19) ", " CONV3DJIT_R4(s, 20, 21, 22, 23) ", "   \
+  CONV3DJIT_R4(s, 24, 25, 26, 27) ", " CONV3DJIT_R4(s, 28, 29, 30, 31)
+// "mov.f32 to_i, from_i;" for i in i..i+3; `to` and `from` are "%" (an operand) or a set's prefix.
+#define CONV3DJIT_MOV(to, from, i) "mov.f32 " to #i ", " from #i ";\n"
+#define CONV3DJIT_MOV4(to, from, i, j, k, l) \
+  CONV3DJIT_MOV(to, from, i) CONV3DJIT_MOV(to, from, j) CONV3DJIT_MOV(to, from, k) CONV3DJIT_MOV(to, from, l)
+#define CONV3DJIT_MOV32(to, from)                                                                                 \
+  CONV3DJIT_MOV4(to, from, 0, 1, 2, 3) CONV3DJIT_MOV4(to, from, 4, 5, 6, 7) CONV3DJIT_MOV4(to, from, 8, 9, 10, 11) \
+  CONV3DJIT_MOV4(to, from, 12, 13, 14, 15) CONV3DJIT_MOV4(to, from, 16, 17, 18, 19)                                \
+  CONV3DJIT_MOV4(to, from, 20, 21, 22, 23) CONV3DJIT_MOV4(to, from, 24, 25, 26, 27)                                \
+  CONV3DJIT_MOV4(to, from, 28, 29, 30, 31)
+#define CONV3DJIT_OUT8(i)                                                                                     \
+  "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), "=f"(d[i + 6]), \
+      "=f"(d[i + 7])
+#define CONV3DJIT_SET_OPS(s)                                                                                    \
+  template <>                                                                                                   \
+  __device__ __forceinline__ void mma_set<s>(const unsigned(&a)[4], unsigned long long b, bool accumulate) {   \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                                    \
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {" CONV3DJIT_SET(s) "}, {%0, %1, %2, %3}, " \
+                 "%4, p, 1, 1;\n}\n" ::"r"(a[0]),                                                                \
+                 "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)));                                 \
+  }                                                                                                             \
+  template <>                                                                                                   \
+  __device__ __forceinline__ void read_set<s>(float(&d)[32]) {                                                  \
+    asm volatile(CONV3DJIT_MOV32("%", "acc" #s "_")                                                             \
+                 : CONV3DJIT_OUT8(0), CONV3DJIT_OUT8(8), CONV3DJIT_OUT8(16), CONV3DJIT_OUT8(24));                 \
+  }
+CONV3DJIT_SET_OPS(0)
+CONV3DJIT_SET_OPS(1)
+CONV3DJIT_SET_OPS(2)
+
+// Set `s` (a constant once the caller's loops are unrolled) += A * B.
+__device__ __forceinline__ void mma_in_set(int s, const unsigned (&a)[4], unsigned long long b, bool accumulate) {
+  if (s == 0) {
+    mma_set<0>(a, b, accumulate);
+  } else if (s == 1) {
+    mma_set<1>(a, b, accumulate);
+  } else {
+    mma_set<2>(a, b, accumulate);
+  }
+}
+// d[s] = set s, for the first SETS sets.
+template <int SETS>
+__device__ __forceinline__ void read_sets(float (&d)[SETS][32]) {
+  static_assert(SETS >= 1 && SETS <= 3, "three named sets");
+  read_set<0>(d[0]);
+  if constexpr (SETS > 1) read_set<1>(d[1]);
+  if constexpr (SETS > 2) read_set<2>(d[2]);
+}
+// Set 1 = set 0.
+__device__ __forceinline__ void copy_set0_to_set1() { asm volatile(CONV3DJIT_MOV32("acc1_", "acc0_") ::); }
+#undef CONV3DJIT_SET_OPS
+#undef CONV3DJIT_OUT8
+#undef CONV3DJIT_MOV32
+#undef CONV3DJIT_MOV4
+#undef CONV3DJIT_MOV
+#undef CONV3DJIT_SET
+#undef CONV3DJIT_R4
+#undef CONV3DJIT_R
+
 }  // namespace conv3djit::wgmma

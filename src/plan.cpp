@@ -496,8 +496,8 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d)
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
 // cp.async, -1 = TMA where it fits. Every choice fits with cp.async (its `copies` staging, which
-// a forced STAGING 0 takes). PL > 1 output planes a tile: the tf32 class, the whole
-// reduction in one chunk, unit stride and dilation along D, and KD >= PL.
+// a forced STAGING 0 takes). PL > 1 output planes a tile: the tf32 class, 64 columns, the whole
+// reduction in one chunk, unit stride and dilation along D, and KD >= PL (up to 3).
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging = -1, bool rows = false, int pl = 1) {
   const Conv3dDesc& d = prob.desc;
@@ -506,8 +506,9 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
       th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
     return std::nullopt;
   }
+  // (Several planes hold their accumulators in the kernel's three named sets of 64 columns.)
   if (pl > 1 && (d.precision != Precision::Tf32 || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
-                 d.kernel.d < pl)) {
+                 d.kernel.d < pl || bn != 64 || pl > 3)) {
     return std::nullopt;
   }
   const int row = rows ? static_cast<int>(prob.out.w) : 0;
@@ -838,8 +839,8 @@ Plan forced_plan(const Problem& prob, const DeviceLimits& limits, const std::str
                               "TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the registers a thread "
                               "may have, CC >= 1, the weights and two input tiles must fit in shared memory, and "
                               "staging 1 (TMA) needs a dilation along D of at most 8 and boxes within 256 "
-                              "(row tiles: whole input rows); PLANES > 1 needs the tf32 class, CC = C, unit stride and "
-                              "dilation along D and KD >= PLANES",
+                              "(row tiles: whole input rows); PLANES 2 or 3 needs the tf32 class, BN 64, CC = C, unit "
+                              "stride and dilation along D and KD >= PLANES",
                               forced));
     }
     return plan_sm90(prob, limits, *choice);
