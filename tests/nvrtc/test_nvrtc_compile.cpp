@@ -119,6 +119,30 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
   CHECK(r.kernel.find("conv3djit::igemm_sm90<512,3,3,3,1,1,1,1,1,1,3,64,32,8,") == 0);
 }
 
+TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxas notes, 64 columns") {
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  // C = 4: before the named sets, ptxas serialised this kernel's wgmmas (C7513, "non wgmma
+  // instructions defining input registers"; bench/NOTES.md, session 21).
+  Conv3dDesc d = test::make(8, 4, {32, 64, 64}, 64, {3, 3, 3}, 1, 1);
+  d.precision = Precision::Tf32;
+  const PrecompileResult r = engine.precompile(d, "sm_90");
+  INFO(r.kernel << "\ncompiler notes: " << r.compiler_notes);
+  CHECK(r.kernel.find("conv3djit::igemm_sm90<4,3,3,3,") == 0);
+  CHECK(r.kernel.rfind(",2,0>") == r.kernel.size() - 5);  // two planes, even box shift
+  CHECK(r.compiler_notes.empty());
+  // The named sets are 64 columns wide, and there are three of them.
+  for (const char* config : {"sm90:4,64,128,512,1,1,2", "sm90:2,32,64,512,1,0,4"}) {
+    EngineOptions forced = options;
+    forced.kernel_config = config;
+    INFO(config);
+    Conv3dDesc five_deep = test::make(2, 3, {9, 20, 24}, 64, {5, 3, 5});
+    five_deep.precision = Precision::Tf32;
+    CHECK_THROWS_AS(Engine(forced).kernel_for(five_deep, "sm_90"), Error);
+  }
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {
