@@ -84,6 +84,11 @@ struct ShapeFlags {
 /// --precision to `cmd`; the first three are marked required when `required`.
 void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required);
 
+struct ValueRange;  // device.hpp
+/// Adds --input-range LO,HI (default -1,1): the interval the random input values are drawn from,
+/// for the accuracy checks of verify and bench (weights and bias stay in [-1, 1)).
+CLI::Option* add_input_range_flag(CLI::App& cmd, ValueRange& range);
+
 /// Throws CLI::RequiredError for the first of --input/--out-channels/--kernel not given.
 void require_shape(const ShapeFlags& flags);
 

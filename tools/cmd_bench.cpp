@@ -33,6 +33,7 @@ struct BenchOptions {
   ShapeFlags shape;
   std::string manifest;
   TimingFlags timing;
+  ValueRange input_range;
 };
 
 // One implementation on one row; no time means n/a, and `note` says why.
@@ -100,12 +101,12 @@ Measured measure(const std::function<void()>& call, const ProblemData& data,
 }
 
 // Every buffer of the row is freed when it returns, before the next row allocates.
-Row bench_row(const NamedDesc& named, uint64_t seed, Engine& engine, const Cudnn* cudnn, const Stream& stream,
-              Timer& timer) {
+Row bench_row(const NamedDesc& named, uint64_t seed, ValueRange input_range, Engine& engine, const Cudnn* cudnn,
+              const Stream& stream, Timer& timer) {
   Row row;
   row.named = named;
   const Conv3dDesc& desc = named.desc;
-  const ProblemData data(desc, seed);
+  const ProblemData data(desc, seed, 0, input_range);
   row.traffic_bytes = static_cast<double>(data.traffic_bytes());
   const std::vector<double> reference = reference_output(engine, desc, data, stream, /*on_gpu=*/true);
   const Tolerance tol = tolerance(desc.precision);
@@ -248,7 +249,7 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
   if (!options.timing.json) table.emplace(descs);
   std::vector<Row> rows;
   for (size_t i = 0; i < descs.size(); ++i) {
-    rows.push_back(bench_row(descs[i], seed + i, engine, cudnn.get(), stream, timer));
+    rows.push_back(bench_row(descs[i], seed + i, options.input_range, engine, cudnn.get(), stream, timer));
     const Row& row = rows.back();
     if (!row.conv3djit.note.empty())
       fmt::print(stderr, "{}: conv3djit failed: {}\n", row.named.name, row.conv3djit.note);
@@ -271,6 +272,7 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
                       {"iters", options.timing.iters},
                       {"flush_bytes", kFlushBytes},
                       {"seed", seed},
+                      {"input_range", {options.input_range.lo, options.input_range.hi}},
                       {"geomean_speedup", or_null(geomean)},
                       {"rows", std::move(out_rows)}};
     fmt::print("{}\n", out.dump());
@@ -295,6 +297,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   add_timing_flags(*cmd, options->timing, 3, "untimed runs before timing, per implementation", 20,
                    "timed runs, each after an L2 flush", "print one JSON object on stdout");
+  add_input_range_flag(*cmd, options->input_range);
   return {cmd, [options, &global] { return run_bench(*options, global); }};
 }
 

@@ -21,6 +21,7 @@ struct VerifyOptions {
   std::string reference = "auto";
   std::string config;  // empty: the planner's choice
   bool json = false;
+  ValueRange input_range;
 };
 
 int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
@@ -29,7 +30,7 @@ int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
   make_context_current();
   Engine engine(global.engine_options(options.config));
   const uint64_t seed = options.seed_option->count() > 0 ? options.seed : random_seed();
-  ProblemData data(desc, seed);
+  ProblemData data(desc, seed, 0, options.input_range);
   Stream stream;
 
   fill_nan(data.d_output);
@@ -49,6 +50,7 @@ int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
     const nlohmann::json out = {
         {"name", describe(desc)},        {"kernel", kernel},
         {"seed", seed},                  {"reference", on_gpu ? "gpu" : "cpu"},
+        {"input_range", {options.input_range.lo, options.input_range.hi}},
         {"elements", data.output_elements},
         {"rel_l2", result.rel_l2},       {"rel_l2_limit", tol.rel_l2},
         {"max_abs_error", result.max_abs_error},
@@ -80,6 +82,7 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("verify", "check one shape on the GPU against a float64 reference");
   add_shape_flags(*cmd, options->shape, true);
   options->seed_option = cmd->add_option("--seed", options->seed, "random seed of the inputs (default: fresh)");
+  add_input_range_flag(*cmd, options->input_range);
   cmd->add_option("--reference", options->reference,
                   "where the float64 reference runs: auto (CPU up to 2e9 MACs), cpu, gpu")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));

@@ -64,8 +64,8 @@ float Event::since(const Event& start) const {
 
 namespace {
 
-std::vector<float> random_values(int64_t count, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+std::vector<float> random_values(int64_t count, std::mt19937_64& rng, ValueRange range = {}) {
+  std::uniform_real_distribution<float> uniform(range.lo, range.hi);
   std::vector<float> values(static_cast<size_t>(count));
   for (float& v : values) v = uniform(rng);
   return values;
@@ -83,11 +83,12 @@ DeviceBuffer upload(const std::vector<float>& host, int64_t offset = 0) {
 
 }  // namespace
 
-ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset) : input_offset(offset) {
+ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, ValueRange input_range)
+    : input_offset(offset) {
   std::mt19937_64 rng(seed);
   const int64_t weight_elements =
       desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
-  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng);
+  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng, input_range);
   weight = random_values(weight_elements, rng);
   if (desc.bias) bias = random_values(desc.k, rng);
   output_elements = output_extents(desc).elements();

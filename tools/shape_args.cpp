@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include "cli.hpp"
+#include "device.hpp"
 
 namespace conv3djit::cli {
 namespace {
@@ -50,7 +53,31 @@ CLI::Option* add_list_flag(CLI::App& cmd, const std::string& name, const std::st
       ->type_name(form);
 }
 
+// "a,b" -> two finite floats, nothing else.
+bool split_two_floats(const std::string& text, float& a, float& b) {
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos) return false;
+  auto read = [](const std::string& field, float& out) {
+    char* end = nullptr;
+    out = std::strtof(field.c_str(), &end);
+    return !field.empty() && end == field.c_str() + field.size() && std::isfinite(out);
+  };
+  return read(text.substr(0, comma), a) && read(text.substr(comma + 1), b);
+}
+
 }  // namespace
+
+CLI::Option* add_input_range_flag(CLI::App& cmd, ValueRange& range) {
+  return add_list_flag(cmd, "--input-range", "LO,HI",
+                       "input values drawn from [LO, HI) (default -1,1; e.g. 0,1 for image-like data)",
+                       [&range](const std::string& text) -> std::string {
+                         float lo = 0, hi = 0;
+                         if (!split_two_floats(text, lo, hi)) return fmt::format("expected LO,HI, got '{}'", text);
+                         if (!(lo < hi)) return fmt::format("LO must be below HI, got {},{}", lo, hi);
+                         range = ValueRange{lo, hi};
+                         return {};
+                       });
+}
 
 std::string read_input(const std::vector<int64_t>& values, Conv3dDesc& desc) {
   if (values.size() != 5) {

@@ -8,8 +8,8 @@
 namespace conv3djit::test {
 
 GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
-                                 const cli::Stream& stream, CUcontext call_from) {
-  cli::ProblemData data(desc, seed);
+                                 const cli::Stream& stream, CUcontext call_from, cli::ValueRange input_range) {
+  cli::ProblemData data(desc, seed, 0, input_range);
   cli::fill_nan(data.d_output);
   if (call_from != nullptr) {
     CUcontext own = nullptr;

@@ -14,10 +14,11 @@ struct GpuCheck {
   std::string kernel;
 };
 
-/// conv3d(desc) on `engine` vs the float64 reference, on `stream`; fresh inputs from `seed`. With
-/// `call_from`, conv3d is called while that context is current (another device's, say); the
-/// data lives in the context current on entry, which `stream` must belong to.
+/// conv3d(desc) on `engine` vs the float64 reference, on `stream`; fresh inputs from `seed`, drawn
+/// from `input_range`. With `call_from`, conv3d is called while that context is current (another
+/// device's, say); the data lives in the context current on entry, which `stream` must belong to.
 GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
-                                 const cli::Stream& stream, CUcontext call_from = nullptr);
+                                 const cli::Stream& stream, CUcontext call_from = nullptr,
+                                 cli::ValueRange input_range = {});
 
 }  // namespace conv3djit::test
