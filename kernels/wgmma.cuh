@@ -113,7 +113,8 @@ __device__ __forceinline__ void read_set(float (&d)[32]);
   CONV3DJIT_R4(s, 0, 1, 2, 3) ", " CONV3DJIT_R4(s, 4, 5, 6, 7) ", " CONV3DJIT_R4(s, 8, 9, 10, 11) ", "             \
   CONV3DJIT_R4(s, 12, 13, 14, 15) ", " CONV3DJIT_R4(s, 16, 17, 18, 19) ", " CONV3DJIT_R4(s, 20, 21, 22, 23) ", "   \
   CONV3DJIT_R4(s, 24, 25, 26, 27) ", " CONV3DJIT_R4(s, 28, 29, 30, 31)
-// "mov.f32 to_i, from_i;" for i in i..i+3; `to` and `from` are "%" (an operand) or a set's prefix.
+// "mov.f32 <to>i, <from>i;" for index i (MOV4: four indices, MOV32: 0 .. 31); `to` and `from` are
+// "%" (operand i) or a set's prefix ("acc1_").
 #define CONV3DJIT_MOV(to, from, i) "mov.f32 " to #i ", " from #i ";\n"
 #define CONV3DJIT_MOV4(to, from, i, j, k, l) \
   CONV3DJIT_MOV(to, from, i) CONV3DJIT_MOV(to, from, j) CONV3DJIT_MOV(to, from, k) CONV3DJIT_MOV(to, from, l)
