@@ -93,7 +93,7 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
     ++row.descriptions;
     if (a.result.compiled) {
       row.status = "compiled";
-      row.compile_ms = a.result.compile_ms;
+      row.compile_ms = std::max(row.compile_ms, a.result.compile_ms);
       if (row.notes.empty()) row.notes = a.result.compiler_notes;
     }
   }

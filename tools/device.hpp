@@ -70,14 +70,15 @@ class Event {
   CUevent event_ = nullptr;
 };
 
-/// A description's tensors on the device, inputs uniformly random in [-1, 1] from `seed`; the host
-/// copies stay for a CPU reference. The device input starts `input_offset` floats into its buffer
-/// (1: an input that is only 4-byte aligned, as a view into a larger tensor can be).
-/// Where random input values are drawn from: [lo, hi). Weights and bias are always in [-1, 1).
+/// Where random input values are drawn from: [lo, hi).
 struct ValueRange {
   float lo = -1.0f, hi = 1.0f;
 };
 
+/// A description's tensors on the device, uniformly random from `seed`: inputs in `input_range`,
+/// weights and bias in [-1, 1); the host copies stay for a CPU reference. The device input starts
+/// `input_offset` floats into its buffer (1: an input that is only 4-byte aligned, as a view into a
+/// larger tensor can be).
 struct ProblemData {
   ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t input_offset = 0, ValueRange input_range = {});
 
