@@ -13,16 +13,15 @@
 #include <optional>
 #include <unordered_map>
 
-#include "codegen.hpp"
-#include "disk_cache.hpp"
-#include "driver_api.hpp"
-#include "log.hpp"
-#include "memory_cache.hpp"
-#include "module_loader.hpp"
-#include "nvrtc_compiler.hpp"
-#include "plan.hpp"
-#include "problem.hpp"
-#include "tensor_map.hpp"
+#include "cache/disk_cache.hpp"
+#include "cache/memory_cache.hpp"
+#include "core/log.hpp"
+#include "core/problem.hpp"
+#include "driver/driver_api.hpp"
+#include "driver/module_loader.hpp"
+#include "jit/codegen.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "plan/family.hpp"
 
 namespace conv3djit {
 
@@ -140,9 +139,9 @@ struct Engine::Impl {
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       compiles.fetch_add(1);
       compile_us.fetch_add(static_cast<uint64_t>(ms * 1000));
-      log().debug("compiled {} in {:.0f} ms ({} bytes)", gen.name_expression, ms, compiled.cubin.size());
+      log().debug("compiled {} in {:.0f} ms ({} bytes)", canonical_text(key), ms, compiled.cubin.size());
       // ptxas reports slow code it could not avoid here, e.g. serialised wgmmas (C7512).
-      if (!compiled.notes.empty()) log().warn("compiler notes for {}:\n{}", gen.name_expression, compiled.notes);
+      if (!compiled.notes.empty()) log().warn("compiler notes for {}:\n{}", canonical_text(key), compiled.notes);
       result->compile_notes = std::move(compiled.notes);
       result->lowered_name = std::move(compiled.lowered_name);
       result->cubin = std::move(compiled.cubin);
@@ -211,15 +210,12 @@ struct Engine::Impl {
     // does one whose rows are not 16-byte multiples (Plan::copies_input).
     if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
     if (plan.prep) wt = prepare(*plan.prep, prepared);
-    // igemm_sm90 takes the input's and the output's maps as its last parameters (zero where unused:
-    // cp.async staging, stores from registers); the other kernels have five parameters and the
-    // driver reads no further.
-    const CUtensorMap none{};
-    const CUtensorMap& map = uses_tensor_map(plan) ? input_tensor_map(plan, in) : none;
-    const CUtensorMap& out_map = uses_output_map(plan, t.output) ? output_tensor_map(plan, t.output) : none;
+    // Kernels with TMA staging take the input's and the output's maps as their last parameters
+    // (zero where unused); the other kernels have five parameters and the driver reads no further.
+    CUtensorMap map{}, out_map{};
+    if (plan.family != nullptr) plan.family->tensor_maps(plan, in, t.output, &map, &out_map);
     void* out = t.output;
-    void* args[] = {&in, &wt, &bias, &out, &params, const_cast<CUtensorMap*>(&map),
-                    const_cast<CUtensorMap*>(&out_map)};
+    void* args[] = {&in, &wt, &bias, &out, &params, &map, &out_map};
     check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),
              "cuLaunchKernel");
   }
@@ -255,7 +251,7 @@ KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool al
     return v;
   };
   KernelResources r;
-  r.kernel = generate(plan.key, impl_->context_info(ctx).arch).name_expression;
+  r.kernel = canonical_text(plan.key);
   r.registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
   r.local_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
   r.static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
@@ -300,7 +296,7 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   const GeneratedKernel gen = generate(plan.key, target);
   PrecompileResult r;
   r.key = cache_key_text(plan.key, target, gen.options);
-  r.kernel = gen.name_expression;
+  r.kernel = canonical_text(plan.key);
   r.compiled = !hit && !bin->from_disk;
   r.compile_ms = r.compiled ? bin->compile_ms : 0;
   if (r.compiled) r.compiler_notes = bin->compile_notes;
@@ -310,8 +306,8 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
 std::string Engine::kernel_for(const Conv3dDesc& desc, const std::string& arch) {
   const Problem prob = make_problem(desc);
   DeviceLimits limits;
-  const std::string target = target_arch(*impl_, arch, &limits);
-  return generate(make_plan(prob, limits, impl_->options.kernel_config).key, target).name_expression;
+  target_arch(*impl_, arch, &limits);
+  return canonical_text(make_plan(prob, limits, impl_->options.kernel_config).key);
 }
 
 EngineStats Engine::stats() const {

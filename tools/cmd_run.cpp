@@ -9,7 +9,7 @@
 #include <regex>
 
 #include "cli.hpp"
-#include "plan.hpp"
+#include "plan/forced_config.hpp"
 #include "device.hpp"
 
 namespace conv3djit::cli {
@@ -102,17 +102,22 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
 }  // namespace
 
 CLI::Option* add_config_flag(CLI::App& cmd, std::string& config) {
-  static const std::regex form(detail::kConfigPattern);
+  // Checked against the families' field tables before any device work.
   const CLI::Validator check(
       [](std::string& value) -> std::string {
-        if (std::regex_match(value, form)) return {};
-        return fmt::format("expected {}, got '{}'", detail::kConfigForms, value);
+        try {
+          detail::parse_config(value);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
       },
       "");
   return cmd
       .add_option("--config", config,
-                  fmt::format("fixed kernel configuration instead of the planner's choice: {} (STAGING 1: TMA, "
-                              "0: cp.async)", detail::kConfigForms))
+                  fmt::format("fixed kernel configuration instead of the planner's choice: FAMILY:V1,V2,... or "
+                              "FAMILY:name=value,... (`conv3djit families` explains the fields): {}",
+                              detail::config_forms()))
       ->type_name("CONFIG")
       ->check(check);
 }

@@ -5,7 +5,7 @@
 
 #include "conv3djit/engine.hpp"
 #include "conv3djit/reference.hpp"
-#include "module_loader.hpp"
+#include "driver/module_loader.hpp"
 
 namespace conv3djit::cli {
 

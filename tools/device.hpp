@@ -6,7 +6,7 @@
 
 #include "conv3djit/conv3d.hpp"
 #include "conv3djit/engine.hpp"
-#include "driver_api.hpp"
+#include "driver/driver_api.hpp"
 
 namespace conv3djit::cli {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "cli.hpp"
-#include "log.hpp"
+#include "core/log.hpp"
 
 int main(int argc, char** argv) {
   using namespace conv3djit::cli;
@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", global.verbose, "log debug messages to stderr");
 
   std::vector<Command> commands = {add_precompile_command(app, global), add_verify_command(app, global),
-                                   add_run_command(app, global), add_bench_command(app, global)};
+                                   add_run_command(app, global), add_bench_command(app, global),
+                                   add_families_command(app)};
   for (Command& command : add_cache_commands(app, global)) commands.push_back(std::move(command));
 
   try {

@@ -19,8 +19,9 @@ struct EngineOptions {
   uint64_t cache_limit_bytes = 2ull << 30;
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
-  /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice in one
-  /// of the forms `conv3djit run --help` lists (kConfigForms in src/plan.hpp; README, The CLI).
+  /// Empty: the planner chooses each kernel. For experiments and benchmarks, one family's
+  /// configuration, "FAMILY:V1,V2,..." or "FAMILY:name=value,..." (`conv3djit families` lists
+  /// the families and their fields).
   std::string kernel_config;
 };
 
@@ -36,7 +37,7 @@ struct EngineStats {
 /// What precompile() did for one description.
 struct PrecompileResult {
   std::string key;          ///< canonical cache key text
-  std::string kernel;       ///< NVRTC name expression of the kernel
+  std::string kernel;       ///< the kernel's key, every field named ("igemm_sm90 fp32 ncdhw ...")
   bool compiled = false;    ///< false: it was already in the cache
   double compile_ms = 0;
   /// What NVRTC said about a successful compile (warnings, ptxas' performance notes such as
@@ -62,7 +63,7 @@ struct CacheInfo {
 
 /// What the kernel a description runs on costs the device, from cuFuncGetAttribute.
 struct KernelResources {
-  std::string kernel;          ///< NVRTC name expression
+  std::string kernel;          ///< the kernel's key, every field named
   int registers = 0;           ///< per thread
   int local_bytes = 0;         ///< local memory per thread (spills, stack); 0 for every kernel the planner picks
   int static_shared_bytes = 0;
@@ -100,7 +101,7 @@ class Engine {
   /// an empty arch means the current device's. Needs no GPU when arch is given. Thread-safe.
   PrecompileResult precompile(const Conv3dDesc& desc, const std::string& arch = "");
 
-  /// Name expression of the kernel the planner picks for desc on `arch` (empty: current device).
+  /// The key of the kernel the planner picks for desc on `arch` (empty: current device), every field named.
   std::string kernel_for(const Conv3dDesc& desc, const std::string& arch = "");
 
   /// The kernel run() launches for desc on `stream`'s device (loaded, compiled if needed) and its

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "driver_api.hpp"
-#include "problem.hpp"
+#include "driver/driver_api.hpp"
+#include "core/problem.hpp"
 
 namespace conv3djit::test {
 

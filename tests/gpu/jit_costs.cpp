@@ -15,8 +15,8 @@
 #include "conv3djit/engine.hpp"
 #include "conv3djit/reference.hpp"
 #include "device.hpp"
-#include "module_loader.hpp"
-#include "nvrtc_compiler.hpp"
+#include "driver/module_loader.hpp"
+#include "jit/nvrtc_compiler.hpp"
 
 using namespace conv3djit;
 using Clock = std::chrono::steady_clock;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "disk_cache.hpp"
-#include "driver_api.hpp"
-#include "problem.hpp"
+#include "cache/disk_cache.hpp"
+#include "driver/driver_api.hpp"
+#include "core/problem.hpp"
 #include "config_cases.hpp"
 #include "gpu_check.hpp"
 

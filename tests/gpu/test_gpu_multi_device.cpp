@@ -12,7 +12,7 @@
 
 #include "catch.hpp"
 #include "config_cases.hpp"
-#include "driver_api.hpp"
+#include "driver/driver_api.hpp"
 #include "gpu_check.hpp"
 
 using namespace conv3djit;

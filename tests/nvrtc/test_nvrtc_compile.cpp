@@ -6,10 +6,10 @@
 #include <filesystem>
 
 #include "catch.hpp"
-#include "codegen.hpp"
+#include "jit/codegen.hpp"
 #include "config_cases.hpp"
 #include "conv3djit/engine.hpp"
-#include "nvrtc_compiler.hpp"
+#include "jit/nvrtc_compiler.hpp"
 
 using namespace conv3djit;
 

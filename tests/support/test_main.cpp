@@ -10,7 +10,7 @@
 
 #include "conv3djit/engine.hpp"
 #ifdef CONV3DJIT_TEST_NEEDS_GPUS
-#include "driver_api.hpp"
+#include "driver/driver_api.hpp"
 #endif
 
 int main(int argc, char** argv) {

@@ -22,9 +22,9 @@
 
 #include "catch.hpp"
 #include "conv3djit/error.hpp"
-#include "disk_cache.hpp"
-#include "hash.hpp"
-#include "log.hpp"
+#include "cache/disk_cache.hpp"
+#include "core/hash.hpp"
+#include "core/log.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "memory_cache.hpp"
+#include "cache/memory_cache.hpp"
 
 using conv3djit::detail::MemoryCache;
 

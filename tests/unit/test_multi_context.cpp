@@ -11,7 +11,7 @@
 
 #include "catch.hpp"
 #include "conv3djit/engine.hpp"
-#include "driver_api.hpp"
+#include "driver/driver_api.hpp"
 
 using namespace conv3djit;
 

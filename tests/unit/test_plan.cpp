@@ -8,8 +8,8 @@
 
 #include "catch.hpp"
 #include "config_cases.hpp"
-#include "plan.hpp"
-#include "problem.hpp"
+#include "plan/plan.hpp"
+#include "core/problem.hpp"
 #include "tile_geometry.cuh"
 
 using namespace conv3djit;

@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "codegen.hpp"
-#include "plan.hpp"
-#include "problem.hpp"
-#include "spec_key.hpp"
+#include "jit/codegen.hpp"
+#include "plan/plan.hpp"
+#include "core/problem.hpp"
+#include "jit/spec_key.hpp"
 
 using namespace conv3djit;
 using namespace conv3djit::detail;

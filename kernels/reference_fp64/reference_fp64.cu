@@ -1,0 +1,45 @@
+// Float64 reference on the GPU: one thread per output, double accumulation, every shape
+// parameter at run time. Obviously correct rather than fast; the oracle for big problems.
+#pragma once
+#include "common/common.cuh"
+
+namespace conv3djit {
+
+template <class Spec>
+__global__ void reference_fp64(const typename Spec::element* __restrict__ in,
+                               const typename Spec::element* __restrict__ wt,
+                               const typename Spec::element* __restrict__ bias, double* __restrict__ out,
+                               ConvParams p) {
+  const long long total = p.n * p.k * p.od * p.oh * p.ow;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long long)gridDim.x * blockDim.x) {
+    long long t = idx;
+    const long long ow = t % p.ow; t /= p.ow;
+    const long long oh = t % p.oh; t /= p.oh;
+    const long long od = t % p.od; t /= p.od;
+    const long long k = t % p.k;
+    const long long n = t / p.k;
+    const long long g = k / p.k_per_group;
+    double acc = p.has_bias ? (double)bias[k] : 0.0;
+    for (int c = 0; c < p.c_per_group; ++c) {
+      for (int kd = 0; kd < p.kd; ++kd) {
+        const long long id = od * p.sd - p.pad_d + (long long)kd * p.dd;
+        if (id < 0 || id >= p.d) continue;
+        for (int kh = 0; kh < p.kh; ++kh) {
+          const long long ih = oh * p.sh - p.pad_h + (long long)kh * p.dh;
+          if (ih < 0 || ih >= p.h) continue;
+          for (int kw = 0; kw < p.kw; ++kw) {
+            const long long iw = ow * p.sw - p.pad_w + (long long)kw * p.dw;
+            if (iw < 0 || iw >= p.w) continue;
+            const double x = in[(((n * p.c + g * p.c_per_group + c) * p.d + id) * p.h + ih) * p.w + iw];
+            const double w = wt[(((k * p.c_per_group + c) * p.kd + kd) * p.kh + kh) * p.kw + kw];
+            acc += x * w;
+          }
+        }
+      }
+    }
+    out[idx] = acc;
+  }
+}
+
+}  // namespace conv3djit

@@ -1,0 +1,147 @@
+// The float64 CPU reference: a direct convolution whose only job is to be obviously right and
+// fast enough to check ~1e9-MAC problems. Bounds are handled by clipping each loop's range once
+// instead of testing every multiply-add.
+#include "conv3djit/reference.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "core/problem.hpp"
+
+namespace conv3djit {
+namespace {
+
+// Work per thread below which starting another thread costs more than it saves.
+constexpr double kMacsPerThread = 1 << 20;
+
+struct Range {
+  int64_t lo, hi;
+};
+
+// Output indices o in [lo, hi) whose input index o * stride + offset lies in [0, extent).
+Range valid_outputs(int64_t offset, int64_t stride, int64_t extent, int64_t out_count) {
+  const int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t hi = extent - offset <= 0 ? 0 : (extent - offset + stride - 1) / stride;
+  return {lo, std::max(lo, std::min(hi, out_count))};
+}
+
+struct Tensors {
+  const float* input;
+  const float* weight;
+  const float* bias;  // null when the description has no bias
+  double* output;
+};
+
+// One output plane (n, k, od): OH x OW doubles, small enough to stay in cache while every
+// (c, kd, kh, kw) tap adds into it. Planes are independent, so threads never share outputs.
+void compute_plane(const detail::Problem& p, const Tensors& t, int64_t plane) {
+  const Conv3dDesc& d = p.desc;
+  const int64_t od_count = p.out.d, oh_count = p.out.h, ow_count = p.out.w;
+  const int64_t od = plane % od_count;
+  const int64_t k = plane / od_count % d.k;
+  const int64_t n = plane / od_count / d.k;
+  const int64_t c_first = k / p.k_per_group * p.c_per_group;
+  const int64_t sh = d.stride.h, sw = d.stride.w;
+
+  double* out = t.output + plane * oh_count * ow_count;
+  std::fill(out, out + oh_count * ow_count, t.bias ? static_cast<double>(t.bias[k]) : 0.0);
+
+  for (int64_t c = 0; c < p.c_per_group; ++c) {
+    const float* in_channel = t.input + (n * d.c + c_first + c) * d.d * d.h * d.w;
+    const float* w_channel =
+        t.weight + (k * p.c_per_group + c) * d.kernel.d * d.kernel.h * d.kernel.w;
+    for (int64_t kd = 0; kd < d.kernel.d; ++kd) {
+      const int64_t id = od * d.stride.d - p.pad.before.d + kd * d.dilation.d;
+      if (id < 0 || id >= d.d) continue;
+      const float* in_slice = in_channel + id * d.h * d.w;
+      for (int64_t kh = 0; kh < d.kernel.h; ++kh) {
+        const int64_t ih_offset = kh * d.dilation.h - p.pad.before.h;
+        const Range rows = valid_outputs(ih_offset, sh, d.h, oh_count);
+        for (int64_t kw = 0; kw < d.kernel.w; ++kw) {
+          const int64_t iw_offset = kw * d.dilation.w - p.pad.before.w;
+          const Range cols = valid_outputs(iw_offset, sw, d.w, ow_count);
+          const double wv = w_channel[(kd * d.kernel.h + kh) * d.kernel.w + kw];
+          for (int64_t oh = rows.lo; oh < rows.hi; ++oh) {
+            const float* in_row = in_slice + (oh * sh + ih_offset) * d.w;
+            double* out_row = out + oh * ow_count;
+            for (int64_t ow = cols.lo; ow < cols.hi; ++ow) {
+              out_row[ow] += wv * in_row[ow * sw + iw_offset];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
+                      const float* bias, double* output) {
+  const detail::Problem p = detail::make_problem(desc);
+  if (!input || !weight || !output || (desc.bias && !bias)) {
+    throw Error(ErrorCategory::InvalidArgument,
+                "reference_conv3d: input, weight, output (and bias if desc.bias) must be non-null");
+  }
+  const Tensors t{input, weight, desc.bias ? bias : nullptr, output};
+  const int64_t planes = p.out.n * p.out.k * p.out.d;
+
+  const int64_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t wanted = static_cast<int64_t>(p.macs() / kMacsPerThread) + 1;
+  const int64_t threads = std::min({hardware, wanted, planes});
+
+  // Planes are handed out one at a time: shapes with few, uneven planes still balance.
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t plane = next++; plane < planes; plane = next++) compute_plane(p, t, plane);
+  };
+  std::vector<std::thread> helpers;
+  try {
+    for (int64_t i = 1; i < threads; ++i) helpers.emplace_back(work);
+  } catch (const std::system_error&) {
+    // Fewer threads only makes it slower: the calling thread takes whatever is left.
+  }
+  work();
+  for (std::thread& h : helpers) h.join();
+}
+
+Tolerance tolerance(Precision precision) noexcept {
+  switch (precision) {
+    case Precision::Fp32: return {1e-6, 1e-4, 1e-4};
+    case Precision::Tf32: return {5e-4, -1, -1};
+  }
+  return {0, 0, 0};  // unreachable for a valid enum; the strictest class
+}
+
+Comparison compare(const float* got, const double* reference, int64_t count, Tolerance tol) {
+  Comparison r;
+  // A negative atol or rtol drops that term; both negative turns the elementwise check off.
+  const bool elementwise = tol.atol >= 0 || tol.rtol >= 0;
+  const double atol = std::max(tol.atol, 0.0), rtol = std::max(tol.rtol, 0.0);
+  double err_sq = 0, ref_sq = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double g = got[i], ref = reference[i];
+    const double err = std::abs(g - ref);
+    if (!std::isfinite(g)) ++r.non_finite;
+    // Negated test so that a NaN error counts as outside.
+    if (elementwise && !(err <= atol + rtol * std::abs(ref))) ++r.outside_tolerance;
+    r.max_abs_error = std::max(r.max_abs_error, err);
+    err_sq += err * err;
+    ref_sq += ref * ref;
+  }
+  if (r.non_finite > 0) {
+    // NaN does not order, so name the damage explicitly instead of letting it leak into norms.
+    r.max_abs_error = r.rel_l2 = std::numeric_limits<double>::infinity();
+  } else {
+    r.rel_l2 = ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : std::sqrt(err_sq);
+  }
+  r.passed = r.non_finite == 0 && r.rel_l2 <= tol.rel_l2 && r.outside_tolerance == 0;
+  return r;
+}
+
+}  // namespace conv3djit

@@ -1,0 +1,157 @@
+// validate(): every rule a description and its tensors must satisfy, each with a message that
+// names the field and its value. make_problem() is the throwing form the pipeline uses.
+#include <fmt/format.h>
+
+#include "core/problem.hpp"
+
+namespace conv3djit {
+namespace {
+
+constexpr const char* kAxis[3] = {"D", "H", "W"};
+
+struct Fail {
+  ErrorCategory category;
+  std::string message;
+};
+
+Fail invalid(std::string message) { return {ErrorCategory::InvalidArgument, std::move(message)}; }
+
+bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+// Product of factors, or a failure naming `what` when it does not fit in int64 (also as bytes).
+std::optional<Fail> checked_size(const char* what, std::initializer_list<int64_t> factors,
+                                 int64_t* out) {
+  int64_t total = 1;
+  for (int64_t f : factors) {
+    if (mul_overflows(total, f, &total)) {
+      return invalid(fmt::format("{}: element count overflows int64", what));
+    }
+  }
+  int64_t bytes = 0;
+  if (mul_overflows(total, static_cast<int64_t>(sizeof(float)), &bytes)) {
+    return invalid(fmt::format("{} = {} elements: byte size overflows int64", what, total));
+  }
+  *out = total;
+  return std::nullopt;
+}
+
+std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::Problem* p) {
+  if (d.dtype != DataType::Float32) {
+    return Fail{ErrorCategory::Unsupported,
+                fmt::format("dtype = {}: only Float32 is supported", static_cast<int>(d.dtype))};
+  }
+  if (d.layout != Layout::NCDHW) {
+    return Fail{ErrorCategory::Unsupported,
+                fmt::format("layout = {}: only NCDHW is supported", static_cast<int>(d.layout))};
+  }
+  if (d.precision != Precision::Fp32 && d.precision != Precision::Tf32) {
+    return Fail{ErrorCategory::Unsupported,
+                fmt::format("precision = {}: must be Fp32 or Tf32", static_cast<int>(d.precision))};
+  }
+  const std::pair<const char*, int64_t> sizes[] = {{"n", d.n}, {"c", d.c}, {"d", d.d},
+                                                   {"h", d.h}, {"w", d.w}, {"k", d.k}};
+  for (const auto& [name, v] : sizes) {
+    if (v <= 0) return invalid(fmt::format("{} = {}: must be >= 1", name, v));
+  }
+  if (d.groups <= 0) return invalid(fmt::format("groups = {}: must be >= 1", d.groups));
+  if (d.c % d.groups != 0) {
+    return invalid(fmt::format("c = {}: in_channels must be divisible by groups = {}", d.c, d.groups));
+  }
+  if (d.k % d.groups != 0) {
+    return invalid(fmt::format("k = {}: out_channels must be divisible by groups = {}", d.k, d.groups));
+  }
+  const int64_t in[3] = {d.d, d.h, d.w};
+  for (int a = 0; a < 3; ++a) {
+    // Kernel extents become template arguments: keep them in int range.
+    if (d.kernel[a] <= 0 || d.kernel[a] > 1024) {
+      return invalid(fmt::format("kernel[{}] = {}: must be in [1, 1024]", kAxis[a], d.kernel[a]));
+    }
+    if (d.stride[a] < 1 || d.stride[a] > 1024) {
+      return invalid(fmt::format("stride[{}] = {}: stride must be in [1, 1024]", kAxis[a], d.stride[a]));
+    }
+    if (d.dilation[a] < 1 || d.dilation[a] > 1024) {
+      return invalid(fmt::format("dilation[{}] = {}: dilation must be in [1, 1024]", kAxis[a], d.dilation[a]));
+    }
+    if (d.padding.mode == Padding::Mode::Explicit && d.padding.amount[a] < 0) {
+      return invalid(fmt::format("padding[{}] = {}: padding must be >= 0", kAxis[a], d.padding.amount[a]));
+    }
+    if (d.padding.mode == Padding::Mode::Explicit && d.padding.amount[a] > (int64_t{1} << 30)) {
+      return invalid(fmt::format("padding[{}] = {}: padding must be < 2^30", kAxis[a], d.padding.amount[a]));
+    }
+    if (d.padding.mode == Padding::Mode::Same && d.stride[a] != 1) {
+      return invalid(fmt::format("stride[{}] = {}: padding='same' is not supported for strided "
+                                 "convolutions (as in PyTorch)", kAxis[a], d.stride[a]));
+    }
+  }
+  if (d.c / d.groups > 65536) {
+    return invalid(fmt::format("c / groups = {}: channels per group must be <= 65536", d.c / d.groups));
+  }
+
+  detail::Problem prob;
+  prob.desc = d;
+  prob.c_per_group = d.c / d.groups;
+  prob.k_per_group = d.k / d.groups;
+  int64_t outv[3];
+  int64_t before[3] = {0, 0, 0}, after[3] = {0, 0, 0};
+  for (int a = 0; a < 3; ++a) {
+    const int64_t span = d.dilation[a] * (d.kernel[a] - 1);  // effective kernel extent - 1
+    switch (d.padding.mode) {
+      case Padding::Mode::Explicit: before[a] = after[a] = d.padding.amount[a]; break;
+      case Padding::Mode::Valid: before[a] = after[a] = 0; break;
+      case Padding::Mode::Same:  // PyTorch: the odd element of the total goes to the end
+        before[a] = span / 2;
+        after[a] = span - before[a];
+        break;
+    }
+    const int64_t padded = in[a] + before[a] + after[a];
+    if (span + 1 > padded) {
+      return invalid(fmt::format("kernel[{}] = {} with dilation {}: effective kernel {} exceeds the "
+                                 "padded input {} (output would be empty)",
+                                 kAxis[a], d.kernel[a], d.dilation[a], span + 1, padded));
+    }
+    outv[a] = (padded - span - 1) / d.stride[a] + 1;
+  }
+  prob.out = {d.n, d.k, outv[0], outv[1], outv[2]};
+  prob.pad.before = {before[0], before[1], before[2]};
+  prob.pad.after = {after[0], after[1], after[2]};
+  if (auto f = checked_size("input", {d.n, d.c, d.d, d.h, d.w}, &prob.input_elements)) return f;
+  if (auto f = checked_size("weight", {d.k, prob.c_per_group, d.kernel.d, d.kernel.h, d.kernel.w},
+                            &prob.weight_elements)) return f;
+  if (auto f = checked_size("output", {d.n, d.k, outv[0], outv[1], outv[2]}, &prob.output_elements)) return f;
+
+  if (t != nullptr) {
+    if (t->input == nullptr) return invalid("tensors.input = null: a device pointer is required");
+    if (t->weight == nullptr) return invalid("tensors.weight = null: a device pointer is required");
+    if (t->output == nullptr) return invalid("tensors.output = null: a device pointer is required");
+    if (d.bias && t->bias == nullptr) {
+      return invalid("tensors.bias = null: desc.bias is true, so a bias pointer is required");
+    }
+  }
+  if (p != nullptr) *p = prob;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Validation validate(const Conv3dDesc& desc, const Conv3dTensors* tensors) noexcept {
+  try {
+    if (auto f = check(desc, tensors, nullptr)) return {false, f->category, std::move(f->message)};
+    return {};
+  } catch (const std::exception& e) {  // only allocation failure can get here
+    return {false, ErrorCategory::InvalidArgument, e.what()};
+  }
+}
+
+namespace detail {
+Problem make_problem(const Conv3dDesc& desc, const Conv3dTensors* tensors) {
+  Problem p;
+  if (auto f = check(desc, tensors, &p)) throw Error(f->category, f->message);
+  return p;
+}
+}  // namespace detail
+
+OutputExtents output_extents(const Conv3dDesc& desc) { return detail::make_problem(desc).out; }
+
+ResolvedPadding resolved_padding(const Conv3dDesc& desc) { return detail::make_problem(desc).pad; }
+
+}  // namespace conv3djit

@@ -1,0 +1,100 @@
+// igemm_sm80: implicit GEMM on mma.sync tensor cores (TF32, or 3xTF32 in the fp32 class), sm_80 or
+// newer, groups == 1: BM output positions x BN channels a block, the reduction gathered through
+// a table of input offsets (docs/kernels/igemm_sm80.md).
+#include <fmt/format.h>
+
+#include "igemm_sm80/geometry.cuh"
+#include "plan/family.hpp"
+#include "plan/forced_config.hpp"
+
+namespace conv3djit::detail {
+namespace {
+
+struct Sm80Config {
+  int bm, bn;
+};
+
+const ConfigTable<Sm80Config, 2> kTable{{{
+    {{"bm", FieldRole::Chosen, "output positions a block, a multiple of 32"}, &Sm80Config::bm},
+    {{"bn", FieldRole::Chosen, "output channels a block, a multiple of 32 (BM x BN / 32 threads in [BM, 1024])"},
+     &Sm80Config::bn},
+}}};
+
+int shared_bytes(const Problem& prob, const Sm80Config& c) {
+  const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  return igemm_shared_bytes(static_cast<int>(kred), c.bm, c.bn, prob.desc.precision == Precision::Fp32 ? 1 : 0);
+}
+
+Refusal refusal(const Problem& prob, const DeviceLimits& limits) {
+  const Conv3dDesc& d = prob.desc;
+  if (d.groups != 1) return "groups == 1";
+  if (limits.cc_major < 8) return "sm_80 or newer";
+  // The gather table holds 32-bit offsets within one image and 10-bit tap displacements.
+  if ((d.kernel.d - 1) * d.dilation.d >= 1024 || (d.kernel.h - 1) * d.dilation.h >= 1024 ||
+      (d.kernel.w - 1) * d.dilation.w >= 1024) {
+    return "dilated kernel extents below 1024";
+  }
+  if (d.c * d.d * d.h * d.w >= (int64_t{1} << 31)) return "an image of fewer than 2^31 elements";
+  return std::nullopt;
+}
+
+// The tile needs BM x BN / 32 threads <= 1024, a multiple of 16 and at least BM.
+bool fits(const Problem& prob, const DeviceLimits& limits, const Sm80Config& c) {
+  const int bm = c.bm, bn = c.bn;
+  return !refusal(prob, limits) && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 && bn >= 32 && bm * bn / 32 <= 1024 &&
+         bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0 && shared_bytes(prob, c) <= limits.max_smem_per_block_optin;
+}
+
+class Sm80Family final : public Family {
+ public:
+  const KernelDef& kernel() const override { return def_; }
+  std::vector<std::string> aliases() const override { return {"igemm"}; }
+  const char* arch() const override { return "sm_80 or newer"; }
+  Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
+    return refusal(prob, limits);
+  }
+
+  // Tensor cores or FFMA (measured on the H200 suite, docs/kernels/igemm_sm80.md): the implicit
+  // GEMM wins once the reduction has many channels (C/groups >= 16: 1.1-2.9x the FFMA kernel) or
+  // is long (>= 1000 terms), and for the tf32 class; small C with a short reduction and K < 16
+  // (whose columns would mostly be padding) stay on FFMA.
+  std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
+    const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+    if (prob.desc.groups != 1 || prob.out.k < 16) return std::nullopt;
+    if (!(prob.c_per_group >= 16 || kred >= 1000 || prob.desc.precision == Precision::Tf32)) return std::nullopt;
+    const Sm80Config c{128, prob.out.k <= 32 ? 32 : 64};
+    if (!fits(prob, limits, c)) return std::nullopt;
+    return plan(prob, c);
+  }
+
+  Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
+    const Sm80Config c = kTable.apply(Sm80Config{}, forced);
+    if (!fits(prob, limits, c)) {
+      refuse_config(forced, "groups == 1, sm_80 or newer, BM and BN multiples of 32 with BN >= 32, BM * BN / 32 "
+                            "threads in [BM, 1024], and its tables must fit");
+    }
+    return plan(prob, c);
+  }
+
+ private:
+  Plan plan(const Problem& prob, const Sm80Config& c) const {
+    Plan plan = new_plan(prob, *this, kTable, c, c.bm * c.bn / 32, shared_bytes(prob, c));
+    const long long blocks = ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn);
+    if (blocks > 0x7fffffffLL) {
+      throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm80: {} blocks exceed the grid limit", blocks));
+    }
+    plan.grid = static_cast<unsigned>(blocks);
+    return plan;
+  }
+
+  const KernelDef def_{"igemm_sm80", "igemm_sm80/igemm_sm80.cu", kUsesConvolution, false, kTable.infos()};
+};
+
+}  // namespace
+
+const Family& igemm_sm80_family() {
+  static const Sm80Family family;
+  return family;
+}
+
+}  // namespace conv3djit::detail

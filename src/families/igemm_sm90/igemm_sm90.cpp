@@ -1,0 +1,136 @@
+// igemm_sm90: implicit GEMM on Hopper's warpgroup tensor cores (wgmma, sm_90a), groups == 1; the
+// input staged by TMA boxes or cp.async, weights resident or streamed in chunks that
+// igemm_sm90_weights prepares (docs/kernels/igemm_sm90.md).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "families/igemm_sm90/tensor_map.hpp"
+#include "families/pitch_rows/pitch_rows.hpp"
+#include "families/igemm_sm90/config.hpp"
+#include "families/igemm_sm90/search.hpp"
+#include "plan/forced_config.hpp"
+
+namespace conv3djit::detail {
+namespace {
+
+struct WeightsConfig {
+  int bn, cc;
+};
+const ConfigTable<WeightsConfig, 2> kWeightsTable{{{
+    {{"bn", FieldRole::Chosen, "output channels a block of the convolution"}, &WeightsConfig::bn},
+    {{"cc", FieldRole::Chosen, "input channels a chunk"}, &WeightsConfig::cc},
+}}};
+// Every (channel block, chunk) of weights, prepared once per call for all blocks to copy.
+const KernelDef kWeightsDef{"igemm_sm90_weights", "igemm_sm90/igemm_sm90.cu", kUsesKernelExtents | kUsesClass, true,
+                            kWeightsTable.infos()};
+
+class Sm90Family final : public Family {
+ public:
+  const KernelDef& kernel() const override { return def_; }
+  std::vector<std::string> aliases() const override { return {"sm90"}; }
+  const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
+
+  Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
+    if (prob.desc.groups != 1) return "groups == 1";
+    if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
+    return std::nullopt;
+  }
+
+  std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
+    if (can_implement(prob, limits)) return std::nullopt;
+    auto best = choose_sm90_shape(prob, limits);
+    if (!best) return std::nullopt;
+    return plan(best->first, limits, best->second);
+  }
+
+  // The planner's search kept to the forced fields (so that a pointwise layer is planned as the
+  // same flat plane the planner would take); else that one configuration on the layer as given.
+  Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
+    Sm90Filter f;
+    f.forced = true;
+    f.th = forced.get("th"), f.tw = forced.get("tw"), f.bn = forced.get("bn");
+    f.cc = std::min<int>(*forced.get("cc"), static_cast<int>(prob.c_per_group));
+    f.tma = forced.get("tma"), f.rows = forced.get("rows"), f.planes = forced.get("planes");
+    const bool values_ok = (!f.tma || *f.tma <= 1) && (!f.rows || *f.rows <= 1);
+    if (values_ok && !can_implement(prob, limits)) {
+      if (auto best = choose_sm90_shape(prob, limits, f)) return plan(best->first, limits, best->second);
+      if (auto c = sm90_candidate(prob, limits, *f.th, *f.tw, *f.bn, *f.cc, f.tma.value_or(-1), f.rows.value_or(0) == 1,
+                                  f.planes.value_or(1))) {
+        return plan(prob, limits, *c);
+      }
+    }
+    refuse_config(forced,
+                  "groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), TW a multiple of "
+                  "8, TH x TW a multiple of 64 up to 256 within the registers a thread may have, CC >= 1, the "
+                  "weights and two input tiles must fit in shared memory, and TMA 1 needs a dilation along D of "
+                  "at most 8 and boxes within 256 (row tiles: whole input rows); PLANES 2 or 3 needs the tf32 "
+                  "class, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES");
+  }
+
+  void tensor_maps(const Plan& plan, const void* input, void* output, CUtensorMap* in_map,
+                   CUtensorMap* out_map) const override {
+    if (uses_tensor_map(plan)) *in_map = input_tensor_map(plan, input);
+    if (uses_output_map(plan, output)) *out_map = output_tensor_map(plan, output);
+  }
+
+ private:
+  Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) const {
+    const Sm90Geometry& g = s.g;
+    // Pair loads need the box shift's parity at compile time (0 where the kernel has none).
+    const Conv3dDesc& d = prob.desc;
+    const int parity = sm90_pair_loads(c.cc, static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w),
+                                       static_cast<int>(d.stride.w), static_cast<int>(d.dilation.w), c.row, c.pl, s.tma)
+                           ? sm90_tma_shift(static_cast<int>(prob.pad.before.w)) & 1
+                           : 0;
+    Plan plan = new_plan(prob, *this, kSm90Table, Sm90Config{c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row,
+                                                            c.pl, parity},
+                         g.threads, g.shared_bytes);
+    // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
+    // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
+    // guarantee room for.
+    plan.store_channels = g.store_channels;
+    const int per_sm = g.min_blocks;
+    const long long k_blocks = ceil_div(prob.out.k, c.bn);
+    const long long tiles = sm90_tiles(prob, c.th, c.tw, c.row, c.pl);
+    const long long resident = 1LL * limits.sm_count * per_sm;
+    const long long grid =
+        tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
+    if (grid > 0x7fffffffLL) {
+      throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm90: {} blocks exceed the grid limit", grid));
+    }
+    plan.grid = static_cast<unsigned>(grid);
+    if (g.chunks > 1) {
+      PrepPlan prep;
+      prep.key = shape_key(prob, kWeightsDef);
+      kWeightsTable.store(WeightsConfig{c.bn, c.cc}, prep.key.config);
+      prep.block = 256;
+      const long long elems = k_blocks * g.chunks * g.weight_floats;
+      prep.grid = stride_grid(elems / g.parts / 4, prep.block, limits, 8);  // a thread per 16-byte group
+      prep.workspace_bytes = static_cast<uint64_t>(elems) * sizeof(float);  // TF32 pairs, whatever the input
+      plan.prep = prep;
+    }
+    return plan;
+  }
+
+  // The choice's plan. With TMA boxes it carries the input's copy (Plan::copies_input): always
+  // made where rows are not 16-byte multiples, and for an input that is not 16-byte aligned
+  // (a cp.async twin ran 21-24 % slower and was another kernel to compile; the copy costs about
+  // 30 us for the reference problem's input: docs/kernels/igemm_sm90.md).
+  Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) const {
+    Plan p = plan(prob, limits, c, c.staging());
+    if (c.boxed) p.input_copy = pitch_rows_plan(p.params, prob.desc.dtype, limits);
+    return p;
+  }
+
+  const KernelDef def_{"igemm_sm90", "igemm_sm90/igemm_sm90.cu", kUsesConvolution, true, kSm90Table.infos()};
+};
+
+}  // namespace
+
+const Family& igemm_sm90_family() {
+  static const Sm90Family family;
+  return family;
+}
+
+}  // namespace conv3djit::detail

@@ -1,0 +1,300 @@
+#include "families/igemm_sm90/search.hpp"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "plan/family.hpp"
+
+namespace conv3djit::detail {
+
+// Shared-memory wavefronts of the A gather with these tile pitches, per warp load, averaged over
+// a chunk's loads (1 = conflict-free): the load for one slice and one half (k = t or t + 4) has
+// lanes (g, t) at g * SW + offset(term); a bank serves one word per wavefront. With PL > 1 the
+// gather table holds one kd's terms (the plane's offset moves every lane alike).
+double sm90_gather_wavefronts(const Problem& prob, int cc, int rp, int pp, int cp, int pl) {
+  const Conv3dDesc& d = prob.desc;
+  const int kd = static_cast<int>(d.kernel.d), kh = static_cast<int>(d.kernel.h), kw = static_cast<int>(d.kernel.w);
+  const int terms = cc * (pl > 1 ? 1 : kd) * kh * kw, sw = static_cast<int>(d.stride.w);
+  const int dh = static_cast<int>(d.dilation.h), dw = static_cast<int>(d.dilation.w);
+  long long wavefronts = 0, loads = 0;
+  for (int first = 0; first < (terms + 7) / 8 * 8; first += 4, ++loads) {
+    std::array<int, 32> words{};  // the lanes' words, then per bank the distinct ones
+    for (int t = 0; t < 4; ++t) {
+      const int offset = sm90_term_offset(first + t, cc, kd, kh, kw, dh, dw, rp, pp, cp, pl);
+      for (int g = 0; g < 8; ++g) words[t * 8 + g] = g * sw + offset;
+    }
+    std::sort(words.begin(), words.end());
+    std::array<int, 32> per_bank{};
+    int most = 0;
+    for (int i = 0; i < 32; ++i) {
+      if (i > 0 && words[i] == words[i - 1]) continue;  // one word, broadcast
+      most = std::max(most, ++per_bank[words[i] % 32]);
+    }
+    wavefronts += most;
+  }
+  return loads ? double(wavefronts) / double(loads) : 1.0;
+}
+
+// Pitches of the input tile (row, plane, channel), each the first of the 32 values at or above
+// its minimum with the fewest gather wavefronts; and those wavefronts.
+struct Sm90Pitches {
+  int rp, pp, cp;
+  double wavefronts;
+};
+Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w, int in_d, int pl) {
+  double fewest = 0;
+  auto best = [&](int lo, auto&& wavefronts_at) {
+    int pick = lo;
+    fewest = wavefronts_at(lo);
+    for (int v = lo + 1; v < lo + 32 && fewest > 1.0; ++v) {
+      const double w = wavefronts_at(v);
+      if (w < fewest) { fewest = w; pick = v; }
+    }
+    return pick;
+  };
+  const int rp = best(in_w, [&](int v) { return sm90_gather_wavefronts(prob, cc, v, in_h * v, in_d * in_h * v, pl); });
+  const int pp = best(in_h * rp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, v, in_d * v, pl); });
+  const int cp = best(in_d * pp, [&](int v) { return sm90_gather_wavefronts(prob, cc, rp, pp, v, pl); });
+  return {rp, pp, cp, fewest};
+}
+
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl) {
+  const Conv3dDesc& d = prob.desc;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
+                       i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
+                       d.precision == Precision::Fp32 ? 1 : 0, row, pl);
+}
+
+// Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
+long long sm90_plane_tiles(const Problem& prob, int th, int tw, int row) {
+  return row > 0 ? ceil_div(prob.out.h * prob.out.w, th * tw) : ceil_div(prob.out.h, th) * ceil_div(prob.out.w, tw);
+}
+
+// Tiles of the whole output: (n, group of PL output planes) x a plane's tiles.
+long long sm90_tiles(const Problem& prob, int th, int tw, int row, int pl) {
+  return prob.out.n * ceil_div(prob.out.d, pl) * sm90_plane_tiles(prob, th, tw, row);
+}
+
+// The fraction of a plane's tile positions that are outputs.
+double sm90_area(const Problem& prob, int th, int tw, int row) {
+  return double(prob.out.h * prob.out.w) / double(sm90_plane_tiles(prob, th, tw, row) * th * tw);
+}
+
+// TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
+// every box extent at most 256, and a dilation along D at most 8 (the box steps through the
+// planes with that traversal stride). The map's strides must be 16-byte multiples: where W % 4 !=
+// 0, of a copy of the input with wider rows (Plan::input_copy).
+bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d) {
+  const Conv3dDesc& d = prob.desc;
+  return d.dilation.d <= 8 && box_row <= 256 && in_h <= 256 && in_d * d.dilation.d <= 256 && cc <= 256;
+}
+
+// wgmma needs sm_90a, so exactly compute capability 9.0. Up to 4 warpgroups of whole 8 + 8 rows,
+// within the registers a thread may have at that size; the weights (one chunk, two buffers when
+// there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
+// cp.async, -1 = TMA where it fits. Every choice fits with cp.async (its `copies` staging, which
+// a forced STAGING 0 takes). PL > 1 output planes a tile: the tf32 class, 64 columns, the whole
+// reduction in one chunk, unit stride and dilation along D, and KD >= PL (up to 3).
+std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
+                                         int cc, int staging, bool rows, int pl) {
+  const Conv3dDesc& d = prob.desc;
+  if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
+  if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
+      th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
+    return std::nullopt;
+  }
+  // (Several planes hold their accumulators in the kernel's three named sets of 64 columns.)
+  if (pl > 1 && (d.precision != Precision::Tf32 || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
+                 d.kernel.d < pl || bn != 64 || pl > 3)) {
+    return std::nullopt;
+  }
+  const int row = rows ? static_cast<int>(prob.out.w) : 0;
+  // The kernel counts tiles, extents and one image's offsets in 32 bits.
+  const long long n_tiles = sm90_tiles(prob, th, tw, row, pl);
+  const long long limit = (1LL << 31) - 1;
+  if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit) {
+    return std::nullopt;
+  }
+  // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
+  const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row, pl);
+  const int split = d.precision == Precision::Fp32 ? 1 : 0;
+  if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w), pl) >
+          std::min(255, 65536 / rough.threads / 8 * 8)) {
+    return std::nullopt;
+  }
+  const long long tile_floats = cc * rough.in_d * rough.in_h * rough.in_w;
+  if (4 * ((rough.chunks > 1 ? 2 : 1) * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
+    return std::nullopt;
+  }
+  const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w, rough.in_d, pl);
+  const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row, pl);
+  if (g.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
+  Sm90Choice choice{th, tw, bn, cc, row, pl,
+                    Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts}, std::nullopt};
+  const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
+  if (staging != 0 && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
+    // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
+    // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
+    // with the fewest gather wavefronts. (A pointwise tile of 8 rows puts its channels 8 rows
+    // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
+    for (int box_row = narrowest; box_row <= std::min(256, narrowest + 28); box_row += 4) {
+      const int plane = rough.in_h * box_row, channel = rough.in_d * plane;
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl);
+      if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
+      const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel, pl);
+      if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {
+        choice.boxed = Sm90Staging{1, box_row, plane, channel, boxed, wavefronts};
+      }
+      if (wavefronts <= 1.0) break;
+    }
+  }
+  if (staging == 1 && !choice.boxed) return std::nullopt;
+  return choice;
+}
+
+// Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
+// whole group when its weights fit (converted once per block), else the chunk size that wastes
+// the fewest reduction slots (ties: the larger, fewer items). Tile: the least padded of TW in
+// {64, 32, 16, 8} x TH rows for 4, 3 or 2 warpgroups (earlier ones win ties: wide tiles load
+// fewer halo columns; more warpgroups hide each other's gathers: on the reference problem 4 / 3 /
+// 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one
+// warpgroup took 2x as long again). Pointwise tf32 layers with K > 128 may also take 256 columns
+// (2 warpgroups, for the registers): a product then needs half the input reads and gather
+// loads, and these layers are bound by them (H200, TF32: pointwise_256 0.0447 ms against 0.0476
+// with 3 warpgroups of 128 columns; pointwise_512 0.0813 against 0.0922 with 2 of 128: as fast
+// as 0.91 of 4 warpgroups of 128). A pointwise gather's loads are conflict-free or 4-way (all k
+// of a load on one bank: channel pitches that are multiples of 32), which costs a little:
+// pointwise_512 in 8 x 16 tiles took 0.108 ms, in conflict-free 2 x 64 tiles 0.092. (Elsewhere
+// the pitch search leaves few conflicts, and tile shape matters more: video_vae_512 took 0.342 ms
+// in 12 x 16 tiles at 1.33 wavefronts a load, 0.359 in 6 x 32 at 1.0.)
+// Row tiles (runs of TH x 64 positions of a plane whose whole input rows they load) join where
+// OW <= 64 and the reduction is one chunk or in the fp32 class: no column wasted, and each
+// channel's outputs are one contiguous run. H200, against the best TH x TW tile: the reference
+// problem 1.418 -> 1.209 ms (3xTF32), 0.863 -> 0.675 (TF32); odd_extents 0.186 -> 0.144 and
+// asymmetric_kernel 0.268 -> 0.213 (3xTF32, chunked). Chunked TF32 layers, whose items are short,
+// pay more for the taller input tiles than they gain: dilated_tf32 0.131 -> 0.141 (and half the
+// chunk), asymmetric_kernel_tf32 0.1030 -> 0.1040.
+std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& limits, const Sm90Filter& filter) {
+  // TF32 chunks streamed through 3 or more copy stages keep the tensor cores running from one
+  // item into the next (igemm_sm90.cu: no drain between a tile's chunks), which smaller chunks
+  // buy where the items are long, 128 or 256 columns (H200): c3d_conv3b_tf32 in 2-channel chunks
+  // (4 stages) 0.670 ms against 0.726 in 4-channel ones (2 stages), video_vae_128_tf32 0.410
+  // against 0.444, pointwise_512_tf32 in 32-channel chunks 0.078 against 0.082 in 64. With 64
+  // columns the items' fixed costs win instead: unet3d_encoder_tf32 and _decoder, dilated_tf32
+  // and odd_extents_tf32 in half-size chunks took 4-7 % longer.
+  const double pipelined = prob.desc.precision == Precision::Tf32 ? 1.06 : 1.0;
+  // A tile the planner can only stage with cp.async (its TMA box does not fit) against one staged by
+  // TMA (H200, the reference problem's row tiles: 0.784 against 0.674 ms in the tf32 class, 1.335
+  // against 1.208 with 3xTF32; asymmetric_kernel in 8-channel chunks by cp.async 0.292 against 0.211
+  // in 6-channel ones by TMA). Where W % 4 != 0 a box reads a pitched copy of the input, which
+  // pays nearly everywhere: of 14 such layers (H200, 2026-12-01, copied by cuMemcpy2DAsync then)
+  // 12 ran faster by TMA boxes of the copy than by cp.async, one as fast, one 3 % slower (8 x 3 x
+  // 16 x 112 x 110, 3 x 3 x 3, fp32 class); with the pitch_rows kernel: the tf32 reference with
+  // W = 66 0.687 -> 0.541 ms, odd_extents 0.135 -> 0.094, tf32 0.088 -> 0.051, a 2 x 32 x 32 x 56
+  // x 58 layer 0.375 -> 0.260, and the 3 % loss 0.665 -> 0.667.
+  constexpr double kCopiesSpeed = 0.88;
+  const long long k = prob.out.k;
+  if (k < 16 && !filter.forced) return std::nullopt;  // most of each 32-column MMA would be padding
+  const int cg = static_cast<int>(prob.c_per_group);
+  const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  std::vector<int> widths = {k <= 32 ? 32 : k <= 64 ? 64 : 128};
+  if (kvol == 1 && prob.desc.precision == Precision::Tf32 && k > 128) widths.push_back(256);
+  std::vector<int> chunk_sizes = {cg};
+  for (int cc : {64, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
+    if (cc < cg) chunk_sizes.push_back(cc);
+  }
+  // Two output planes a tile (tf32 row tiles of one chunk, 4 warpgroups of 64 columns, unit stride
+  // and dilation along D): each gathered input plane feeds both planes' wgmmas. Against one plane,
+  // it costs the padding of each kd's terms to whole slices and of an odd OD; the rest of its
+  // gain, measured on the reference problem (H200, tf32: 0.658 -> 0.601 ms with 315 -> 336
+  // terms), is this factor.
+  constexpr double kPlanesGain = 1.15;
+  // Row tiles of 128 or more columns against TH x TW tiles of about the same useful area: each
+  // channel's outputs leave as one contiguous run. H200, planned both ways (a 3 %
+  // bonus for every row tile): c3d_conv3b 2.048 -> 1.965 ms, r2plus1d_spatial 0.354 -> 0.337,
+  // r2plus1d_temporal 0.157 -> 0.154, video_vae_512 1.194 -> 1.175; with 64 columns it lost on
+  // unet3d_encoder and _decoder (3 %) and won on the fp32 reference problem with W = 66 (4 %),
+  // and pointwise layers lost 6-11 %, so it stays with 128 columns and real kernels.
+  constexpr double kWideRowsGain = 1.03;
+  const Conv3dDesc& desc = prob.desc;
+  const long long khw = desc.kernel.h * desc.kernel.w;
+  const double planes_eff = double(cg * kvol) / double(desc.kernel.d * ceil_div(cg * khw, 8) * 8) *
+                            double(prob.out.d) / double(ceil_div(prob.out.d, 2) * 2) * kPlanesGain;
+  std::optional<Sm90Choice> best;
+  double best_eff = 0;
+  for (int cc : chunk_sizes) {
+    const long long chunks = ceil_div(cg, cc);
+    const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
+    const bool rows_pay = prob.out.w <= 64 && (cc == cg || prob.desc.precision == Precision::Fp32);
+    for (int width : {64, 32, 16, 8, 0}) {  // 0: row tiles
+      if (width == 0 && !rows_pay) continue;
+      for (int wgs : {4, 3, 2}) {
+        for (int bn : widths) {
+          for (int pl : {1, 2}) {
+            const bool rows = width == 0;
+            if (pl > 1 && !(rows && wgs == 4 && bn == 64)) continue;  // (sm90_candidate checks the rest)
+            const int tw = rows ? 64 : width, th = 64 * wgs / tw;
+            if (!filter.admits(th, tw, bn, cc, rows, pl)) continue;
+            // Useful fraction of the padded work, times the speed of this tile relative to 4
+            // warpgroups of 128 columns (the times above).
+            const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
+            double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) *
+                         sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) *
+                         (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed;
+            if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
+            auto c = sm90_candidate(prob, limits, th, tw, bn, cc, filter.tma.value_or(-1), rows, pl);
+            if (!c) continue;
+            if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
+            if (!c->boxed) eff *= kCopiesSpeed;
+            if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
+            if (eff <= best_eff * 1.01) continue;
+            best = c;
+            best_eff = eff;
+          }
+        }
+      }
+    }
+    if (best && cc == cg) break;  // resident weights
+  }
+  // A pointwise kernel has no halo to share, and below 90 % useful tile area the flat rows of
+  // igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
+  // as a 7 x 112 plane in 8 x 16 tiles, 87.5 %: 0.49 against 0.38; pointwise_128 and _256 with
+  // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
+  // planned as flat planes that fill the tiles: 0.29 and 0.15).
+  if (best && kvol == 1 && !filter.forced) {
+    if (sm90_area(prob, best->th, best->tw, best->row) < 0.85) return std::nullopt;
+  }
+  if (best) best->score = best_eff;
+  return best;
+}
+
+// A pointwise layer with unit strides and no padding treats every position alike, so any
+// (D, H, W) with the same product addresses the same memory: it is also planned as one plane of
+// W' = 256, 248, ..., 8 columns (W' dividing D x H x W), and the shape whose tiles waste the least
+// wins (pointwise_256's 28 x 28 planes fill 4 x 32 tiles to 87.5 %; 98 rows of 64 fill them).
+std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& prob, const DeviceLimits& limits,
+                                                                 const Sm90Filter& filter) {
+  std::optional<std::pair<Problem, Sm90Choice>> best;
+  if (auto c = choose_sm90(prob, limits, filter)) best.emplace(prob, *c);
+  const Conv3dDesc& d = prob.desc;
+  const Dims3& lo = prob.pad.before;
+  const Dims3& hi = prob.pad.after;
+  const bool pointwise = d.kernel.d * d.kernel.h * d.kernel.w == 1 && d.stride.d * d.stride.h * d.stride.w == 1 &&
+                         lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0;
+  if (!pointwise) return best;
+  const int64_t positions = prob.out.d * prob.out.h * prob.out.w;
+  for (int64_t w = 256; w >= 8; w -= 8) {  // the widest of equal tiles: longer store rows
+    if (positions % w != 0) continue;
+    Problem flat = prob;
+    flat.desc.d = flat.out.d = 1;
+    flat.desc.h = flat.out.h = positions / w;
+    flat.desc.w = flat.out.w = w;
+    auto c = choose_sm90(flat, limits, filter);
+    if (c && (!best || c->score > best->second.score * 1.01)) best.emplace(flat, *c);
+  }
+  return best;
+}
+
+}  // namespace conv3djit::detail

@@ -1,0 +1,55 @@
+#pragma once
+// igemm_sm90's configuration search: the tile, channel chunk, staging and pitches of a problem,
+// scored by the useful fraction of the padded work times measured speed factors.
+#include <optional>
+#include <utility>
+
+#include "core/problem.hpp"
+#include "igemm_sm90/geometry.cuh"
+#include "plan/plan.hpp"
+
+namespace conv3djit::detail {
+
+// How a tile's input reaches shared memory, and the pitches and geometry that follow.
+struct Sm90Staging {
+  int tma;  // 1: one TMA box, stored densely; 0: cp.async, pitches chosen against bank conflicts
+  int rp, pp, cp;
+  Sm90Geometry g;
+  double wavefronts;  // of the A gather per warp load (sm90_gather_wavefronts)
+};
+
+struct Sm90Choice {
+  int th, tw, bn, cc;
+  int row;                           // row tiles: the output width (0: TH x TW tiles)
+  int pl;                            // output planes a tile
+  Sm90Staging copies;                // always fits
+  std::optional<Sm90Staging> boxed;  // TMA, where it fits: then the kernel's
+  double score = 0;                  // choose_sm90's useful fraction x warpgroup speed
+  const Sm90Staging& staging() const { return boxed ? *boxed : copies; }
+};
+
+/// The forced fields of a configuration (`--config igemm_sm90:...`): the search then keeps only
+/// the tiles that match them, and refuses nothing its heuristic alone would refuse.
+struct Sm90Filter {
+  bool forced = false;
+  std::optional<int> th, tw, bn, cc, tma, rows, planes;
+  bool admits(int th_, int tw_, int bn_, int cc_, bool rows_, int pl) const {
+    auto ok = [](const std::optional<int>& want, int v) { return !want || *want == v; };
+    return ok(th, th_) && ok(tw, tw_) && ok(bn, bn_) && ok(cc, cc_) && ok(rows, rows_ ? 1 : 0) && ok(planes, pl);
+  }
+};
+
+/// One configuration with its staging, or nothing where it cannot run (staging 1: TMA boxes,
+/// 0: cp.async, -1: TMA where it fits; rows: row tiles; pl: output planes a tile).
+std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
+                                         int cc, int staging = -1, bool rows = false, int pl = 1);
+
+/// The best configuration for prob and the problem it plans: prob itself, or for a pointwise
+/// layer with unit strides and no padding the same positions as one plane of another width.
+std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& prob, const DeviceLimits& limits,
+                                                                 const Sm90Filter& filter = {});
+
+/// Tiles of the whole output: (n, group of PL output planes) x a plane's tiles.
+long long sm90_tiles(const Problem& prob, int th, int tw, int row, int pl);
+
+}  // namespace conv3djit::detail

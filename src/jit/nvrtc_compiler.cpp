@@ -1,0 +1,85 @@
+#include "jit/nvrtc_compiler.hpp"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <memory>
+#include <vector>
+
+#include "conv3djit/engine.hpp"
+#include "conv3djit/error.hpp"
+#include "jit/kernel_sources.hpp"
+
+namespace conv3djit::detail {
+namespace {
+
+struct ProgramDeleter {
+  void operator()(nvrtcProgram* p) const {
+    nvrtcDestroyProgram(p);
+    delete p;
+  }
+};
+
+[[noreturn]] void fail(const GeneratedKernel& k, const std::string& what, const std::string& log) {
+  throw Error(ErrorCategory::CompileFailed,
+              fmt::format("NVRTC {} for '{}' with options [{}]{}{}", what, k.name_expression,
+                          fmt::join(k.options, " "), log.empty() ? "" : ":\n", log));
+}
+
+void check(nvrtcResult r, const GeneratedKernel& k, const char* what) {
+  if (r != NVRTC_SUCCESS) fail(k, fmt::format("{} failed ({})", what, nvrtcGetErrorString(r)), "");
+}
+
+}  // namespace
+
+CompiledKernel nvrtc_compile(const GeneratedKernel& k) {
+  int count = 0;
+  const KernelSource* sources = kernel_sources(&count);
+  std::vector<const char*> names, texts;
+  for (int i = 0; i < count; ++i) {
+    names.push_back(sources[i].name);
+    texts.push_back(sources[i].text);
+  }
+  std::unique_ptr<nvrtcProgram, ProgramDeleter> prog(new nvrtcProgram{});
+  check(nvrtcCreateProgram(prog.get(), k.source.c_str(), "conv3djit_kernel.cu", count, texts.data(),
+                           names.data()),
+        k, "nvrtcCreateProgram");
+  check(nvrtcAddNameExpression(*prog, k.name_expression.c_str()), k, "nvrtcAddNameExpression");
+  std::vector<const char*> options;
+  for (const auto& o : k.options) options.push_back(o.c_str());
+  const nvrtcResult result = nvrtcCompileProgram(*prog, static_cast<int>(options.size()), options.data());
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(*prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 1) nvrtcGetProgramLog(*prog, log.data());
+  log.resize(log_size > 0 ? log_size - 1 : 0);
+  if (result != NVRTC_SUCCESS) fail(k, fmt::format("compile failed ({})", nvrtcGetErrorString(result)), log);
+
+  CompiledKernel out;
+  const char* lowered = nullptr;
+  check(nvrtcGetLoweredName(*prog, k.name_expression.c_str(), &lowered), k, "nvrtcGetLoweredName");
+  out.lowered_name = lowered;
+  size_t size = 0;
+  check(nvrtcGetCUBINSize(*prog, &size), k, "nvrtcGetCUBINSize");
+  if (size == 0) fail(k, "produced no cubin (is the arch an sm_ target?)", log);
+  out.cubin.resize(size);
+  check(nvrtcGetCUBIN(*prog, out.cubin.data()), k, "nvrtcGetCUBIN");
+  while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  out.notes = std::move(log);
+  return out;
+}
+
+std::string nvrtc_version_text() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return fmt::format("{}.{}", major, minor);
+}
+
+}  // namespace conv3djit::detail
+
+namespace conv3djit {
+std::string nvrtc_version() {
+  static const std::string v = detail::nvrtc_version_text();
+  return v;
+}
+}  // namespace conv3djit

@@ -1,0 +1,86 @@
+#include "jit/spec_key.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "conv3djit/engine.hpp"
+#include "jit/kernel_sources.hpp"
+
+namespace conv3djit::detail {
+
+const char* to_string(DataType t) noexcept {
+  switch (t) {
+    case DataType::Float32: return "fp32";
+  }
+  return "unknown";
+}
+
+const char* to_string(Layout l) noexcept {
+  switch (l) {
+    case Layout::NCDHW: return "ncdhw";
+  }
+  return "unknown";
+}
+
+const char* to_string(Precision p) noexcept { return p == Precision::Tf32 ? "tf32" : "fp32"; }
+
+const char* to_string(Epilogue e) noexcept {
+  switch (e) {
+    case Epilogue::Bias: return "bias";
+  }
+  return "unknown";
+}
+
+int32_t SpecKey::field(const char* name) const {
+  if (kernel != nullptr) {
+    for (size_t i = 0; i < kernel->fields.size(); ++i) {
+      if (std::strcmp(kernel->fields[i].name, name) == 0) return config[i];
+    }
+  }
+  throw std::out_of_range(fmt::format("{} has no field '{}'", kernel ? kernel->name : "a key without kernel", name));
+}
+
+bool SpecKey::operator==(const SpecKey& o) const noexcept {
+  return kernel == o.kernel && dtype == o.dtype && layout == o.layout && precision == o.precision &&
+         epilogue == o.epilogue && c_per_group == o.c_per_group && kd == o.kd && kh == o.kh && kw == o.kw &&
+         sd == o.sd && sh == o.sh && sw == o.sw && dd == o.dd && dh == o.dh && dw == o.dw &&
+         std::memcmp(config, o.config, sizeof(config)) == 0;
+}
+
+size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
+  // FNV-1a over the fields; on the hot path of every conv3d call, so no string building.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t f) {
+    h ^= f;
+    h *= 1099511628211ull;
+  };
+  mix(reinterpret_cast<uintptr_t>(k.kernel));
+  mix(static_cast<uint64_t>(k.dtype) | static_cast<uint64_t>(k.layout) << 8 | static_cast<uint64_t>(k.precision) << 16 |
+      static_cast<uint64_t>(k.epilogue) << 24);
+  for (int32_t f : {k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw}) mix(static_cast<uint32_t>(f));
+  for (int32_t f : k.config) mix(static_cast<uint32_t>(f));
+  return static_cast<size_t>(h);
+}
+
+std::string canonical_text(const SpecKey& k) {
+  if (k.kernel == nullptr) return "none";
+  const unsigned uses = k.kernel->uses;
+  std::string text = fmt::format("{} {} {}", k.kernel->name, to_string(k.dtype), to_string(k.layout));
+  if (uses & kUsesClass) text += fmt::format(" class={}", to_string(k.precision));
+  if (uses & kUsesEpilogue) text += fmt::format(" epi={}", to_string(k.epilogue));
+  if (uses & kUsesKernelExtents) text += fmt::format(" cg={} k={}x{}x{}", k.c_per_group, k.kd, k.kh, k.kw);
+  if (uses & kUsesStrides) text += fmt::format(" s={}x{}x{} d={}x{}x{}", k.sd, k.sh, k.sw, k.dd, k.dh, k.dw);
+  for (size_t i = 0; i < k.kernel->fields.size(); ++i) text += fmt::format(" {}={}", k.kernel->fields[i].name, k.config[i]);
+  return text;
+}
+
+std::string cache_key_text(const SpecKey& key, const std::string& arch,
+                           const std::vector<std::string>& options) {
+  return fmt::format("{}|arch={}|nvrtc={}|src={}|opts={}|lib={}|keyfmt={}", canonical_text(key), arch,
+                     nvrtc_version(), key.kernel ? kernel_source_hash(key.kernel->source) : "none",
+                     fmt::join(options, " "), version(), kKeyFormatVersion);
+}
+
+}  // namespace conv3djit::detail

@@ -1,0 +1,97 @@
+#pragma once
+// SpecKey: exactly what is baked into a kernel binary, nothing else. Two problems with equal
+// SpecKeys share one cubin (N, D, H, W, K and padding stay run-time arguments). A key names its
+// kernel (a KernelDef: the family's kernel template and its field table), the element type,
+// layout, accuracy class and epilogue, the shape constants the kernel uses, and the family's
+// configuration in the order of its field table. The disk cache's key text adds what makes a
+// cubin valid: arch, NVRTC version, the hash of the kernel's sources, options, library version
+// and key format version.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conv3djit/conv3d.hpp"
+
+namespace conv3djit::detail {
+
+/// What a kernel computes after the convolution's sum. Only `Bias` today: bias[k] added where the
+/// call has one (a run-time flag), nothing else.
+enum class Epilogue : uint8_t { Bias };
+
+/// Whether a field of a configuration is chosen (by the planner, or forced by `--config`) or
+/// derived from the chosen ones and the problem (in the key, never forced).
+enum class FieldRole : uint8_t { Chosen, Optional, Derived };
+
+/// One named field of a kernel's configuration: its name in key texts, generated traits and
+/// `--config`, and what it means (help text and error messages).
+struct FieldInfo {
+  const char* name;
+  FieldRole role;
+  const char* help;
+};
+
+/// Which of a key's shape and class fields a kernel bakes in (the others stay zero and out of
+/// its text): shape-generic helpers carry none.
+enum KeyUses : unsigned {
+  kUsesKernelExtents = 1,  // cg, kd, kh, kw
+  kUsesStrides = 2,        // sd, sh, sw, dd, dh, dw
+  kUsesClass = 4,          // the accuracy class
+  kUsesEpilogue = 8,
+  kUsesConvolution = kUsesKernelExtents | kUsesStrides | kUsesClass | kUsesEpilogue,
+};
+
+/// A kernel template the JIT can instantiate: `conv3djit::<name><Spec>` in `source` (a path below
+/// kernels/), with the configuration `fields` in the order of SpecKey::config.
+struct KernelDef {
+  const char* name;
+  const char* source;
+  unsigned uses;
+  bool arch_specific;  // built for sm_XYa (wgmma, setmaxnreg): only that exact arch runs it
+  std::vector<FieldInfo> fields;
+};
+
+inline constexpr int kMaxConfigFields = 11;
+
+struct SpecKey {
+  const KernelDef* kernel = nullptr;
+  DataType dtype = DataType::Float32;
+  Layout layout = Layout::NCDHW;
+  Precision precision = Precision::Fp32;
+  Epilogue epilogue = Epilogue::Bias;
+  int32_t c_per_group = 0;
+  int32_t kd = 0, kh = 0, kw = 0;
+  int32_t sd = 0, sh = 0, sw = 0;
+  int32_t dd = 0, dh = 0, dw = 0;
+  int32_t config[kMaxConfigFields] = {};  // kernel->fields, in order
+
+  /// The value of the configuration field `name`; throws std::out_of_range if the kernel has none.
+  int32_t field(const char* name) const;
+
+  bool operator==(const SpecKey& o) const noexcept;
+  bool operator!=(const SpecKey& o) const noexcept { return !(*this == o); }
+};
+
+struct SpecKeyHash {
+  size_t operator()(const SpecKey& k) const noexcept;
+};
+
+const char* to_string(DataType t) noexcept;
+const char* to_string(Layout l) noexcept;
+const char* to_string(Precision p) noexcept;
+const char* to_string(Epilogue e) noexcept;
+
+/// One line naming every field the kernel uses:
+/// "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 ...".
+std::string canonical_text(const SpecKey& key);
+
+/// Version of the key text layout below; bump when it changes meaning.
+inline constexpr int kKeyFormatVersion = 7;  // 7: named fields, element type, layout, epilogue
+
+/// The disk cache key: canonical_text + arch + NVRTC version + the hash of the kernel's source
+/// and the headers it includes + the NVRTC options (in the order passed) + library version + key
+/// format version.
+std::string cache_key_text(const SpecKey& key, const std::string& arch,
+                           const std::vector<std::string>& options);
+
+}  // namespace conv3djit::detail
