@@ -29,7 +29,7 @@ out=$(conv verify --input 2,4,8,9,10 --out-channels 8 --kernel 3 --config generi
 rc=$?
 echo "$out"
 ((rc == 0)) || fail "verify --config exited $rc"
-grep -q '"passed":true' <<<"$out" && grep -q '"kernel":"conv3djit::direct_fp32<[^"]*,2>"' <<<"$out" ||
+grep -q '"passed":true' <<<"$out" && grep -q '"kernel":"direct fp32 ncdhw [^"]* tw=2"' <<<"$out" ||
   fail "verify --config generic:2 did not pass with that kernel"
 
 # An input 4 bytes past an alignment boundary (a view into a larger tensor).

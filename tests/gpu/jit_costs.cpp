@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   detail::GeneratedKernel empty;
   empty.source = "extern \"C\" __global__ void empty(const float*, const float*, const float*, float*, "
                  "conv3djit::ConvParams) {}\n";
-  empty.source = "#include \"common.cuh\"\n" + empty.source;
+  empty.source = "#include \"common/common.cuh\"\n" + empty.source;
   empty.name_expression = "empty";
   empty.options = {"--gpu-architecture=" + current_device()->arch};
   CUcontext ctx = nullptr;

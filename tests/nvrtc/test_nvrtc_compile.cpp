@@ -72,7 +72,7 @@ TEST_CASE("the tensor-core kernel compiles for sm_80 and sm_90 in both accuracy 
       const PrecompileResult r = engine.precompile(d, arch);
       INFO(arch << " " << r.kernel);
       CHECK(r.compiled);
-      CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1>" : ",0>") != std::string::npos);
+      CHECK(r.kernel.find(precision == Precision::Fp32 ? " class=fp32 " : " class=tf32 ") != std::string::npos);
     }
   }
   Conv3dDesc old_gpu = desc(3, {3, 3, 3});
@@ -90,19 +90,21 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
     INFO(r.kernel << " " << r.key << "\ncompiler notes: " << r.compiler_notes);
     CHECK(r.compiled);
     CHECK(r.compile_ms < 5000);
-    CHECK(r.kernel.find("conv3djit::igemm_sm90<3,3,5,7,") == 0);
+    CHECK(r.kernel.find("igemm_sm90 fp32 ncdhw class=") == 0);
+    CHECK(r.kernel.find(" cg=3 k=3x5x7 ") != std::string::npos);
     CHECK(r.compiler_notes.empty());
     // The reference problem's kernels (the tf32 one with two output planes a tile, the heaviest
     // there is): no note from ptxas either. Serialised wgmmas (C7512 and the like) cost such a
-    // kernel 10 % (bench/NOTES.md, session 19).
+    // kernel 10 % (docs/kernels/igemm_sm90.md).
     Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
     reference.precision = precision;
     const PrecompileResult ref = engine.precompile(reference, "sm_90");
     INFO(ref.kernel << "\ncompiler notes: " << ref.compiler_notes);
     CHECK(ref.compiled);
     CHECK(ref.compiler_notes.empty());
-    // ..., SPLIT (3xTF32 or TF32), TMA staging (W = 24 is a multiple of 4), row tiles of OW = 18, PL>
-    CHECK(r.kernel.find(precision == Precision::Fp32 ? ",1,1,18," : ",0,1,18,") != std::string::npos);
+    // 3xTF32 or TF32, TMA staging (W = 24 is a multiple of 4), row tiles of OW = 18.
+    CHECK(r.kernel.find(precision == Precision::Fp32 ? "class=fp32" : "class=tf32") != std::string::npos);
+    CHECK(r.kernel.find(" tma=1 rows=18 ") != std::string::npos);
     CHECK(r.key.find("--gpu-architecture=sm_90a") != std::string::npos);
     CHECK(engine.kernel_for(d, "sm_80").find("igemm_sm90") == std::string::npos);
     CHECK(engine.kernel_for(d, "sm_100").find("igemm_sm90") == std::string::npos);
@@ -116,7 +118,7 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
   chunked.kernel_config = "sm90:3,64,32,8";
   const PrecompileResult r = Engine(chunked).precompile(desc(512, {3, 3, 3}), "sm_90");
   CHECK(r.compiled);
-  CHECK(r.kernel.find("conv3djit::igemm_sm90<512,3,3,3,1,1,1,1,1,1,3,64,32,8,") == 0);
+  CHECK(r.kernel.find("igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=512 k=3x3x3 s=1x1x1 d=1x1x1 th=3 tw=64 bn=32 cc=8 ") == 0);
 }
 
 TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxas notes, 64 columns") {
@@ -124,13 +126,13 @@ TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxa
   options.disk_cache = false;
   Engine engine(options);
   // C = 4: before the named sets, ptxas serialised this kernel's wgmmas (C7513, "non wgmma
-  // instructions defining input registers"; bench/NOTES.md, session 21).
+  // instructions defining input registers"; docs/kernels/igemm_sm90.md).
   Conv3dDesc d = test::make(8, 4, {32, 64, 64}, 64, {3, 3, 3}, 1, 1);
   d.precision = Precision::Tf32;
   const PrecompileResult r = engine.precompile(d, "sm_90");
   INFO(r.kernel << "\ncompiler notes: " << r.compiler_notes);
-  CHECK(r.kernel.find("conv3djit::igemm_sm90<4,3,3,3,") == 0);
-  CHECK(r.kernel.rfind(",2,0>") == r.kernel.size() - 5);  // two planes, even box shift
+  CHECK(r.kernel.find("igemm_sm90 fp32 ncdhw class=tf32 epi=bias cg=4 k=3x3x3 ") == 0);
+  CHECK(r.kernel.rfind(" planes=2 parity=0") == r.kernel.size() - 18);  // two planes, even box shift
   CHECK(r.compiler_notes.empty());
   // The named sets are 64 columns wide, and there are three of them.
   for (const char* config : {"sm90:4,64,128,512,1,1,2", "sm90:2,32,64,512,1,0,4"}) {
@@ -168,7 +170,7 @@ TEST_CASE("plans with TMA boxes precompile the input copy kernel too, once for a
     INFO(describe(d));
     const PrecompileResult r = engine.precompile(d, "sm_90");
     CHECK(r.compiled);
-    CHECK(r.kernel.find("conv3djit::igemm_sm90<") == 0);
+    CHECK(r.kernel.find("igemm_sm90 ") == 0);
   }
   // Two convolution kernels and one copy kernel (shape-generic).
   CHECK(engine.stats().compiles == 3);

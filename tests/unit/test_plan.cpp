@@ -10,10 +10,10 @@
 #include "config_cases.hpp"
 #include "plan/plan.hpp"
 #include "core/problem.hpp"
-#include "tile_geometry.cuh"
+#include "igemm_sm90/geometry.cuh"
+#include "depthwise/geometry.cuh"
 
 using namespace conv3djit;
-using detail::Algorithm;
 
 namespace {
 
@@ -21,13 +21,15 @@ detail::Plan plan_for(const Conv3dDesc& d, const std::string& arch, const std::s
   return detail::make_plan(detail::make_problem(d), detail::limits_for_arch(arch), forced);
 }
 
+std::string kernel(const detail::SpecKey& k) { return k.kernel ? k.kernel->name : ""; }
+
 Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}); }
 
 // The igemm_sm90 geometry a plan's key describes.
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
-  return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.config[0], k.config[1],
-                       k.config[2], k.config[3], k.config[6], d.precision == Precision::Fp32 ? 1 : 0, k.config[8],
-                       k.config[9]);
+  return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.field("th"), k.field("tw"),
+                       k.field("bn"), k.field("cc"), k.field("cp"), d.precision == Precision::Fp32 ? 1 : 0, k.field("rows"),
+                       k.field("planes"));
 }
 
 }  // namespace
@@ -39,14 +41,14 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     Conv3dDesc d = reference_problem();
     d.precision = precision;
     const detail::Plan plan = plan_for(d, "sm_90");
-    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(plan.key.config[0] == 4);   // TH x TW: 4 warpgroups of 64 positions
-    CHECK(plan.key.config[1] == 64);
-    CHECK(plan.key.config[2] == 64);  // BN = K
-    CHECK(plan.key.config[3] == 3);   // CC = C: the weights stay in shared memory
-    CHECK(plan.key.config[8] == 58);  // row tiles of the 58-wide output rows
+    REQUIRE(kernel(plan.key) == "igemm_sm90");
+    CHECK(plan.key.field("th") == 4);   // TH x TW: 4 warpgroups of 64 positions
+    CHECK(plan.key.field("tw") == 64);
+    CHECK(plan.key.field("bn") == 64);  // BN = K
+    CHECK(plan.key.field("cc") == 3);   // CC = C: the weights stay in shared memory
+    CHECK(plan.key.field("rows") == 58);  // row tiles of the 58-wide output rows
     // tf32: two output planes a tile (each gathered input plane feeds both); 3xTF32: one.
-    CHECK(plan.key.config[9] == (precision == Precision::Tf32 ? 2 : 1));
+    CHECK(plan.key.field("planes") == (precision == Precision::Tf32 ? 2 : 1));
     CHECK_FALSE(plan.prep);
     CHECK(plan.block == 512);
     CHECK(plan.grid == 132);
@@ -58,7 +60,7 @@ TEST_CASE("the reference problem runs on wgmma on sm_90, resident weights, one b
     CHECK(sm90_row_span(256, 58) == 6);
     CHECK(g.in_h == 10);
     CHECK(g.in_w == 64);
-    CHECK(plan.key.config[5] == 10 * plan.key.config[4]);
+    CHECK(plan.key.field("pp") == 10 * plan.key.field("rp"));
     // No twin: an input that is not 16-byte aligned is copied for the TMA boxes, an aligned one not.
     CHECK_FALSE(plan.unaligned);
     CHECK_FALSE(plan.copies_input(true));
@@ -103,7 +105,7 @@ TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and 
   Conv3dDesc d = reference_problem();
   d.precision = Precision::Tf32;
   const detail::Plan plan = plan_for(d, "sm_90", "sm90:4,64,64,3,1,1,2");
-  CHECK(plan.key.config[9] == 2);
+  CHECK(plan.key.field("planes") == 2);
   const Sm90Geometry g = sm90_geometry_of(d, plan.key);
   // Each kd's 3 x 5 x 7 = 105 terms padded to 14 slices; the input tile holds 2 + 3 - 1 planes,
   // with no zero plane (the gather zeroes the padding slots).
@@ -112,7 +114,7 @@ TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and 
   CHECK(g.table_ints == 0);  // the gather pattern replaces the table (below)
   CHECK(g.in_d == 4);
   CHECK(g.zero_channel == 0);
-  CHECK(plan.key.config[6] == 4 * plan.key.config[5]);  // the box: 4 planes a channel
+  CHECK(plan.key.field("cp") == 4 * plan.key.field("pp"));  // the box: 4 planes a channel
   CHECK(plan.shared_bytes <= 227u * 1024);
   // Half the tiles: 16 images x 31 plane pairs x 14 runs of 256 positions, over 132 SMs.
   CHECK(plan.grid == 132);
@@ -133,7 +135,7 @@ TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and 
   CHECK_THROWS_AS(plan_for(flat, "sm_90", "sm90:2,64,64,3,1,0,2"), Error);     // KD < PL
   // Three planes need more accumulators than 4 warpgroups may hold, not 2.
   CHECK_THROWS_AS(plan_for(d, "sm_90", "sm90:4,64,64,3,1,1,3"), Error);
-  CHECK(plan_for(d, "sm_90", "sm90:2,64,64,3,1,1,3").key.config[9] == 3);
+  CHECK(plan_for(d, "sm_90", "sm90:2,64,64,3,1,1,3").key.field("planes") == 3);
 }
 
 TEST_CASE("with several output planes, every weight of a chunk sits in exactly one slot") {
@@ -201,12 +203,12 @@ TEST_CASE("paired rows with TMA and unit stride along W load in pairs; the key h
   Conv3dDesc ref = reference_problem();
   ref.precision = Precision::Tf32;
   const detail::Plan plan = plan_for(ref, "sm_90");
-  CHECK(plan.key.config[10] == 0);  // no padding: shift 0
-  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,0,1,2").key.config[10] == 0);  // cp.async: no pair loads
+  CHECK(plan.key.field("parity") == 0);  // no padding: shift 0
+  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,0,1,2").key.field("parity") == 0);  // cp.async: no pair loads
   ref.padding = Padding::same();  // pad_w 3: the box starts 1 column early
-  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.config[10] == 1);
+  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.field("parity") == 1);
   ref.padding = Dims3{1, 2, 2};
-  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.config[10] == 0);
+  CHECK(plan_for(ref, "sm_90", "sm90:4,64,64,3,1,1,2").key.field("parity") == 0);
   // The GPU cases (config_cases.cpp): every one pairs its loads, with the parity its comment says.
   const int parity[] = {1, 0, 1, 1, 1, 0};
   const std::vector<Conv3dDesc> cases = test::pair_load_cases();
@@ -215,8 +217,8 @@ TEST_CASE("paired rows with TMA and unit stride along W load in pairs; the key h
     INFO(describe(cases[i]));
     for (const char* config : {"sm90:2,64,64,512,1,0,2", i < 4 ? "sm90:4,64,64,512,1,1,2" : "sm90:2,64,64,512,1,0,2"}) {
       const detail::SpecKey k = plan_for(cases[i], "sm_90", config).key;
-      CHECK(sm90_pair_loads(k.config[3], k.kh, k.kw, k.sw, k.dw, k.config[8], k.config[9], k.config[7]));
-      CHECK(k.config[10] == parity[i]);
+      CHECK(sm90_pair_loads(k.field("cc"), k.kh, k.kw, k.sw, k.dw, k.field("rows"), k.field("planes"), k.field("tma")));
+      CHECK(k.field("parity") == parity[i]);
     }
   }
 }
@@ -263,7 +265,7 @@ TEST_CASE("a gather pattern cuts one kd's terms into translates of a box, never 
 TEST_CASE("wgmma is planned only for compute capability 9.0") {
   for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_100", "sm_120"}) {
     INFO(arch);
-    CHECK(plan_for(reference_problem(), arch).key.algorithm != Algorithm::ImplicitGemmSm90);
+    CHECK(kernel(plan_for(reference_problem(), arch).key) != "igemm_sm90");
     CHECK_THROWS_AS(plan_for(reference_problem(), arch, "sm90:4,64,64,3"), Error);
   }
 }
@@ -271,24 +273,24 @@ TEST_CASE("wgmma is planned only for compute capability 9.0") {
 TEST_CASE("a long reduction runs in channel chunks whose weights are prepared first") {
   const Conv3dDesc d = test::make(2, 32, {64, 64, 64}, 64, {3, 3, 3}, 1, 1);  // unet3d encoder
   const detail::Plan plan = plan_for(d, "sm_90");
-  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  REQUIRE(kernel(plan.key) == "igemm_sm90");
   const Sm90Geometry g = sm90_geometry_of(d, plan.key);
   CHECK(g.chunks > 1);
   CHECK(g.weight_buffers == g.stages);  // one weight chunk per item in flight
   CHECK(g.stages >= 2);
   CHECK(g.stages <= kSm90MaxStages);
   REQUIRE(plan.prep);
-  CHECK(plan.prep->key.algorithm == Algorithm::Sm90Weights);
-  CHECK(plan.prep->key.config[0] == plan.key.config[2]);  // BN
-  CHECK(plan.prep->key.config[1] == plan.key.config[3]);  // CC
-  const long long k_blocks = (64 + plan.key.config[2] - 1) / plan.key.config[2];
+  CHECK(kernel(plan.prep->key) == "igemm_sm90_weights");
+  CHECK(plan.prep->key.field("bn") == plan.key.field("bn"));  // BN
+  CHECK(plan.prep->key.field("cc") == plan.key.field("cc"));  // CC
+  const long long k_blocks = (64 + plan.key.field("bn") - 1) / plan.key.field("bn");
   CHECK(plan.prep->workspace_bytes == static_cast<uint64_t>(k_blocks * g.chunks * g.weight_floats) * 4);
   CHECK(plan.grid % k_blocks == 0);
   // One preparation kernel serves every stride and dilation of the same weights' shape.
   Conv3dDesc strided = d;
   strided.stride = Dims3{1, 2, 2};
   const detail::Plan other = plan_for(strided, "sm_90");
-  if (other.prep && other.key.config[2] == plan.key.config[2] && other.key.config[3] == plan.key.config[3]) {
+  if (other.prep && other.key.field("bn") == plan.key.field("bn") && other.key.field("cc") == plan.key.field("cc")) {
     CHECK(other.prep->key == plan.prep->key);
   }
 }
@@ -332,9 +334,9 @@ TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 o
     c.d.precision = Precision::Tf32;
     INFO(describe(c.d));
     const detail::Plan plan = plan_for(c.d, "sm_90");
-    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(plan.key.config[2] == c.bn);
-    CHECK(plan.key.config[3] == c.cc);
+    REQUIRE(kernel(plan.key) == "igemm_sm90");
+    CHECK(plan.key.field("bn") == c.bn);
+    CHECK(plan.key.field("cc") == c.cc);
     const int32_t* k = plan.key.config;
     const Sm90Geometry g = sm90_geometry(plan.key.c_per_group, plan.key.kd, plan.key.kh, plan.key.kw, plan.key.sh,
                                          plan.key.sw, plan.key.dh, plan.key.dw, k[0], k[1], k[2], k[3], k[6], 0, k[8]);
@@ -343,7 +345,7 @@ TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 o
   }
   // The fp32 class (3xTF32 drains every chain anyway) keeps 2-channel chunks for c3d_conv3b too,
   // chosen by reduction slots alone.
-  CHECK(plan_for(c3b, "sm_90").key.config[3] == 2);
+  CHECK(plan_for(c3b, "sm_90").key.field("cc") == 2);
 }
 
 TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows are not 16-byte multiples") {
@@ -352,19 +354,19 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
                               test::make(1, 16, {12, 20, 20}, 64, {3, 3, 3}, 1, 2, {2, 2, 2})}) {
     INFO(describe(d));
     const detail::Plan plan = plan_for(d, "sm_90");
-    REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-    CHECK(plan.key.config[7] == 1);
+    REQUIRE(kernel(plan.key) == "igemm_sm90");
+    CHECK(plan.key.field("tma") == 1);
     CHECK_FALSE(plan.copies_input(true));
     const Sm90Geometry g = sm90_geometry_of(d, plan.key);
     // The box is stored densely; its row is a multiple of 4 floats from the narrowest (in_w after
     // the aligned origin's shift) to 28 wider, the width picked against gather bank conflicts.
     const int narrowest = sm90_tma_row(g.in_w, sm90_tma_shift(static_cast<int>(resolved_padding(d).before.w)));
-    CHECK(plan.key.config[4] >= narrowest);
-    CHECK(plan.key.config[4] <= narrowest + 28);
-    CHECK(plan.key.config[5] == g.in_h * plan.key.config[4]);
-    CHECK(plan.key.config[6] == plan.key.kd * plan.key.config[5]);
-    CHECK(plan.key.config[4] % 4 == 0);
-    CHECK(plan.key.config[4] <= 256);
+    CHECK(plan.key.field("rp") >= narrowest);
+    CHECK(plan.key.field("rp") <= narrowest + 28);
+    CHECK(plan.key.field("pp") == g.in_h * plan.key.field("rp"));
+    CHECK(plan.key.field("cp") == plan.key.kd * plan.key.field("pp"));
+    CHECK(plan.key.field("rp") % 4 == 0);
+    CHECK(plan.key.field("rp") <= 256);
     CHECK(plan.key.kd * plan.key.dd <= 256);
     // 128-byte aligned tiles for the box destination.
     CHECK(g.tiles_at % 32 == 0);
@@ -373,7 +375,7 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
     CHECK_FALSE(plan.unaligned);
     CHECK(plan.copies_input(false));
     REQUIRE(plan.input_copy);
-    CHECK(plan.input_copy->key.algorithm == Algorithm::PitchRows);
+    CHECK(kernel(plan.input_copy->key) == "pitch_rows");
     CHECK(plan.input_copy->workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * d.w * 4));
   }
   // Rows that are not 16-byte multiples (W = 66, 63, 70, 30): boxes of a copy in rows of 68, 64,
@@ -387,35 +389,35 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
       d.precision = precision;
       INFO(describe(d));
       const detail::Plan plan = plan_for(d, "sm_90");
-      REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-      CHECK(plan.key.config[7] == 1);
+      REQUIRE(kernel(plan.key) == "igemm_sm90");
+      CHECK(plan.key.field("tma") == 1);
       REQUIRE(plan.input_copy);
       CHECK(plan.copies_input(true));
-      CHECK(plan.input_copy->key.algorithm == Algorithm::PitchRows);
+      CHECK(kernel(plan.input_copy->key) == "pitch_rows");
       CHECK(detail::input_row_pitch(w) == (w + 3) / 4 * 4);
       CHECK(plan.input_copy->workspace_bytes == static_cast<uint64_t>(d.n * d.c * d.d * d.h * detail::input_row_pitch(w) * 4));
       CHECK(int64_t{plan.input_copy->grid} * plan.input_copy->block >= 1);
       CHECK_FALSE(plan.unaligned);
-      CHECK(plan.key.config[9] == (precision == Precision::Tf32 ? 2 : 1));  // PL
+      CHECK(plan.key.field("planes") == (precision == Precision::Tf32 ? 2 : 1));  // PL
     }
   }
   const detail::Plan small_plan = plan_for(small, "sm_90");
-  CHECK(small_plan.key.config[7] == 1);
+  CHECK(small_plan.key.field("tma") == 1);
   CHECK(small_plan.copies_input(true));
   CHECK(detail::input_row_pitch(30) == 32);
   // A dilation along D past 8: cp.async, no twin.
   const detail::Plan dilated = plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90");
-  REQUIRE(dilated.key.algorithm == Algorithm::ImplicitGemmSm90);
-  CHECK(dilated.key.config[7] == 0);
+  REQUIRE(kernel(dilated.key) == "igemm_sm90");
+  CHECK(dilated.key.field("tma") == 0);
   CHECK_FALSE(dilated.input_copy);
   CHECK_FALSE(dilated.copies_input(false));
   CHECK_FALSE(dilated.unaligned);
   // Forced staging: 1 where a box fits (from a pitched copy where W % 4 != 0), an error where it
   // does not; 0 always.
-  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,0").key.config[7] == 0);
-  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.config[7] == 1);
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,0").key.field("tma") == 0);
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1").key.field("tma") == 1);
   const detail::Plan forced = plan_for(test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}), "sm_90", "sm90:4,64,64,3,1");
-  CHECK(forced.key.config[7] == 1);
+  CHECK(forced.key.field("tma") == 1);
   CHECK(forced.copies_input(true));
   CHECK_THROWS_AS(plan_for(test::make(1, 16, {40, 20, 20}, 64, {3, 3, 3}, 1, 0, {9, 1, 1}), "sm_90", "sm90:4,64,64,3,1"),
                   Error);
@@ -426,8 +428,8 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
   // column at once: 72 = 8 mod 32 floats puts the four in four different quarters of the banks.
   Conv3dDesc reference_tf32 = reference_problem();
   reference_tf32.precision = Precision::Tf32;
-  CHECK(plan_for(reference_tf32, "sm_90").key.config[4] == 72);
-  CHECK(plan_for(reference_problem(), "sm_90").key.config[4] == 84);
+  CHECK(plan_for(reference_tf32, "sm_90").key.field("rp") == 72);
+  CHECK(plan_for(reference_problem(), "sm_90").key.field("rp") == 84);
 }
 
 TEST_CASE("a chunk size that only cp.async can stage loses to one TMA can") {
@@ -436,10 +438,10 @@ TEST_CASE("a chunk size that only cp.async can stage loses to one TMA can") {
   // 0.292 against 0.211 ms.
   const Conv3dDesc d = test::make(2, 64, {16, 56, 56}, 64, {3, 1, 7}, 1, Dims3{1, 0, 3});
   const detail::Plan plan = plan_for(d, "sm_90");
-  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-  CHECK(plan.key.config[3] == 6);  // CC
-  CHECK(plan.key.config[7] == 1);  // TMA
-  CHECK(plan_for(d, "sm_90", "sm90:3,64,64,8,0,1").key.config[3] == 8);  // the other, when forced
+  REQUIRE(kernel(plan.key) == "igemm_sm90");
+  CHECK(plan.key.field("cc") == 6);  // CC
+  CHECK(plan.key.field("tma") == 1);  // TMA
+  CHECK(plan_for(d, "sm_90", "sm90:3,64,64,8,0,1").key.field("cc") == 8);  // the other, when forced
 }
 
 TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") {
@@ -450,7 +452,7 @@ TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") 
       detail::Plan plan;
       CHECK_NOTHROW(plan = plan_for(d, "sm_90", c.config));
       // Every plan with TMA boxes carries the copy a misaligned input needs; no other plan does.
-      const bool boxed = plan.key.algorithm == Algorithm::ImplicitGemmSm90 && plan.key.config[7] == 1;
+      const bool boxed = kernel(plan.key) == "igemm_sm90" && plan.key.field("tma") == 1;
       CHECK(plan.input_copy.has_value() == boxed);
     }
   }
@@ -459,27 +461,27 @@ TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") 
 TEST_CASE("row tiles: runs of positions of a plane up to 64 wide, one chunk or the fp32 class") {
   // (The reference problem's: above.) Wider planes keep TH x TW tiles (their input rows would be
   // all of W); so do chunked reductions in the tf32 class.
-  CHECK(plan_for(test::make(1, 3, {8, 40, 100}, 64, {3, 5, 7}), "sm_90").key.config[8] == 0);
+  CHECK(plan_for(test::make(1, 3, {8, 40, 100}, 64, {3, 5, 7}), "sm_90").key.field("rows") == 0);
   Conv3dDesc dilated = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 2, 2);  // the suite's dilated layer
-  CHECK(plan_for(dilated, "sm_90").key.config[8] == 56);
+  CHECK(plan_for(dilated, "sm_90").key.field("rows") == 56);
   dilated.precision = Precision::Tf32;
   const detail::Plan chunked = plan_for(dilated, "sm_90");
-  REQUIRE(chunked.key.algorithm == Algorithm::ImplicitGemmSm90);
+  REQUIRE(kernel(chunked.key) == "igemm_sm90");
   CHECK(sm90_geometry_of(dilated, chunked.key).chunks > 1);
-  CHECK(chunked.key.config[8] == 0);
+  CHECK(chunked.key.field("rows") == 0);
   // At about equal useful area, 128 columns take the row tiles (the fp32 c3d_conv3b: 28 x 28 plane,
   // 2 warpgroups); 64 columns (unet3d_decoder) and pointwise layers keep their TH x TW tiles.
   const detail::Plan c3b = plan_for(test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 1, true), "sm_90");
-  CHECK(c3b.key.config[2] == 128);
-  CHECK(c3b.key.config[8] == 28);
-  CHECK(plan_for(test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1), "sm_90").key.config[8] == 0);
-  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.config[8] == 0);
+  CHECK(c3b.key.field("bn") == 128);
+  CHECK(c3b.key.field("rows") == 28);
+  CHECK(plan_for(test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1), "sm_90").key.field("rows") == 0);
+  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.field("rows") == 0);
   // Forced: ROWS 1 takes row tiles with either staging, 0 the TH x TW tiles.
-  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1,1").key.config[8] == 58);
-  CHECK(plan_for(reference_problem(), "sm_90", "sm90:2,64,64,3,0,1").key.config[8] == 58);
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1,1").key.field("rows") == 58);
+  CHECK(plan_for(reference_problem(), "sm_90", "sm90:2,64,64,3,0,1").key.field("rows") == 58);
   Conv3dDesc reference_tf32 = reference_problem();
   reference_tf32.precision = Precision::Tf32;
-  CHECK(plan_for(reference_tf32, "sm_90", "sm90:4,64,64,3,1,0").key.config[8] == 0);
+  CHECK(plan_for(reference_tf32, "sm_90", "sm90:4,64,64,3,1,0").key.field("rows") == 0);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "sm90:4,64,64,3,1,2"), Error);
 }
 
@@ -490,19 +492,19 @@ TEST_CASE("pointwise tf32 layers with K > 128 take 256 columns; conflict-free ch
   Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
   d.precision = Precision::Tf32;
   const detail::Plan plan = plan_for(d, "sm_90");
-  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-  CHECK(plan.key.config[0] * plan.key.config[1] == 128);  // 2 warpgroups: 128 accumulators each
-  CHECK(plan.key.config[2] == 256);
-  CHECK(plan.key.config[6] % 32 == 8);
+  REQUIRE(kernel(plan.key) == "igemm_sm90");
+  CHECK(plan.key.field("th") * plan.key.field("tw") == 128);  // 2 warpgroups: 128 accumulators each
+  CHECK(plan.key.field("bn") == 256);
+  CHECK(plan.key.field("cp") % 32 == 8);
   // The fp32 class (3xTF32) has no registers for 256 columns, and K <= 128 no use for them.
   d.precision = Precision::Fp32;
-  CHECK(plan_for(d, "sm_90").key.config[2] == 128);
+  CHECK(plan_for(d, "sm_90").key.field("bn") == 128);
   CHECK_THROWS_AS(plan_for(d, "sm_90", "sm90:2,64,256,64"), Error);
   Conv3dDesc narrow = test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1});  // pointwise_128
   narrow.precision = Precision::Tf32;
   const detail::Plan narrow_plan = plan_for(narrow, "sm_90");
-  REQUIRE(narrow_plan.key.algorithm == Algorithm::ImplicitGemmSm90);
-  CHECK(narrow_plan.key.config[2] == 128);
+  REQUIRE(kernel(narrow_plan.key) == "igemm_sm90");
+  CHECK(narrow_plan.key.field("bn") == 128);
 }
 
 TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding allow, with a 4-byte twin") {
@@ -517,13 +519,13 @@ TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding al
                         Case{test::make(2, 3, {24, 24, 24}, 16, {3, 5, 7}, 1, Dims3{0, 0, 2}), 1}}) {
     INFO(describe(c.d));
     const detail::Plan plan = plan_for(c.d, "sm_80");
-    REQUIRE(plan.key.algorithm == Algorithm::DirectTiled);
-    CHECK(plan.key.config[5] == c.v);
+    REQUIRE(kernel(plan.key) == "direct_tiled");
+    CHECK(plan.key.field("v") == c.v);
     REQUIRE(static_cast<bool>(plan.unaligned) == (c.v == 4));
     if (plan.unaligned) {
       const detail::SpecKey& twin = plan.unaligned->key;
-      CHECK(twin.algorithm == Algorithm::DirectTiled);
-      CHECK(twin.config[5] == 1);
+      CHECK(kernel(twin) == "direct_tiled");
+      CHECK(twin.field("v") == 1);
       for (int i : {0, 1, 2, 3, 4, 6}) CHECK(twin.config[i] == plan.key.config[i]);
       CHECK(plan.unaligned->grid == plan.grid);
       CHECK(plan.unaligned->shared_bytes == plan.shared_bytes);
@@ -533,9 +535,9 @@ TEST_CASE("tiled plans copy input rows 16 bytes at a time where W and padding al
   // Forced: V absent = automatic, 1 always, 4 only where it is safe.
   const Conv3dDesc aligned = test::make(2, 3, {24, 24, 24}, 16, {3, 5, 7});
   const Conv3dDesc odd = test::make(2, 3, {24, 24, 26}, 16, {3, 5, 7});
-  CHECK(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8").key.config[5] == 4);
-  CHECK(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8,1").key.config[5] == 1);
-  CHECK(plan_for(odd, "sm_90", "tiled:2,1,8,3,8").key.config[5] == 1);
+  CHECK(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8").key.field("v") == 4);
+  CHECK(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8,1").key.field("v") == 1);
+  CHECK(plan_for(odd, "sm_90", "tiled:2,1,8,3,8").key.field("v") == 1);
   CHECK_THROWS_AS(plan_for(odd, "sm_90", "tiled:2,1,8,3,8,4"), Error);
   CHECK_THROWS_AS(plan_for(aligned, "sm_90", "tiled:2,1,8,3,8,2"), Error);
 }
@@ -545,12 +547,12 @@ TEST_CASE("two teams of warps share resident weights, each double-buffering its 
   // 9 (c, kd) planes x 8 rows x 76 floats, 2 x 8 warps' staging rows (4 x 68 floats).
   const int weights = 3 * 3 * 5 * 7 * 64, tile = 3 * 3 * 8 * 76, stage = 8 * 4 * 68;
   const detail::Plan pair = plan_for(reference_problem(), "sm_90", "tiled:8,1,4,3,8");
-  CHECK(pair.key.config[6] == 2);
+  CHECK(pair.key.field("p") == 2);
   CHECK(pair.block == 512);
   CHECK(pair.shared_bytes == 4u * (weights + 2 * 2 * tile + 2 * stage));
   CHECK(pair.grid == 132);  // one block an SM: 7440 tile pairs
   const detail::Plan single = plan_for(reference_problem(), "sm_90", "tiled:8,1,4,3,8,4,1");
-  CHECK(single.key.config[6] == 1);
+  CHECK(single.key.field("p") == 1);
   CHECK(single.block == 256);
   CHECK(single.shared_bytes == 4u * (weights + 2 * tile + stage));
   // Fewer tiles than the SMs hold: a block a pair of tiles. 3 output planes of 4 x 14, a tile
@@ -560,7 +562,7 @@ TEST_CASE("two teams of warps share resident weights, each double-buffering its 
   // Chunked reductions keep one team (two buffers of weights and input); P = 2 is refused there,
   // as is a pair of 16-warp teams.
   const Conv3dDesc chunked = test::make(1, 48, {4, 7, 12}, 64, {3, 3, 3}, 1, 1);
-  CHECK(plan_for(chunked, "sm_90", "tiled:8,1,4,3,8").key.config[6] == 1);
+  CHECK(plan_for(chunked, "sm_90", "tiled:8,1,4,3,8").key.field("p") == 1);
   CHECK_THROWS_AS(plan_for(chunked, "sm_90", "tiled:8,1,4,3,8,4,2"), Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "tiled:8,2,4,3,8,4,2"), Error);
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "tiled:8,1,4,3,8,4,3"), Error);
@@ -569,17 +571,16 @@ TEST_CASE("two teams of warps share resident weights, each double-buffering its 
 TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill") {
   const Conv3dDesc pw256 = test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1});  // 28 x 28: 87.5 % of 4 x 32
   const detail::Plan plan = plan_for(pw256, "sm_90");
-  REQUIRE(plan.key.algorithm == Algorithm::ImplicitGemmSm90);
+  REQUIRE(kernel(plan.key) == "igemm_sm90");
   CHECK(plan.params.od == 1);
   CHECK(plan.params.d == 1);
   CHECK(plan.params.oh * plan.params.ow == 8 * 28 * 28);
-  CHECK(plan.params.oh % plan.key.config[0] == 0);  // TH
-  CHECK(plan.params.ow % plan.key.config[1] == 0);  // TW
+  CHECK(plan.params.oh % plan.key.field("th") == 0);  // TH
+  CHECK(plan.params.ow % plan.key.field("tw") == 0);  // TW
   // pointwise_512's best flat tiles (8 x 16 of a 7 x 112 plane) are 87.5 % full: enough since TMA
   // staging; 13 x 13 planes (no flat width divides 4 x 13 x 13) fill 16 x 8 tiles to 66 %: not enough.
-  CHECK(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key.algorithm ==
-        Algorithm::ImplicitGemmSm90);
-  CHECK(plan_for(test::make(8, 512, {4, 13, 13}, 2048, {1, 1, 1}), "sm_90").key.algorithm == Algorithm::ImplicitGemm);
+  CHECK(kernel(plan_for(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm_90").key) == "igemm_sm90");
+  CHECK(kernel(plan_for(test::make(8, 512, {4, 13, 13}, 2048, {1, 1, 1}), "sm_90").key) == "igemm_sm80");
   // Strides or padding make positions differ: those keep their shape.
   for (const Conv3dDesc& d : {test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, {1, 2, 2}),
                               test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}, 1, 1)}) {
@@ -592,16 +593,16 @@ TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill"
 TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and stream planes in runs") {
   const Conv3dDesc resnext = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32);
   const detail::Plan plan = plan_for(resnext, "sm_90");
-  CHECK(plan.key.algorithm == Algorithm::Grouped);
-  CHECK(plan.key.config[5] == 8);
+  CHECK(kernel(plan.key) == "grouped");
+  CHECK(plan.key.field("kb") == 8);
   // Depthwise with a stride along W is a grouped layer for the grouped kernel.
   const Conv3dDesc depthwise = test::make(8, 64, {16, 54, 108}, 64, {3, 3, 3}, {1, 1, 2}, 1, 1, 64);
   const detail::Plan dw = plan_for(depthwise, "sm_90");
-  CHECK(dw.key.algorithm == Algorithm::Grouped);
-  CHECK(dw.key.config[5] == 1);
-  CHECK(dw.key.config[1] == 56);              // one tile covers the 54 columns
-  CHECK(dw.key.config[0] % dw.key.config[2] == 0);
-  CHECK(dw.key.config[4] > 1);                // several output planes share their input planes
+  CHECK(kernel(dw.key) == "grouped");
+  CHECK(dw.key.field("kb") == 1);
+  CHECK(dw.key.field("bw") == 56);              // one tile covers the 54 columns
+  CHECK(dw.key.field("bh") % dw.key.field("th") == 0);
+  CHECK(dw.key.field("odb") > 1);                // several output planes share their input planes
   CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,1,4,2,3"), Error);  // 3 does not divide 8
   CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:4,32,2,4,2,8"), Error);  // 64 accumulators
   CHECK_THROWS_AS(plan_for(resnext, "sm_90", "grouped:5,32,2,4,2"), Error);    // TH does not divide BH
@@ -614,39 +615,36 @@ TEST_CASE("depthwise layers stream through registers, a row group per output row
   // two even H tiles of 7.
   const Conv3dDesc depthwise = test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64);
   const detail::Plan plan = plan_for(depthwise, "sm_90");
-  CHECK(plan.key.algorithm == Algorithm::Depthwise);
-  CHECK(plan.key.config[0] == 2);   // TH
-  CHECK(plan.key.config[1] == 16);  // lanes a row group
-  CHECK(plan.key.config[2] == 7);   // warps
-  CHECK(plan.key.config[3] == 4);   // runs of SPAN + 1 planes: one unrolled pass
-  CHECK(plan.key.config[4] == 3);   // S
-  CHECK(plan.key.config[5] == 4);   // V: 16-byte loads
+  CHECK(kernel(plan.key) == "depthwise");
+  CHECK(plan.key.field("th") == 2);   // TH
+  CHECK(plan.key.field("lanes") == 16);  // lanes a row group
+  CHECK(plan.key.field("warps") == 7);   // warps
+  CHECK(plan.key.field("odb") == 4);   // runs of SPAN + 1 planes: one unrolled pass
+  CHECK(plan.key.field("shift") == 3);   // S
+  CHECK(plan.key.field("v") == 4);   // V: 16-byte loads
   CHECK(plan.block == 7 * 32);
   CHECK(plan.grid == 8 * 64 * 2 * 4);
   CHECK(plan.shared_bytes == 0);
   // Its twin for an input that is not 16-byte aligned: the same plan, element loads.
   REQUIRE(plan.unaligned);
-  CHECK(plan.unaligned->key.config[5] == 1);
+  CHECK(plan.unaligned->key.field("v") == 1);
   for (int i = 0; i < 5; ++i) CHECK(plan.unaligned->key.config[i] == plan.key.config[i]);
   CHECK(plan.unaligned->grid == plan.grid);
   CHECK(plan.unaligned->block == plan.block);
   CHECK_FALSE(plan.unaligned->unaligned);
   // Rows that are not 16-byte multiples too: element loads only, no twin.
   const detail::Plan odd = plan_for(test::make(8, 64, {16, 54, 54}, 64, {3, 3, 3}, 1, 1, 1, 64), "sm_90");
-  CHECK(odd.key.algorithm == Algorithm::Depthwise);
-  CHECK(odd.key.config[5] == 1);
+  CHECK(kernel(odd.key) == "depthwise");
+  CHECK(odd.key.field("v") == 1);
   CHECK_FALSE(odd.unaligned);
   // Wider rows take whole warps and W tiles; a channel multiplier is still one channel per group.
   const detail::Plan wide = plan_for(test::make(1, 32, {8, 30, 224}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90");
-  CHECK(wide.key.algorithm == Algorithm::Depthwise);
-  CHECK(wide.key.config[1] == 32);
+  CHECK(kernel(wide.key) == "depthwise");
+  CHECK(wide.key.field("lanes") == 32);
   // Not for it: stride along W or D, several channels per group, more than 32 taps.
-  CHECK(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, {1, 1, 2}, 1, 1, 64), "sm_90").key.algorithm ==
-        Algorithm::Grouped);
-  CHECK(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90").key.algorithm ==
-        Algorithm::Grouped);
-  CHECK(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 5, 5}, 1, 1, 1, 64), "sm_90").key.algorithm ==
-        Algorithm::Grouped);
+  CHECK(kernel(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, {1, 1, 2}, 1, 1, 64), "sm_90").key) == "grouped");
+  CHECK(kernel(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90").key) == "grouped");
+  CHECK(kernel(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 5, 5}, 1, 1, 1, 64), "sm_90").key) == "grouped");
   CHECK_THROWS_AS(plan_for(depthwise, "sm_90", "depthwise:2,2,4,4"), Error);   // 2 lanes: no storing lane
   CHECK_THROWS_AS(plan_for(depthwise, "sm_90", "depthwise:5,16,4,4"), Error);  // TH > 4
   CHECK_THROWS_AS(plan_for(test::make(8, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 32), "sm_90",
@@ -659,9 +657,9 @@ TEST_CASE("every depthwise plan covers its output with aligned row loads and fit
     const detail::Problem prob = detail::make_problem(d);
     const detail::Plan plan = plan_for(d, "sm_90");
     INFO(describe(d));
-    REQUIRE(plan.key.algorithm == Algorithm::Depthwise);
-    const int th = plan.key.config[0], lanes = plan.key.config[1], warps = plan.key.config[2];
-    const int odb = plan.key.config[3], shift = plan.key.config[4];
+    REQUIRE(kernel(plan.key) == "depthwise");
+    const int th = plan.key.field("th"), lanes = plan.key.field("lanes"), warps = plan.key.field("warps");
+    const int odb = plan.key.field("odb"), shift = plan.key.field("shift");
     const DepthwiseGeometry g = depthwise_geometry(plan.key.kd, plan.key.kh, plan.key.kw, plan.key.sh, plan.key.dd,
                                                    plan.key.dh, plan.key.dw, th, lanes, warps, shift);
     // Every lane's float4 starts on a multiple of 4 columns: the tile starts S = -pad_w mod 4 early.
@@ -685,7 +683,7 @@ TEST_CASE("every depthwise plan covers its output with aligned row loads and fit
 }
 
 TEST_CASE("every plan for the GPU suite's problems fits its device") {
-  std::set<Algorithm> seen;
+  std::set<std::string> seen;
   const test::ConfigCases cases = test::config_cases();
   std::vector<Conv3dDesc> all = {reference_problem()};
   for (const auto& list : cases.automatic) all.insert(all.end(), list.begin(), list.end());
@@ -694,14 +692,14 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
     for (const Conv3dDesc& d : all) {
       INFO(arch << " " << describe(d));
       const detail::Plan plan = plan_for(d, arch);
-      seen.insert(plan.key.algorithm);
+      seen.insert(kernel(plan.key));
       CHECK(plan.grid >= 1);
       CHECK(plan.block >= 1);  // the grouped kernel gives small planes small blocks
       CHECK(plan.block <= 1024);
       CHECK(plan.shared_bytes <= static_cast<unsigned>(limits.max_smem_per_block_optin));
-      if (plan.key.algorithm == Algorithm::ImplicitGemmSm90) {
+      if (kernel(plan.key) == "igemm_sm90") {
         const Sm90Geometry g = sm90_geometry_of(d, plan.key);
-        const int rp = plan.key.config[4], pp = plan.key.config[5], cp = plan.key.config[6];
+        const int rp = plan.key.field("rp"), pp = plan.key.field("pp"), cp = plan.key.field("cp");
         CHECK(rp >= g.in_w);
         CHECK(pp >= g.in_h * rp);
         CHECK(cp >= plan.key.kd * pp);
@@ -711,10 +709,10 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
     }
   }
   // The list reaches every kernel family the planner picks on its own.
-  CHECK(seen.count(Algorithm::ImplicitGemmSm90) == 1);
-  CHECK(seen.count(Algorithm::ImplicitGemm) == 1);
-  CHECK(seen.count(Algorithm::Grouped) == 1);
-  CHECK(seen.count(Algorithm::Depthwise) == 1);
-  CHECK(seen.count(Algorithm::DirectTiled) == 1);
+  CHECK(seen.count("igemm_sm90") == 1);
+  CHECK(seen.count("igemm_sm80") == 1);
+  CHECK(seen.count("grouped") == 1);
+  CHECK(seen.count("depthwise") == 1);
+  CHECK(seen.count("direct_tiled") == 1);
 }
 

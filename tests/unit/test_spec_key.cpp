@@ -1,22 +1,32 @@
 // SpecKey and the disk cache key: equal inputs give equal keys; changing any single field that is
-// baked into the kernel (or that makes a cubin valid) changes the key.
+// baked into the kernel (or that makes a cubin valid) changes the key; key texts, traits and logs
+// name every field.
 #include <functional>
 #include <set>
 #include <vector>
 
 #include "catch.hpp"
-#include "jit/codegen.hpp"
-#include "plan/plan.hpp"
 #include "core/problem.hpp"
+#include "jit/codegen.hpp"
+#include "jit/kernel_sources.hpp"
 #include "jit/spec_key.hpp"
+#include "plan/family.hpp"
 
 using namespace conv3djit;
 using namespace conv3djit::detail;
 
 namespace {
+// A kernel of eleven fields (as many as a key holds), so that every slot can be mutated.
+const KernelDef kEleven{"direct", "direct/direct.cu", kUsesConvolution, false,
+                        {{"a", FieldRole::Chosen, ""}, {"b", FieldRole::Chosen, ""}, {"c", FieldRole::Chosen, ""},
+                         {"d", FieldRole::Chosen, ""}, {"e", FieldRole::Chosen, ""}, {"f", FieldRole::Chosen, ""},
+                         {"g", FieldRole::Chosen, ""}, {"h", FieldRole::Chosen, ""}, {"i", FieldRole::Chosen, ""},
+                         {"j", FieldRole::Chosen, ""}, {"k", FieldRole::Chosen, ""}}};
+const KernelDef kOther{"direct_tiled", "direct_tiled/direct_tiled.cu", kUsesConvolution, false, kEleven.fields};
+
 SpecKey base_key() {
   SpecKey k;
-  k.algorithm = Algorithm::DirectGeneric;
+  k.kernel = &kEleven;
   k.c_per_group = 3;
   k.kd = 3; k.kh = 5; k.kw = 7;
   k.sd = k.sh = k.sw = 1;
@@ -24,15 +34,38 @@ SpecKey base_key() {
   k.config[0] = 4;
   return k;
 }
+
+Conv3dDesc reference_problem() {
+  Conv3dDesc d;
+  d.n = 16; d.c = 3; d.d = d.h = d.w = 64; d.k = 64; d.kernel = {3, 5, 7};
+  return d;
+}
 }  // namespace
 
 TEST_CASE("canonical text names every field") {
-  CHECK(canonical_text(base_key()) == "direct_fp32;fp32;cg=3;k=3x5x7;s=1x1x1;d=1x1x1;cfg=4,0,0,0,0,0,0,0,0,0,0");
+  CHECK(canonical_text(base_key()) ==
+        "direct fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 a=4 b=0 c=0 d=0 e=0 f=0 g=0 h=0 i=0 j=0 k=0");
+  // The reference problem's kernel on sm_90, as the cache listing, logs and bench print it.
+  const Plan plan = make_plan(make_problem(reference_problem()), limits_for_arch("sm_90"));
+  CHECK(canonical_text(plan.key) ==
+        "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 cc=3 rp=84 pp=840 "
+        "cp=2520 tma=1 rows=58 planes=1 parity=0");
+  CHECK(plan.key.field("rows") == 58);
+  CHECK_THROWS_AS(plan.key.field("bm"), std::out_of_range);
+  // Its helpers: the weights of a chunked plan carry the kernel extents and class only; the input
+  // copy is shape-generic and carries none.
+  REQUIRE(plan.input_copy);
+  CHECK(canonical_text(plan.input_copy->key) == "pitch_rows fp32 ncdhw");
+  Conv3dDesc chunked = reference_problem();
+  chunked.c = 256; chunked.kernel = 3; chunked.d = chunked.h = chunked.w = 16;
+  const Plan c = make_plan(make_problem(chunked), limits_for_arch("sm_90"));
+  REQUIRE(c.prep);
+  CHECK(canonical_text(c.prep->key).rfind("igemm_sm90_weights fp32 ncdhw class=fp32 cg=256 k=3x3x3 bn=", 0) == 0);
 }
 
 TEST_CASE("changing any single field changes the key, the text and (here) the hash") {
   const std::vector<std::function<void(SpecKey&)>> mutations = {
-      [](SpecKey& k) { k.algorithm = Algorithm::ReferenceFp64; },
+      [](SpecKey& k) { k.kernel = &kOther; },
       [](SpecKey& k) { k.precision = Precision::Tf32; },
       [](SpecKey& k) { k.c_per_group = 4; },
       [](SpecKey& k) { k.kd = 2; }, [](SpecKey& k) { k.kh = 2; }, [](SpecKey& k) { k.kw = 2; },
@@ -73,11 +106,36 @@ TEST_CASE("the disk key covers arch, options, toolchain, sources, library and fo
   }
 }
 
-TEST_CASE("codegen options are canonical and include the arch") {
+TEST_CASE("a kernel's source hash covers its own files and the headers they include, no others") {
+  const std::string direct = kernel_source_hash("direct/direct.cu");
+  const std::string sm90 = kernel_source_hash("igemm_sm90/igemm_sm90.cu");
+  CHECK(direct.size() == 32);
+  CHECK(direct != sm90);
+  CHECK(direct == kernel_source_hash("direct/direct.cu"));
+  // The disk key of a kernel carries its own hash: editing another family leaves it valid.
+  SpecKey tiled = base_key();
+  tiled.kernel = &kOther;
+  CHECK(cache_key_text(base_key(), "sm_90", {}).find("|src=" + direct + "|") != std::string::npos);
+  CHECK(cache_key_text(tiled, "sm_90", {}).find("|src=" + kernel_source_hash("direct_tiled/direct_tiled.cu") + "|") !=
+        std::string::npos);
+  CHECK_THROWS_AS(kernel_source_hash("no_such/kernel.cu"), Error);
+}
+
+TEST_CASE("codegen declares the specialisation as a traits struct of named constants") {
   const GeneratedKernel g = generate(base_key(), "sm_90");
-  CHECK(g.name_expression == "conv3djit::direct_fp32<3,3,5,7,1,1,1,1,1,1,4>");
+  CHECK(g.name_expression.rfind("conv3djit::direct<conv3djit::spec::direct_", 0) == 0);
+  CHECK(g.source.find("#include \"direct/direct.cu\"") != std::string::npos);
+  for (const char* line : {"using element = float;", "static constexpr int cg = 3;", "static constexpr int kw = 7;",
+                           "static constexpr int a = 4;", "static constexpr int k = 0;"}) {
+    INFO(line);
+    CHECK(g.source.find(line) != std::string::npos);
+  }
   CHECK(std::is_sorted(g.options.begin(), g.options.end()));
   CHECK(std::find(g.options.begin(), g.options.end(), "--gpu-architecture=sm_90") != g.options.end());
+  // Two specialisations, two struct names (profilers tell them apart).
+  SpecKey other = base_key();
+  other.config[0] = 2;
+  CHECK(generate(other, "sm_90").name_expression != g.name_expression);
 }
 
 TEST_CASE("batch size and depth do not change the key; channels per group do") {
@@ -92,6 +150,29 @@ TEST_CASE("batch size and depth do not change the key; channels per group do") {
   Conv3dDesc grouped = d;
   grouped.groups = 2;
   CHECK(make_plan(make_problem(grouped), limits).key != a);
+}
+
+TEST_CASE("a key does not depend on the SM count: a cache warmed for an arch serves all its devices") {
+  std::vector<Conv3dDesc> descs;
+  for (int64_t groups : {1, 4, 64}) {
+    for (int64_t depth : {2, 8, 16, 64}) {
+      Conv3dDesc d;
+      d.n = 1; d.c = 64; d.k = 64; d.d = depth; d.h = d.w = 28; d.kernel = 3; d.padding = 1;
+      d.groups = groups;
+      descs.push_back(d);
+    }
+  }
+  for (const char* arch : {"sm_90", "sm_80", "sm_86"}) {
+    for (const Conv3dDesc& d : descs) {
+      const Problem prob = make_problem(d);
+      DeviceLimits small = limits_for_arch(arch), large = small;
+      small.sm_count = 46;
+      large.sm_count = 144;
+      INFO(arch << " groups " << d.groups << " depth " << d.d);
+      CHECK(make_plan(prob, small).key == make_plan(prob, limits_for_arch(arch)).key);
+      CHECK(make_plan(prob, large).key == make_plan(prob, limits_for_arch(arch)).key);
+    }
+  }
 }
 
 TEST_CASE("arch strings are checked") {
