@@ -1,8 +1,8 @@
 // Times three ways to copy the reference problem's input (16 x 3 x 64 x 64 rows of W floats) on
 // one GPU, best of 20 each: cuMemcpy2DAsync into rows of W rounded up to 4 floats (what the first
 // pitched copy used), a plain kernel doing the same (one 16-byte store a thread: what
-// kernels/pitch_rows.cu does), and a 1D copy of the same bytes (the bandwidth ceiling). Session 18
-// (bench/NOTES.md) measured with exactly this program on the H200:
+// the pitch_rows kernel does), and a 1D copy of the same bytes (the bandwidth ceiling). The
+// figures in docs/kernels/helpers.md (H200, 2026-12-01) were measured with exactly this program:
 //   nvcc -arch=sm_90 -O2 -o /tmp/pitch_copy_methods bench/pitch_copy_methods.cu -lcuda && /tmp/pitch_copy_methods
 // Not part of the build: a standalone measurement.
 #include <cuda.h>
