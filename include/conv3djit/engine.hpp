@@ -19,8 +19,9 @@ struct EngineOptions {
   uint64_t cache_limit_bytes = 2ull << 30;
   /// false: keep compiled kernels in memory only.
   bool disk_cache = true;
-  /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice in one
-  /// of the forms `conv3djit run --help` lists (kConfigForms in src/plan.hpp; README, The CLI).
+  /// Empty: the planner chooses each kernel. For experiments and benchmarks, a fixed choice
+  /// `FAMILY[:v1,v2,...]` or `FAMILY:name=value,...` (`conv3djit families` lists the fields;
+  /// README, The CLI).
   std::string kernel_config;
 };
 
