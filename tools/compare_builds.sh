@@ -3,7 +3,7 @@
 # a kernel change is measured against its base. Each source tree is built into
 # TREE/build-compare (the CLI only, with its own kernel cache there), then every round times the
 # whole manifest with each build in turn (`conv3djit run --manifest`), so that clock drift during
-# the session falls on all builds alike. Prints, per shape, each build's median of the rounds'
+# the comparison falls on all builds alike. Prints, per shape, each build's median of the rounds'
 # medians and its ratio to the first build; the JSON lines of every round are kept in OUT_DIR.
 #
 # Usage: tools/compare_builds.sh [-r ROUNDS] [-o OUT_DIR] MANIFEST TREE... [-- RUN_FLAGS...]

@@ -107,8 +107,11 @@ OutputExtents output_extents(const Conv3dDesc& desc);
 /// Padding per side after resolving same / valid; throws like output_extents().
 ResolvedPadding resolved_padding(const Conv3dDesc& desc);
 
-/// Runs the convolution on `stream`, asynchronously: no synchronisation, no allocation, so a call
-/// can be captured into a CUDA graph. Uses the process-wide default Engine (see engine.hpp).
+/// Runs the convolution on `stream`, asynchronously: it never synchronises. The first call for a
+/// shape compiles (or reads from the disk cache) and loads its kernel; after that a call allocates
+/// nothing except stream-ordered scratch memory (cuMemAllocAsync / cuMemFreeAsync on `stream`)
+/// for the plans that need it, so it can be captured into a CUDA graph. Uses the process-wide
+/// default Engine (see engine.hpp).
 /// Throws Error; on an invalid call nothing is launched or written.
 void conv3d(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
 

@@ -12,7 +12,7 @@ namespace conv3djit {
 void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
                       const float* bias, double* output);
 
-/// Thresholds of an accuracy class (see DESIGN.md).
+/// Thresholds of an accuracy class (docs/design.md, Accuracy classes).
 struct Tolerance {
   double rel_l2;        ///< ||got - ref|| / ||ref||
   double atol, rtol;    ///< elementwise: |got - ref| <= atol + rtol * |ref|; negative = not checked

@@ -370,7 +370,7 @@ TEST_CASE("reference: a problem split over threads matches the naive loop", "[re
 
 TEST_CASE("reference: compare detects non-finite values and tolerance breaches", "[reference]") {
   const Tolerance fp32 = tolerance(Precision::Fp32), tf32 = tolerance(Precision::Tf32);
-  SECTION("the classes of DESIGN.md") {
+  SECTION("the classes of docs/design.md") {
     CHECK((fp32.rel_l2 == 1e-6 && fp32.atol == 1e-4 && fp32.rtol == 1e-4));
     CHECK((tf32.rel_l2 == 5e-4 && tf32.atol < 0 && tf32.rtol < 0));
   }

@@ -2,7 +2,7 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/device_session.sh [tests|sweep|bench|compile|all]
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|compile|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT)
 set -u -o pipefail
 what=${1:-all}
@@ -10,13 +10,13 @@ out=${OUT:-device-out}
 mkdir -p "$out"
 build=build-device
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-# Prefer the cuDNN PyTorch ships (9.19 on the H200 machine; DESIGN.md's anchors use it).
+# Prefer the cuDNN PyTorch ships (9.19 on the H200 machine), the one PyTorch users run.
 cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
 [ -n "$cudnn_lib" ] && export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 cmake --build $build -j 16 -- -k 0 >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; }
 cli=$build/tools/conv3djit
-export CONV3DJIT_CACHE_DIR=$PWD/$build/cache-session
+export CONV3DJIT_CACHE_DIR=$PWD/$build/cache
 ref="--input 16,3,64,64,64 --out-channels 64 --kernel 3,5,7"
 case $what in tests|all)
   ctest --test-dir $build --output-on-failure -j 4 2>&1 | tee "$out/ctest.log" | grep -E "tests passed|Failed|\*\*\*" | head -20
