@@ -39,7 +39,7 @@ __device__ __forceinline__ void wait(unsigned long long* bar, unsigned parity) {
 
 // Box of a 5-D tiled map at (x, y, z, c, n), innermost first. Out-of-bounds elements (negative
 // coordinates included) arrive as zeros. x must be a multiple of 4 floats: other origins raised
-// CUDA_ERROR_ILLEGAL_INSTRUCTION on the H200 (bench/NOTES.md, session 3).
+// CUDA_ERROR_ILLEGAL_INSTRUCTION on the H200 (docs/kernels/igemm_sm90.md).
 __device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x, int y, int z, int c, int n,
                                          unsigned long long* bar) {
   asm volatile(

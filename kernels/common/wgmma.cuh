@@ -96,7 +96,7 @@ CONV3DJIT_WGMMA_TF32(256,
 // the PTX registers accS_0 .. accS_31, declared once at the kernel's start, which the wgmmas name
 // in their register lists instead of taking 32 "+f" operands. NVVM then never sees the
 // accumulators (ptxas allocates them as it would its own): on the tf32 reference kernel NVVM's
-// time -20 %, ptxas's +7 %, NVRTC's work -9 % (bench/NOTES.md, session 21). C++ reads a set only
+// time -20 %, ptxas's +7 %, NVRTC's work -9 % (docs/kernels/igemm_sm90.md). C++ reads a set only
 // after wait<0>().
 __device__ __forceinline__ void declare_sets() {
   asm volatile(".reg .f32 acc0_<32>;\n.reg .f32 acc1_<32>;\n.reg .f32 acc2_<32>;\n" ::);

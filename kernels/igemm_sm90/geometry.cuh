@@ -20,7 +20,7 @@ constexpr int kSm90MaxStages = 4;
 /// consecutive positions x PL planes x some channels in shared memory, which it fills and stores
 /// with TMA, BN / channels rounds a tile: 4 KB a warp where that fits, else 2 KB (H200, tf32
 /// reference: stores from registers 0.547 ms, 2 KB boxes 0.514 (0.533 as two 1 KB boxes in turn),
-/// 4 KB boxes with a copy stage less 0.500; bench/NOTES.md, session 15). Not for 3xTF32, whose
+/// 4 KB boxes with a copy stage less 0.500; docs/kernels/igemm_sm90.md). Not for 3xTF32, whose
 /// products take 3x longer: two fp32 kernels that staged ran 0-1.4 % slower (dilated,
 /// asymmetric_kernel). Also with cp.async input staging: the tf32 reference's cp.async twin (for
 /// inputs not 16-byte aligned) spilled 44 bytes storing from registers, none staged.
@@ -51,7 +51,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floa
 /// The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
 /// when its reduction streams in chunks (more bytes in flight: such kernels wait on their copies,
-/// not on the tensor cores) and three when it holds the whole reduction (H200, session 11: tf32
+/// not on the tensor cores) and three when it holds the whole reduction (H200, 2026-11-30: tf32
 /// reference 0.674 -> 0.662 ms, others within 1 %). The pitches come from the planner: chosen
 /// against bank conflicts for cp.async staging; with TMA staging the box is stored densely
 /// (RP = tma_row(in_w), PP = in_h * RP, CP = in_d * PP).
@@ -120,7 +120,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Pattern sm90_pattern(int cc, int kh, int kw,
 /// the slice one translate before: a slice loads only its p + 1 half (two loads, not four). Only
 /// with TMA boxes: cp.async staging's two-plane row tiles spilled 4-36 bytes at 128 registers
 /// paired, and ran as fast unpaired (H200, tf32 reference with W = 63: 0.699 / 0.698 ms, W = 66:
-/// 0.688 / 0.684; session 16).
+/// 0.688 / 0.684; docs/kernels/igemm_sm90.md).
 CONV3DJIT_HOST_DEVICE constexpr bool sm90_paired(int cc, int kh, int kw, int sw, int dw, int row, int pl, int tma) {
   const Sm90Pattern p = sm90_pattern(cc, kh, kw, pl);
   return tma == 1 && p.groups > 0 && p.groups <= 2 && p.box[2] * dw == sw && kw / p.box[2] > 1 && row % 2 == 0;

@@ -31,15 +31,15 @@
 // (sm90_pattern: the reference's 3 x 5 x 1 along kw), the slices are unrolled and a load is the
 // thread's register for its box cell plus the slice's constant: no table and no address
 // arithmetic (H200, tf32 reference: 0.596 -> 0.569 ms, although the box's rows put 1.75
-// wavefronts on a load where the table's order had 1.0; bench/NOTES.md, session 13). Where the
+// wavefronts on a load where the table's order had 1.0; docs/kernels/igemm_sm90.md). Where the
 // pattern's translates step along kw by one output column (sm90_paired; TMA boxes), a thread's two
 // A rows are the adjacent positions p, p + 1 instead of p, p + 8: translate o at p is translate o - 1 at
 // p + 1, so a slice after its kernel row's first loads only its p + 1 half (32 loads a plane, not
 // 56), and a channel's two positions leave in one 8-byte store (H200, tf32 reference: 0.571 ->
-// 0.547 ms; with 4-byte stores, each half-filling its sectors, 0.99 ms; session 14). With unit
+// 0.547 ms; with 4-byte stores, each half-filling its sectors, 0.99 ms; docs/kernels/igemm_sm90.md). With unit
 // stride along W and TMA boxes (sm90_pair_loads) the thread loads translate o's two columns
 // p + o, p + o + 1 as one 8-byte pair where it is aligned (every other translate, by the parity
-// PARITY of the box shift) and each pair serves two slices (0.500 -> 0.464 ms, session 15).
+// PARITY of the box shift) and each pair serves two slices (0.500 -> 0.464 ms, docs/kernels/igemm_sm90.md).
 //
 // Outputs: tf32 row tiles stage them (G.store_channels > 0): each warp fills a box of its
 // 16 positions x PL planes x some channels in shared memory, and one lane stores it with a TMA
@@ -63,7 +63,7 @@
 // 6 wgmma slices of work per 4 gathered, and half the tiles' fixed costs (drain, epilogue
 // arithmetic, next tile's start) per output. The price: each kd's (c, kh, kw) terms are padded to
 // whole slices (105 -> 112 on the reference, against 315 -> 320 packed densely). H200, reference
-// problem: 0.658 -> 0.601 ms (bench/NOTES.md, session 12).
+// problem: 0.658 -> 0.601 ms (docs/kernels/igemm_sm90.md).
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/common.cuh"
@@ -348,7 +348,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   }
   // Code that runs once a block or on the rare path stays rolled: NVRTC's time grows with the
   // code it unrolls (the tf32 reference kernel: 8 % less work with these loops and the copy-out's
-  // rolled; bench/NOTES.md, session 17).
+  // rolled; docs/kernels/igemm_sm90.md).
   if (DECOUPLED) {
     if (tid == 0) {
 #pragma unroll 1
@@ -575,7 +575,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
         // and KD feed one output plane each (tap 0 of plane 0, tap KD - 1 of plane 1): one rolled
         // copy serves both, in set 0, and moves plane 0's sum to set 1 in between (the unrolled
         // code is what NVRTC's time grows with: 15 % of the tf32 reference kernel's a plane copy;
-        // bench/NOTES.md, session 17). Planes 1 .. KD - 1 then feed both.
+        // docs/kernels/igemm_sm90.md). Planes 1 .. KD - 1 then feed both.
 #pragma unroll 1
         for (int e = 0; e < 2; ++e) {
           run_plane(InputPlane{e ? KD : 0, e ? 1 : KD, e ? KD - 1 : 0}, -1, -1);
@@ -614,7 +614,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
       // A warp's 16 consecutive positions leave in rounds of BOXC channels x PL planes: the warp
       // fills its staging box, and one lane stores it with TMA, which clips what lies past the
       // plane, the planes or the channels. (From registers, a store instruction wrote 64-byte
-      // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time; session 14.)
+      // pieces of 4 lines, and the stores took a fifth of the tf32 reference's time: docs/kernels/igemm_sm90.md.)
       // Without the output's tensor map the warp copies its box out itself.
       constexpr int BOXC = G.store_channels, BOX = 16 * PL * BOXC, ROUNDS = BN / BOXC;
       // Worked out here from the thread index: hoisted out of the tile loop, they made ptxas spill

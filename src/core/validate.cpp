@@ -19,7 +19,7 @@ Fail invalid(std::string message) { return {ErrorCategory::InvalidArgument, std:
 bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
 // Product of factors, or a failure naming `what` when it does not fit in int64 (also as bytes).
-std::optional<Fail> checked_size(const char* what, std::initializer_list<int64_t> factors,
+std::optional<Fail> checked_size(const char* what, std::initializer_list<int64_t> factors, DataType type,
                                  int64_t* out) {
   int64_t total = 1;
   for (int64_t f : factors) {
@@ -28,7 +28,7 @@ std::optional<Fail> checked_size(const char* what, std::initializer_list<int64_t
     }
   }
   int64_t bytes = 0;
-  if (mul_overflows(total, static_cast<int64_t>(sizeof(float)), &bytes)) {
+  if (mul_overflows(total, static_cast<int64_t>(detail::element_bytes(type)), &bytes)) {
     return invalid(fmt::format("{} = {} elements: byte size overflows int64", what, total));
   }
   *out = total;
@@ -114,10 +114,10 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
   prob.out = {d.n, d.k, outv[0], outv[1], outv[2]};
   prob.pad.before = {before[0], before[1], before[2]};
   prob.pad.after = {after[0], after[1], after[2]};
-  if (auto f = checked_size("input", {d.n, d.c, d.d, d.h, d.w}, &prob.input_elements)) return f;
-  if (auto f = checked_size("weight", {d.k, prob.c_per_group, d.kernel.d, d.kernel.h, d.kernel.w},
+  if (auto f = checked_size("input", {d.n, d.c, d.d, d.h, d.w}, d.dtype, &prob.input_elements)) return f;
+  if (auto f = checked_size("weight", {d.k, prob.c_per_group, d.kernel.d, d.kernel.h, d.kernel.w}, d.dtype,
                             &prob.weight_elements)) return f;
-  if (auto f = checked_size("output", {d.n, d.k, outv[0], outv[1], outv[2]}, &prob.output_elements)) return f;
+  if (auto f = checked_size("output", {d.n, d.k, outv[0], outv[1], outv[2]}, d.dtype, &prob.output_elements)) return f;
 
   if (t != nullptr) {
     if (t->input == nullptr) return invalid("tensors.input = null: a device pointer is required");

@@ -1,6 +1,8 @@
 // The planner, without a GPU: which kernel family serves which problem on which arch, and that
 // every plan it makes fits the device (shared memory, threads, the wgmma kernel's tile pitches and
 // its weight preparation step).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <set>
@@ -8,7 +10,8 @@
 
 #include "catch.hpp"
 #include "config_cases.hpp"
-#include "plan/plan.hpp"
+#include "plan/family.hpp"
+#include "plan/forced_config.hpp"
 #include "core/problem.hpp"
 #include "igemm_sm90/geometry.cuh"
 #include "depthwise/geometry.cuh"
@@ -716,3 +719,91 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
   CHECK(seen.count("direct_tiled") == 1);
 }
 
+
+namespace {
+// The forced configuration that names every chosen and optional field of plan's key by name.
+std::string forced_form(const detail::Plan& plan) {
+  std::string text = std::string(plan.key.kernel->name) + ":";
+  const auto& fields = plan.key.kernel->fields;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (fields[i].role == detail::FieldRole::Derived) continue;
+    int value = plan.key.config[i];
+    if (std::string(fields[i].name) == "rows") value = value > 0 ? 1 : 0;  // the key holds the width
+    text += fmt::format("{}{}={}", text.back() == ':' ? "" : ",", fields[i].name, value);
+  }
+  return text;
+}
+}  // namespace
+
+TEST_CASE("forcing the planner's own choice takes the planner's path and gives its plan") {
+  const test::ConfigCases cases = test::config_cases();
+  std::vector<Conv3dDesc> all = {reference_problem(), test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1})};
+  for (const auto& list : cases.automatic) all.insert(all.end(), list.begin(), list.end());
+  std::set<std::string> seen;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (Conv3dDesc d : all) {
+      for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+        d.precision = precision;
+        const detail::Plan plan = plan_for(d, arch);
+        const std::string forced = forced_form(plan);
+        INFO(arch << " " << describe(d) << " " << forced);
+        const detail::Plan again = plan_for(d, arch, forced);
+        seen.insert(kernel(plan.key));
+        CHECK(detail::canonical_text(again.key) == detail::canonical_text(plan.key));
+        CHECK(again.grid == plan.grid);
+        CHECK(again.block == plan.block);
+        CHECK(again.shared_bytes == plan.shared_bytes);
+        CHECK(again.params.w == plan.params.w);  // a pointwise layer's flat plane too
+        CHECK(again.prep.has_value() == plan.prep.has_value());
+        CHECK(again.input_copy.has_value() == plan.input_copy.has_value());
+        CHECK((again.unaligned != nullptr) == (plan.unaligned != nullptr));
+      }
+    }
+  }
+  CHECK(seen.size() >= 5);
+}
+
+TEST_CASE("forced configurations: positional, named and by alias, from one field table") {
+  const Conv3dDesc ref = reference_problem();
+  const std::string key = detail::canonical_text(plan_for(ref, "sm_90", "sm90:4,64,64,3").key);
+  CHECK(detail::canonical_text(plan_for(ref, "sm_90", "igemm_sm90:4,64,64,3").key) == key);
+  CHECK(detail::canonical_text(plan_for(ref, "sm_90", "igemm_sm90:th=4,tw=64,bn=64,cc=3").key) == key);
+  CHECK(detail::canonical_text(plan_for(ref, "sm_90", "igemm_sm90:cc=3,bn=64,tw=64,th=4").key) == key);
+  CHECK(detail::canonical_text(plan_for(ref, "sm_90", "tiled:8,1,4,3,8").key) ==
+        detail::canonical_text(plan_for(ref, "sm_90", "direct_tiled:wk=8,ws=1,wr=4,cc=3,tw=8").key));
+  CHECK(kernel(plan_for(ref, "sm_90", "generic").key) == "direct");
+  CHECK(plan_for(ref, "sm_90", "direct").key.field("tw") == 4);
+  CHECK(plan_for(ref, "sm_90", "direct:tw=2").key.field("tw") == 2);
+  auto message = [&](const std::string& forced) {
+    try {
+      plan_for(ref, "sm_90", forced);
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::InvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto contains = [](const std::string& text, const char* part) { return text.find(part) != std::string::npos; };
+  const std::string unknown = message("fast");
+  CHECK(contains(unknown, "no kernel family 'fast'"));
+  CHECK(contains(unknown, "igemm_sm90:th,tw,bn,cc[,tma[,rows[,planes]]]"));
+  CHECK(contains(unknown, "direct[:tw]"));
+  CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64"), "igemm_sm90 needs cc"));
+  CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64,cc=3,rp=84"), "no field 'rp' to set"));
+  CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64,cc=3,zz=1"), "no field 'zz'"));
+  CHECK(contains(message("igemm_sm90:th=4,th=4,tw=64,bn=64,cc=3"), "th given twice"));
+  CHECK(contains(message("igemm_sm80:128,64,1"), "too many values"));
+  CHECK(contains(message("igemm_sm80:128,x"), "bn = 'x' is not a non-negative integer"));
+  CHECK(contains(message("grouped:8,64,2,4,4"), "grouped needs groups > 1"));
+  CHECK(contains(message("igemm_sm90:4,64,96,3"), "igemm_sm90 needs groups == 1, compute"));
+  CHECK(contains(message("direct:3"), "direct needs tw 1, 2, 4 or 8"));
+  // Every family and every field appear in the help text, with what they mean.
+  const std::string help = detail::config_help();
+  for (const detail::Family* f : detail::registry()) {
+    CHECK(help.find(f->kernel().name) != std::string::npos);
+    for (const detail::FieldInfo& field : f->kernel().fields) {
+      INFO(f->kernel().name << "." << field.name);
+      CHECK(help.find(fmt::format("    {:<7}{}", field.name, field.help)) != std::string::npos);
+    }
+  }
+}

@@ -259,7 +259,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
     if (best && cc == cg) break;  // resident weights
   }
   // A pointwise kernel has no halo to share, and below 90 % useful tile area the flat rows of
-  // igemm_tf32 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
+  // igemm_sm80 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
   // as a 7 x 112 plane in 8 x 16 tiles, 87.5 %: 0.49 against 0.38; pointwise_128 and _256 with
   // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
   // planned as flat planes that fill the tiles: 0.29 and 0.15).
