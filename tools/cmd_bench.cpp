@@ -16,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "build_info.hpp"
 #include "cli.hpp"
 #include "conv3djit/reference.hpp"
 #include "device.hpp"
+#include "kernel_sources.hpp"
 #ifdef CONV3DJIT_HAVE_CUDNN
 #include "cudnn_api.hpp"
 #endif
@@ -284,6 +286,8 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
                       {"arch", device ? device->arch : ""},
                       {"date", today()},
                       {"conv3djit_version", version()},
+                      {"commit", source_commit()},
+                      {"kernel_sources_sha256", detail::kernel_sources_hash()},
                       {"cudnn_version", cudnn ? json(cudnn->version()) : json(nullptr)},
                       {"cudnn_note", cudnn ? json(nullptr) : json(why)},
                       {"config", options.timing.config.empty() ? json(nullptr) : json(options.timing.config)},
