@@ -1,6 +1,7 @@
 // `conv3djit bench`: conv3djit against cuDNN in one process, on the same device buffers and the
 // same stream, for one shape or a manifest. Each implementation is timed on its own (median of
 // CUDA-event timings, L2 flushed before every run) and measured against the float64 reference.
+// Built without cudnn.h (CONV3DJIT_HAVE_CUDNN unset) it times conv3djit alone, cuDNN n/a.
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
@@ -15,12 +16,29 @@
 #include <string>
 #include <vector>
 
+#include "build_info.hpp"
 #include "cli.hpp"
 #include "conv3djit/reference.hpp"
-#include "cudnn_api.hpp"
 #include "device.hpp"
+#include "kernel_sources.hpp"
+#ifdef CONV3DJIT_HAVE_CUDNN
+#include "cudnn_api.hpp"
+#endif
 
 namespace conv3djit::cli {
+
+#ifndef CONV3DJIT_HAVE_CUDNN
+// The stand-in for cudnn_api.hpp's Cudnn in a build without cudnn.h: it never opens.
+class Cudnn {
+ public:
+  static std::unique_ptr<Cudnn> open(CUstream, std::string& why) {
+    why = "this conv3djit was built without the cuDNN headers (cudnn.h)";
+    return nullptr;
+  }
+  std::string version() const { return {}; }
+};
+#endif
+
 namespace {
 
 using nlohmann::json;
@@ -125,6 +143,7 @@ Row bench_row(const NamedDesc& named, uint64_t seed, ValueRange input_range, Eng
     row.cudnn.note = "cuDNN not loaded";
     return row;
   }
+#ifdef CONV3DJIT_HAVE_CUDNN
   try {
     const CudnnConv conv(*cudnn, desc, data.tensors());
     row.cudnn_algo = conv.algorithm();
@@ -133,6 +152,7 @@ Row bench_row(const NamedDesc& named, uint64_t seed, ValueRange input_range, Eng
   } catch (const std::exception& e) {
     row.cudnn.note = e.what();
   }
+#endif
   return row;
 }
 
@@ -266,7 +286,10 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
                       {"arch", device ? device->arch : ""},
                       {"date", today()},
                       {"conv3djit_version", version()},
+                      {"commit", source_commit()},
+                      {"kernel_sources_sha256", detail::kernel_sources_hash()},
                       {"cudnn_version", cudnn ? json(cudnn->version()) : json(nullptr)},
+                      {"cudnn_note", cudnn ? json(nullptr) : json(why)},
                       {"config", options.timing.config.empty() ? json(nullptr) : json(options.timing.config)},
                       {"warmup", options.timing.warmup},
                       {"iters", options.timing.iters},

@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "build_info.hpp"
 #include "cli.hpp"
 #include "plan/forced_config.hpp"
 #include "device.hpp"
+#include "kernel_sources.hpp"
 
 namespace conv3djit::cli {
 namespace {
@@ -80,7 +82,8 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
                                   {"first_call_ms", t.first_ms}, {"median_ms", t.median_ms},
                                   {"min_ms", t.min_ms},       {"iters", options.timing.iters},
                                   {"warmup", options.timing.warmup}, {"tflops", t.tflops},
-                                  {"gbps", t.gbps}};
+                                  {"gbps", t.gbps},           {"commit", source_commit()},
+                                  {"kernel_sources_sha256", detail::kernel_sources_hash()}};
       fmt::print("{}\n", out.dump());
     } else if (manifest) {
       fmt::print("{:<{}}  {:>10.4f}  {:>10.4f}  {:>8.2f}  {}\n", d.name, width, t.median_ms, t.min_ms, t.tflops,

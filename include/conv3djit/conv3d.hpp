@@ -8,6 +8,7 @@
 #include <string>
 
 #include "conv3djit/error.hpp"
+#include "conv3djit/export.hpp"
 
 namespace conv3djit {
 
@@ -99,13 +100,13 @@ struct Validation {
 using Stream = void*;
 
 /// Checks a description (and, if given, its tensors) without throwing. conv3d() calls this first.
-Validation validate(const Conv3dDesc& desc, const Conv3dTensors* tensors = nullptr) noexcept;
+CONV3DJIT_API Validation validate(const Conv3dDesc& desc, const Conv3dTensors* tensors = nullptr) noexcept;
 
 /// Output extents of a description; throws Error(InvalidArgument) if the description is invalid.
-OutputExtents output_extents(const Conv3dDesc& desc);
+CONV3DJIT_API OutputExtents output_extents(const Conv3dDesc& desc);
 
 /// Padding per side after resolving same / valid; throws like output_extents().
-ResolvedPadding resolved_padding(const Conv3dDesc& desc);
+CONV3DJIT_API ResolvedPadding resolved_padding(const Conv3dDesc& desc);
 
 /// Runs the convolution on `stream`, asynchronously: it never synchronises. The first call for a
 /// shape compiles (or reads from the disk cache) and loads its kernel; after that a call allocates
@@ -113,9 +114,9 @@ ResolvedPadding resolved_padding(const Conv3dDesc& desc);
 /// for the plans that need it, so it can be captured into a CUDA graph. Uses the process-wide
 /// default Engine (see engine.hpp).
 /// Throws Error; on an invalid call nothing is launched or written.
-void conv3d(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
+CONV3DJIT_API void conv3d(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
 
 /// "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32": a readable one-line name.
-std::string describe(const Conv3dDesc& desc);
+CONV3DJIT_API std::string describe(const Conv3dDesc& desc);
 
 }  // namespace conv3djit

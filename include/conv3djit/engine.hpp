@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "conv3djit/conv3d.hpp"
+#include "conv3djit/export.hpp"
 
 namespace conv3djit {
 
@@ -80,7 +81,7 @@ struct DeviceInfo {
   int driver_version = 0;  ///< e.g. 13000
 };
 
-class Engine {
+class CONV3DJIT_API Engine {
  public:
   explicit Engine(EngineOptions options = {});
   ~Engine();
@@ -127,12 +128,12 @@ class Engine {
 };
 
 /// NVRTC's version as "13.0".
-std::string nvrtc_version();
+CONV3DJIT_API std::string nvrtc_version();
 
 /// The device of the current context (or device 0); nullopt without a driver or device.
-std::optional<DeviceInfo> current_device() noexcept;
+CONV3DJIT_API std::optional<DeviceInfo> current_device() noexcept;
 
 /// Library version "MAJOR.MINOR.PATCH".
-const char* version() noexcept;
+CONV3DJIT_API const char* version() noexcept;
 
 }  // namespace conv3djit

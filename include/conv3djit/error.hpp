@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "conv3djit/export.hpp"
+
 namespace conv3djit {
 
 enum class ErrorCategory {
@@ -16,9 +18,9 @@ enum class ErrorCategory {
 };
 
 /// Stable lower-case name of a category ("invalid_argument", ...).
-const char* to_string(ErrorCategory category) noexcept;
+CONV3DJIT_API const char* to_string(ErrorCategory category) noexcept;
 
-class Error : public std::runtime_error {
+class CONV3DJIT_API Error : public std::runtime_error {
  public:
   Error(ErrorCategory category, const std::string& message);
   ErrorCategory category() const noexcept { return category_; }

@@ -3,21 +3,22 @@
 #include <cstdint>
 
 #include "conv3djit/conv3d.hpp"
+#include "conv3djit/export.hpp"
 
 namespace conv3djit {
 
 /// Exact (float64 accumulation) conv3d of host tensors laid out as Conv3dTensors describes; bias
 /// may be null when desc.bias is false. output holds N x K x OD x OH x OW doubles. Uses all cores.
 /// Throws Error(InvalidArgument) for an invalid description.
-void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
-                      const float* bias, double* output);
+CONV3DJIT_API void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
+                                    const float* bias, double* output);
 
 /// Thresholds of an accuracy class (docs/design.md, Accuracy classes).
 struct Tolerance {
   double rel_l2;        ///< ||got - ref|| / ||ref||
   double atol, rtol;    ///< elementwise: |got - ref| <= atol + rtol * |ref|; negative = not checked
 };
-Tolerance tolerance(Precision precision) noexcept;
+CONV3DJIT_API Tolerance tolerance(Precision precision) noexcept;
 
 /// How far a float result is from the reference.
 struct Comparison {
@@ -27,6 +28,6 @@ struct Comparison {
   int64_t non_finite = 0;         ///< NaN or Inf in the result (never written, or overflow)
   bool passed = false;            ///< all of the class's checks hold
 };
-Comparison compare(const float* got, const double* reference, int64_t count, Tolerance tol);
+CONV3DJIT_API Comparison compare(const float* got, const double* reference, int64_t count, Tolerance tol);
 
 }  // namespace conv3djit

@@ -15,7 +15,7 @@ echo "$out"
 rows=$(grep -o '"conv3djit_passed":true' <<<"$out" | wc -l)
 expected=$(grep -c '^{' "$manifest")
 ((rows == expected)) || fail "$rows of $expected rows passed"
-for key in device date rows geomean_speedup conv3djit_ms cudnn_ms speedup cudnn_rel_l2 kernel; do
+for key in device date commit kernel_sources_sha256 rows geomean_speedup conv3djit_ms cudnn_ms speedup cudnn_rel_l2 kernel; do
   grep -q "\"$key\":" <<<"$out" || fail "no \"$key\" in the JSON report"
 done
 

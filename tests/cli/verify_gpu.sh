@@ -50,6 +50,7 @@ got=$(python3 -c 'import json, sys
 for line in sys.stdin:
     row = json.loads(line)
     assert row["median_ms"] > 0 and row["min_ms"] <= row["median_ms"], row
+    assert row["commit"] and len(row["kernel_sources_sha256"]) == 64, row
     print(row["name"])' <<<"$out") || fail "run --manifest: a line without positive times"
 [[ "$got" == "$names" ]] || fail "run --manifest named $got, wanted $names"
 echo "ok"
