@@ -20,7 +20,7 @@
 #include "cli.hpp"
 #include "conv3djit/reference.hpp"
 #include "device.hpp"
-#include "kernel_sources.hpp"
+#include "jit/kernel_sources.hpp"
 #ifdef CONV3DJIT_HAVE_CUDNN
 #include "cudnn_api.hpp"
 #endif

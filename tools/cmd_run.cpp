@@ -12,7 +12,7 @@
 #include "cli.hpp"
 #include "plan/forced_config.hpp"
 #include "device.hpp"
-#include "kernel_sources.hpp"
+#include "jit/kernel_sources.hpp"
 
 namespace conv3djit::cli {
 namespace {
