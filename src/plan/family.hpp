@@ -101,6 +101,9 @@ unsigned stride_grid(long long threads, unsigned block, const DeviceLimits& limi
 
 inline long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
+/// `blocks` as a launch's grid; Error(Unsupported) naming the family past the driver's 2^31 - 1.
+unsigned checked_grid(long long blocks, const Family& family);
+
 /// Shared memory the driver reserves per block.
 inline constexpr int kSharedPerBlockReserved = 1024;
 

@@ -53,6 +53,14 @@ unsigned stride_grid(long long threads, unsigned block, const DeviceLimits& limi
   return static_cast<unsigned>(std::max<long long>(1, std::min<long long>(blocks, 1LL * limits.sm_count * per_sm)));
 }
 
+unsigned checked_grid(long long blocks, const Family& family) {
+  if (blocks > 0x7fffffffLL) {
+    throw Error(ErrorCategory::Unsupported,
+                fmt::format("{}: {} blocks exceed the grid limit", family.kernel().name, blocks));
+  }
+  return static_cast<unsigned>(blocks);
+}
+
 DeviceLimits limits_for_arch(const std::string& arch) {
   static const std::regex pattern("sm_([0-9]+)([0-9])(a|f)?");
   std::smatch m;

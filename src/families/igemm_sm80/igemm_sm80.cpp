@@ -79,11 +79,7 @@ class Sm80Family final : public Family {
  private:
   Plan plan(const Problem& prob, const Sm80Config& c) const {
     Plan plan = new_plan(prob, *this, kTable, c, c.bm * c.bn / 32, shared_bytes(prob, c));
-    const long long blocks = ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn);
-    if (blocks > 0x7fffffffLL) {
-      throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm80: {} blocks exceed the grid limit", blocks));
-    }
-    plan.grid = static_cast<unsigned>(blocks);
+    plan.grid = checked_grid(ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn), *this);
     return plan;
   }
 

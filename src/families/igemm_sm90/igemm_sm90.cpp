@@ -94,12 +94,8 @@ class Sm90Family final : public Family {
     const long long k_blocks = ceil_div(prob.out.k, c.bn);
     const long long tiles = sm90_tiles(prob, c.th, c.tw, c.row, c.pl);
     const long long resident = 1LL * limits.sm_count * per_sm;
-    const long long grid =
-        tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks);
-    if (grid > 0x7fffffffLL) {
-      throw Error(ErrorCategory::Unsupported, fmt::format("igemm_sm90: {} blocks exceed the grid limit", grid));
-    }
-    plan.grid = static_cast<unsigned>(grid);
+    plan.grid = checked_grid(
+        tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks), *this);
     if (g.chunks > 1) {
       PrepPlan prep;
       prep.key = shape_key(prob, kWeightsDef);
