@@ -1,8 +1,6 @@
 // depthwise: one input channel per group, unit stride along D and W; a thread computes TH rows x
 // 4 columns of one channel over a run of output planes, entirely in registers
 // (docs/kernels/depthwise.md). Faster than grouped on every depthwise layer measured.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <memory>
 

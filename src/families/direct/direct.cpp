@@ -1,7 +1,5 @@
 // direct: one thread per TW outputs along W, every tap read from global memory. Slow, but it
 // serves every valid description, so it ends the registry.
-#include <fmt/format.h>
-
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
 

@@ -1,8 +1,6 @@
 // direct_tiled: register-blocked FFMA for groups == 1. Warps own channel groups (WK) x row bands
 // (WS) of a tile; the weights of a channel chunk stay in shared memory while input tiles stream
 // through it (docs/kernels/direct_tiled.md).
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <memory>
 

@@ -1,8 +1,6 @@
 // igemm_sm80: implicit GEMM on mma.sync tensor cores (TF32, or 3xTF32 in the fp32 class), sm_80 or
 // newer, groups == 1: BM output positions x BN channels a block, the reduction gathered through
 // a table of input offsets (docs/kernels/igemm_sm80.md).
-#include <fmt/format.h>
-
 #include "igemm_sm80/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"

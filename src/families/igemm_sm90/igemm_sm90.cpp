@@ -1,8 +1,6 @@
 // igemm_sm90: implicit GEMM on Hopper's warpgroup tensor cores (wgmma, sm_90a), groups == 1; the
 // input staged by TMA boxes or cp.async, weights resident or streamed in chunks that
 // igemm_sm90_weights prepares (docs/kernels/igemm_sm90.md).
-#include <fmt/format.h>
-
 #include <algorithm>
 
 #include "families/igemm_sm90/tensor_map.hpp"
