@@ -151,6 +151,19 @@ struct Engine::Impl {
     }, hit);
   }
 
+  PrecompiledKernel precompile(const SpecKey& key, const std::string& arch) {
+    bool hit = false;
+    BinaryPtr bin = binary(key, arch, &hit);
+    PrecompiledKernel r;
+    r.key = cache_key_text(key, arch, generate(key, arch).options);
+    r.kernel = canonical_text(key);
+    r.compiled = !hit && !bin->from_disk;
+    r.compile_ms = r.compiled ? bin->compile_ms : 0;
+    if (r.compiled) r.compiler_notes = bin->compile_notes;
+    r.on_disk = disk && disk->enabled();
+    return r;
+  }
+
   CUfunction function(const SpecKey& key, unsigned shared_bytes, const CallContext& ctx) {
     bool hit = false;
     CUfunction fn = functions.get_or_create(FunctionKey{key, ctx.id}, [&] {
@@ -287,19 +300,14 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   DeviceLimits limits;
   const std::string target = target_arch(*impl_, arch, &limits);
   const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
-  if (plan.prep) impl_->binary(plan.prep->key, target);  // production must not compile it either
-  if (plan.unaligned) impl_->binary(plan.unaligned->key, target);  // nor the twin for misaligned inputs
-  // nor the input's copy for TMA boxes (shape-generic: one kernel for every plan)
-  if (plan.input_copy) impl_->binary(plan.input_copy->key, target);
-  bool hit = false;
-  BinaryPtr bin = impl_->binary(plan.key, target, &hit);
-  const GeneratedKernel gen = generate(plan.key, target);
   PrecompileResult r;
-  r.key = cache_key_text(plan.key, target, gen.options);
-  r.kernel = canonical_text(plan.key);
-  r.compiled = !hit && !bin->from_disk;
-  r.compile_ms = r.compiled ? bin->compile_ms : 0;
-  if (r.compiled) r.compiler_notes = bin->compile_notes;
+  r.kernels.push_back(impl_->precompile(plan.key, target));
+  // Production must not compile the helpers either: weight preparation, the twin for misaligned
+  // inputs, the input's copy for TMA boxes.
+  for (const PrepPlan* step : {plan.prep ? &*plan.prep : nullptr, plan.input_copy ? &*plan.input_copy : nullptr}) {
+    if (step != nullptr) r.kernels.push_back(impl_->precompile(step->key, target));
+  }
+  if (plan.unaligned) r.kernels.push_back(impl_->precompile(plan.unaligned->key, target));
   return r;
 }
 

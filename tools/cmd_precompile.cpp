@@ -87,14 +87,14 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
       rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, "", {}});
       continue;
     }
-    auto [it, inserted] = row_of_key.emplace(a.result.key, rows.size());
-    if (inserted) rows.push_back({a.result.key, "cached", 0, descs[i].name, a.result.kernel, 0, "", "", {}});
+    auto [it, inserted] = row_of_key.emplace(a.result.main().key, rows.size());
+    if (inserted) rows.push_back({a.result.main().key, "cached", 0, descs[i].name, a.result.main().kernel, 0, "", "", {}});
     Row& row = rows[it->second];
     ++row.descriptions;
-    if (a.result.compiled) {
+    if (a.result.main().compiled) {
       row.status = "compiled";
-      row.compile_ms = std::max(row.compile_ms, a.result.compile_ms);
-      if (row.notes.empty()) row.notes = a.result.compiler_notes;
+      row.compile_ms = std::max(row.compile_ms, a.result.main().compile_ms);
+      if (row.notes.empty()) row.notes = a.result.main().compiler_notes;
     }
   }
   return rows;

@@ -12,6 +12,13 @@
 
 namespace conv3djit {
 
+/// What a kernel that is in neither cache may do.
+enum class CompileMode {
+  Allow,  ///< compile it with NVRTC (the default)
+  Warn,   ///< compile it, and log each miss at warning level
+  Never,  ///< throw Error(CacheMiss) naming the kernel and the description; compile nothing
+};
+
 struct EngineOptions {
   /// Disk cache folder; empty means $CONV3DJIT_CACHE_DIR, else $XDG_CACHE_HOME/conv3djit, else
   /// ~/.cache/conv3djit.
@@ -24,6 +31,15 @@ struct EngineOptions {
   /// configuration, "FAMILY:V1,V2,..." or "FAMILY:name=value,..." (`conv3djit families` lists
   /// the families and their fields).
   std::string kernel_config;
+  /// nullopt: $CONV3DJIT_COMPILE (allow, warn or never), else Allow.
+  std::optional<CompileMode> compile_mode;
+  /// Use a cache folder that other users can write. Its cubins run on the GPU, so by default
+  /// such a folder is refused (memory-only, with an error in the log; explicit cache calls throw).
+  bool trust_shared_cache = false;
+  /// Check before each launch that every tensor lies inside its allocation
+  /// (cuMemGetAddressRange), so a description larger than its buffers is an invalid_argument
+  /// error instead of an out-of-bounds kernel.
+  bool check_allocations = true;
 };
 
 /// Counters since the Engine was made.
@@ -33,22 +49,32 @@ struct EngineStats {
   uint64_t compiles = 0;     ///< NVRTC compiles
   double compile_ms = 0;     ///< wall time spent in NVRTC
   uint64_t module_loads = 0; ///< cuModuleLoadData calls (one per kernel and context)
+  uint64_t refused_compiles = 0;  ///< misses refused by CompileMode::Never
 };
 
-/// What precompile() did for one description.
-struct PrecompileResult {
+/// One kernel precompile() made sure of.
+struct PrecompiledKernel {
   std::string key;          ///< canonical cache key text
   std::string kernel;       ///< the kernel's key, every field named ("igemm_sm90 fp32 ncdhw ...")
-  bool compiled = false;    ///< false: it was already in the cache
+  bool compiled = false;    ///< false: it was already in the memory or disk cache
+  bool on_disk = false;     ///< its cubin is in the disk cache now
   double compile_ms = 0;
   /// What NVRTC said about a successful compile (warnings, ptxas' performance notes such as
   /// serialised wgmmas); empty when it said nothing or the kernel came from a cache.
   std::string compiler_notes;
 };
 
+/// What precompile() did for one description: every kernel its plan launches, the main kernel
+/// first, then helpers (weight preparation, the twin for misaligned inputs, input copies).
+struct PrecompileResult {
+  std::vector<PrecompiledKernel> kernels;
+  const PrecompiledKernel& main() const { return kernels.front(); }
+};
+
 /// One disk cache entry, for listings.
 struct CacheEntry {
   std::string key;
+  std::string kernel;  ///< readable kernel and shape: "igemm_sm90 fp32 cg=3 k=3x5x7 s=1x1x1 d=1x1x1 sm_90"
   std::string path;
   uint64_t bytes = 0;
   int64_t last_use_unix = 0;  ///< seconds since the epoch of the last read or write
@@ -56,7 +82,9 @@ struct CacheEntry {
 
 struct CacheInfo {
   std::string dir;
-  bool writable = false;
+  bool exists = false;
+  bool writable = false;  ///< a probe file could be created in it (or in the parent it would be made in)
+  std::string problem;    ///< why the folder cannot be used for storing; empty when it can
   uint64_t bytes = 0;
   uint64_t entries = 0;
   uint64_t limit_bytes = 0;

@@ -15,6 +15,7 @@ enum class ErrorCategory {
   DriverError,      ///< a CUDA Driver API call failed
   NoDevice,         ///< no CUDA driver or no CUDA device on this machine
   CacheIO,          ///< reading or writing the kernel cache failed (only from explicit cache calls)
+  CacheMiss,        ///< the kernel is not cached and compiling is off (CompileMode::Never)
 };
 
 /// Stable lower-case name of a category ("invalid_argument", ...).

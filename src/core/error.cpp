@@ -10,6 +10,7 @@ const char* to_string(ErrorCategory category) noexcept {
     case ErrorCategory::DriverError: return "driver_error";
     case ErrorCategory::NoDevice: return "no_device";
     case ErrorCategory::CacheIO: return "cache_io";
+    case ErrorCategory::CacheMiss: return "cache_miss";
   }
   return "unknown";
 }

@@ -429,7 +429,7 @@ TEST_CASE("a cached cubin the driver refuses is a miss: rebuilt, and the call st
   EngineOptions options;
   options.cache_dir = dir;
   const Conv3dDesc d = make(1, 3, {6, 7, 9}, 8, {3, 3, 3}, 1, 1);
-  const std::string key = Engine(options).precompile(d).key;
+  const std::string key = Engine(options).precompile(d).main().key;
   // A well-formed cache file (right key, checksum) whose cubin is garbage.
   detail::DiskCache(dir, 1ull << 30).store(key, "some_kernel\nthis is not a cubin");
   Engine engine(options);

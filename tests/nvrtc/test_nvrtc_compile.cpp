@@ -44,11 +44,11 @@ TEST_CASE("kernel templates compile for sm_80 and sm_90 quickly") {
     for (const Conv3dDesc& d : descs) {
       INFO(arch << " " << describe(d));
       const PrecompileResult r = engine.precompile(d, arch);
-      CHECK(r.compiled);
-      CHECK(r.compile_ms > 0);
-      CHECK(r.compile_ms < 5000);  // ~0.1 s here; a blow-up like unrolling every loop (14.6 s) fails
-      CHECK(r.key.find(std::string("arch=") + arch) != std::string::npos);
-      CHECK_FALSE(engine.precompile(d, arch).compiled);  // memory hit
+      CHECK(r.main().compiled);
+      CHECK(r.main().compile_ms > 0);
+      CHECK(r.main().compile_ms < 5000);  // ~0.1 s here; a blow-up like unrolling every loop (14.6 s) fails
+      CHECK(r.main().key.find(std::string("arch=") + arch) != std::string::npos);
+      CHECK_FALSE(engine.precompile(d, arch).main().compiled);  // memory hit
     }
   }
   // 12 convolution kernels, plus the weight preparation kernels of the C = 256 and stem-like
@@ -70,9 +70,9 @@ TEST_CASE("the tensor-core kernel compiles for sm_80 and sm_90 in both accuracy 
       Conv3dDesc d = desc(3, {3, 5, 7});
       d.precision = precision;
       const PrecompileResult r = engine.precompile(d, arch);
-      INFO(arch << " " << r.kernel);
-      CHECK(r.compiled);
-      CHECK(r.kernel.find(precision == Precision::Fp32 ? " class=fp32 " : " class=tf32 ") != std::string::npos);
+      INFO(arch << " " << r.main().kernel);
+      CHECK(r.main().compiled);
+      CHECK(r.main().kernel.find(precision == Precision::Fp32 ? " class=fp32 " : " class=tf32 ") != std::string::npos);
     }
   }
   Conv3dDesc old_gpu = desc(3, {3, 3, 3});
@@ -87,25 +87,25 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
     Conv3dDesc d = desc(3, {3, 5, 7});
     d.precision = precision;
     const PrecompileResult r = engine.precompile(d, "sm_90");
-    INFO(r.kernel << " " << r.key << "\ncompiler notes: " << r.compiler_notes);
-    CHECK(r.compiled);
-    CHECK(r.compile_ms < 5000);
-    CHECK(r.kernel.find("igemm_sm90 fp32 ncdhw class=") == 0);
-    CHECK(r.kernel.find(" cg=3 k=3x5x7 ") != std::string::npos);
-    CHECK(r.compiler_notes.empty());
+    INFO(r.main().kernel << " " << r.main().key << "\ncompiler notes: " << r.main().compiler_notes);
+    CHECK(r.main().compiled);
+    CHECK(r.main().compile_ms < 5000);
+    CHECK(r.main().kernel.find("igemm_sm90 fp32 ncdhw class=") == 0);
+    CHECK(r.main().kernel.find(" cg=3 k=3x5x7 ") != std::string::npos);
+    CHECK(r.main().compiler_notes.empty());
     // The reference problem's kernels (the tf32 one with two output planes a tile, the heaviest
     // there is): no note from ptxas either. Serialised wgmmas (C7512 and the like) cost such a
     // kernel 10 % (docs/kernels/igemm_sm90.md).
     Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
     reference.precision = precision;
     const PrecompileResult ref = engine.precompile(reference, "sm_90");
-    INFO(ref.kernel << "\ncompiler notes: " << ref.compiler_notes);
-    CHECK(ref.compiled);
-    CHECK(ref.compiler_notes.empty());
+    INFO(ref.main().kernel << "\ncompiler notes: " << ref.main().compiler_notes);
+    CHECK(ref.main().compiled);
+    CHECK(ref.main().compiler_notes.empty());
     // 3xTF32 or TF32, TMA staging (W = 24 is a multiple of 4), row tiles of OW = 18.
-    CHECK(r.kernel.find(precision == Precision::Fp32 ? "class=fp32" : "class=tf32") != std::string::npos);
-    CHECK(r.kernel.find(" tma=1 rows=18 ") != std::string::npos);
-    CHECK(r.key.find("--gpu-architecture=sm_90a") != std::string::npos);
+    CHECK(r.main().kernel.find(precision == Precision::Fp32 ? "class=fp32" : "class=tf32") != std::string::npos);
+    CHECK(r.main().kernel.find(" tma=1 rows=18 ") != std::string::npos);
+    CHECK(r.main().key.find("--gpu-architecture=sm_90a") != std::string::npos);
     CHECK(engine.kernel_for(d, "sm_80").find("igemm_sm90") == std::string::npos);
     CHECK(engine.kernel_for(d, "sm_100").find("igemm_sm90") == std::string::npos);
   }
@@ -117,8 +117,8 @@ TEST_CASE("the wgmma kernel compiles for sm_90a in both classes and is planned o
   EngineOptions chunked = options;
   chunked.kernel_config = "sm90:3,64,32,8";
   const PrecompileResult r = Engine(chunked).precompile(desc(512, {3, 3, 3}), "sm_90");
-  CHECK(r.compiled);
-  CHECK(r.kernel.find("igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=512 k=3x3x3 s=1x1x1 d=1x1x1 th=3 tw=64 bn=32 cc=8 ") == 0);
+  CHECK(r.main().compiled);
+  CHECK(r.main().kernel.find("igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=512 k=3x3x3 s=1x1x1 d=1x1x1 th=3 tw=64 bn=32 cc=8 ") == 0);
 }
 
 TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxas notes, 64 columns") {
@@ -130,10 +130,10 @@ TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxa
   Conv3dDesc d = test::make(8, 4, {32, 64, 64}, 64, {3, 3, 3}, 1, 1);
   d.precision = Precision::Tf32;
   const PrecompileResult r = engine.precompile(d, "sm_90");
-  INFO(r.kernel << "\ncompiler notes: " << r.compiler_notes);
-  CHECK(r.kernel.find("igemm_sm90 fp32 ncdhw class=tf32 epi=bias cg=4 k=3x3x3 ") == 0);
-  CHECK(r.kernel.rfind(" planes=2 parity=0") == r.kernel.size() - 18);  // two planes, even box shift
-  CHECK(r.compiler_notes.empty());
+  INFO(r.main().kernel << "\ncompiler notes: " << r.main().compiler_notes);
+  CHECK(r.main().kernel.find("igemm_sm90 fp32 ncdhw class=tf32 epi=bias cg=4 k=3x3x3 ") == 0);
+  CHECK(r.main().kernel.rfind(" planes=2 parity=0") == r.main().kernel.size() - 18);  // two planes, even box shift
+  CHECK(r.main().compiler_notes.empty());
   // The named sets are 64 columns wide, and there are three of them.
   for (const char* config : {"sm90:4,64,128,512,1,1,2", "sm90:2,32,64,512,1,0,4"}) {
     EngineOptions forced = options;
@@ -169,8 +169,8 @@ TEST_CASE("plans with TMA boxes precompile the input copy kernel too, once for a
     d.w = w;
     INFO(describe(d));
     const PrecompileResult r = engine.precompile(d, "sm_90");
-    CHECK(r.compiled);
-    CHECK(r.kernel.find("igemm_sm90 ") == 0);
+    CHECK(r.main().compiled);
+    CHECK(r.main().kernel.find("igemm_sm90 ") == 0);
   }
   // Two convolution kernels and one copy kernel (shape-generic).
   CHECK(engine.stats().compiles == 3);
@@ -182,12 +182,12 @@ TEST_CASE("a second engine on the same folder reads from disk instead of compili
   const Conv3dDesc d = desc(5, {3, 3, 3});
   {
     Engine first(options);
-    CHECK(first.precompile(d, "sm_90").compiled);
+    CHECK(first.precompile(d, "sm_90").main().compiled);
     CHECK(first.cache_info().entries == 2);  // the wgmma kernel with TMA staging and the input copy
   }
   Engine second(options);
   const PrecompileResult r = second.precompile(d, "sm_90");
-  CHECK_FALSE(r.compiled);
+  CHECK_FALSE(r.main().compiled);
   CHECK(second.stats().disk_hits == 2);
   CHECK(second.stats().compiles == 0);
   std::filesystem::remove_all(options.cache_dir);
