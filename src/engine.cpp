@@ -335,7 +335,11 @@ DiskCache& require_disk(const std::unique_ptr<DiskCache>& disk) {
 }
 }  // namespace
 
-std::vector<CacheEntry> Engine::cache_entries() const { return require_disk(impl_->disk).entries(); }
+std::vector<CacheEntry> Engine::cache_entries() const {
+  std::vector<CacheEntry> entries = require_disk(impl_->disk).entries();
+  for (CacheEntry& e : entries) e.kernel = readable_key(e.key);
+  return entries;
+}
 CacheInfo Engine::cache_info() const { return require_disk(impl_->disk).info(); }
 uint64_t Engine::cache_clear() { return require_disk(impl_->disk).clear(); }
 uint64_t Engine::cache_export(const std::string& path) const { return require_disk(impl_->disk).export_archive(path); }

@@ -246,7 +246,12 @@ std::vector<CacheEntry> DiskCache::entries() const {
   std::vector<CacheEntry> out;
   for (const FileStat& f : scan(dir_, false)) {
     if (std::optional<std::string> key = read_key(f.path, f.bytes)) {
-      out.push_back({std::move(*key), f.path, f.bytes, f.mtime_ns / 1000000000});
+      CacheEntry e;
+      e.key = std::move(*key);
+      e.path = f.path;
+      e.bytes = f.bytes;
+      e.last_use_unix = f.mtime_ns / 1000000000;
+      out.push_back(std::move(e));
     }
   }
   std::sort(out.begin(), out.end(),
