@@ -3,6 +3,9 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -99,8 +102,11 @@ int run_clear(const GlobalOptions& global) {
 int run_export(const GlobalOptions& global, const std::string& archive) {
   Engine engine(global.engine_options());
   const uint64_t count = engine.cache_export(archive);
-  // With "-" the archive itself is on stdout: the report goes to stderr.
-  fmt::print(archive == "-" ? stderr : stdout, "exported {} entries to {}\n", count,
+  // When the archive itself went to stdout ("-", /dev/stdout, /proc/self/fd/1), the report goes to stderr.
+  struct stat out {}, target {};
+  const bool to_stdout = archive == "-" || (::fstat(STDOUT_FILENO, &out) == 0 && ::stat(archive.c_str(), &target) == 0 &&
+                                            out.st_dev == target.st_dev && out.st_ino == target.st_ino);
+  fmt::print(to_stdout ? stderr : stdout, "exported {} entries to {}\n", count,
              archive == "-" ? "standard output" : archive);
   return kExitOk;
 }
