@@ -3,6 +3,7 @@
 // miss into an error or a warning; arch names are checked against this NVRTC.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -54,6 +55,17 @@ struct ScopedEnv {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// The Error f throws; nullopt if it returns.
+template <class F>
+std::optional<Error> error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
 // A small layer whose plan needs a helper: W = 13 rows are copied for the TMA boxes.
 Conv3dDesc layer() {
   Conv3dDesc d;
@@ -94,31 +106,25 @@ TEST_CASE("precompile fails, naming the folder and the reason, when the disk cac
   options.cache_dir = "/proc/conv3djit-precompile";  // no folder can be made there, even by root
   Engine engine(options);
   WarningLog quiet;
-  try {
-    engine.precompile(layer(), "sm_90");
-    FAIL("precompile reported success with nothing saved");
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.category() == ErrorCategory::CacheIO);
-    CHECK(contains(e.what(), "/proc/conv3djit-precompile"));
-    CHECK(contains(e.what(), "not saved"));
-  }
+  const std::optional<Error> e = error_of([&] { engine.precompile(layer(), "sm_90"); });
+  REQUIRE(e);  // not a success with nothing saved
+  INFO(e->what());
+  CHECK(e->category() == ErrorCategory::CacheIO);
+  CHECK(contains(e->what(), "/proc/conv3djit-precompile"));
+  CHECK(contains(e->what(), "not saved"));
   CHECK_FALSE(engine.cache_info().writable);
 }
 
 TEST_CASE("CompileMode::Never turns a miss into cache_miss, naming kernel and description, and counts it") {
   TempCache cache("never");
   Engine never(cache.options(CompileMode::Never));
-  try {
-    never.precompile(layer(), "sm_90");
-    FAIL("a miss was compiled");
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.category() == ErrorCategory::CacheMiss);
-    CHECK(contains(e.what(), never.kernel_for(layer(), "sm_90")));
-    CHECK(contains(e.what(), describe(layer())));
-    CHECK(contains(e.what(), cache.dir));
-  }
+  const std::optional<Error> e = error_of([&] { never.precompile(layer(), "sm_90"); });
+  REQUIRE(e);  // not compiled
+  INFO(e->what());
+  CHECK(e->category() == ErrorCategory::CacheMiss);
+  CHECK(contains(e->what(), never.kernel_for(layer(), "sm_90")));
+  CHECK(contains(e->what(), describe(layer())));
+  CHECK(contains(e->what(), cache.dir));
   CHECK(never.stats().refused_compiles == 1);
   CHECK(never.stats().compiles == 0);
   CHECK_FALSE(std::filesystem::exists(cache.dir));
@@ -154,13 +160,10 @@ TEST_CASE("CONV3DJIT_COMPILE chooses the mode, in any case; an unknown value is 
     options.compile_mode.reset();
   }
   ScopedEnv env("CONV3DJIT_COMPILE", "nevr");
-  try {
-    Engine engine(options);
-    FAIL("a mistyped CONV3DJIT_COMPILE was accepted");
-  } catch (const Error& e) {
-    CHECK(e.category() == ErrorCategory::InvalidArgument);
-    CHECK(contains(e.what(), "CONV3DJIT_COMPILE = 'nevr': expected allow, warn or never"));
-  }
+  const std::optional<Error> e = error_of([&] { Engine engine(options); });
+  REQUIRE(e);  // a mistyped mode is not taken for allow
+  CHECK(e->category() == ErrorCategory::InvalidArgument);
+  CHECK(contains(e->what(), "CONV3DJIT_COMPILE = 'nevr': expected allow, warn or never"));
 }
 
 TEST_CASE("arch names are checked against this NVRTC before anything is compiled") {
@@ -181,14 +184,11 @@ TEST_CASE("arch names are checked against this NVRTC before anything is compiled
   Engine engine(memory_only);
   for (const auto& [arch, category] : bad) {
     INFO(arch);
-    try {
-      engine.precompile(layer(), arch);
-      FAIL("accepted");
-    } catch (const Error& e) {
-      INFO(e.what());
-      CHECK(e.category() == category);
-      CHECK(contains(e.what(), "sm_90,"));  // the message lists what is supported
-    }
+    const std::optional<Error> e = error_of([&] { engine.precompile(layer(), arch); });
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->category() == category);
+    CHECK(contains(e->what(), "sm_90,"));  // the message lists what is supported
   }
   CHECK(engine.stats().compiles == 0);
 }

@@ -583,13 +583,21 @@ TEST_CASE("disk cache: default folder follows CONV3DJIT_CACHE_DIR, XDG_CACHE_HOM
 // The cache as a fault and attack surface: what sits at an entry's name, who may write the folder,
 // where archives come from and go to.
 
+namespace {
+// The path an entry for key has, with nothing there now.
+fs::path vacated_entry(DiskCache& cache, const std::string& key) {
+  cache.store(key, "payload");
+  const fs::path path = path_of(cache, key);
+  fs::remove(path);
+  return path;
+}
+}  // namespace
+
 TEST_CASE("disk cache: a FIFO, a folder or a link at an entry's name is dropped, and the cache goes on",
           "[disk_cache]") {
   TempDir tmp;
   DiskCache cache(tmp.path.string(), kNoLimit);
-  cache.store("victim", "payload");
-  const fs::path path = path_of(cache, "victim");
-  fs::remove(path);
+  const fs::path path = vacated_entry(cache, "victim");
   std::string what;
   SECTION("FIFO") {
     REQUIRE(::mkfifo(path.c_str(), 0600) == 0);  // a blocking open() would wait for a writer forever
@@ -620,10 +628,7 @@ TEST_CASE("disk cache: a folder put at an entry's name before a store is dropped
           "[disk_cache]") {
   TempDir tmp;
   DiskCache cache(tmp.path.string(), kNoLimit);
-  cache.store("first", "payload");
-  const fs::path path = path_of(cache, "first");
-  fs::remove(path);
-  fs::create_directories(path);
+  fs::create_directories(vacated_entry(cache, "first"));
   WarningLog warnings;
   CHECK(cache.store("first", "payload").empty());
   CHECK(cache.enabled());
@@ -656,7 +661,7 @@ TEST_CASE("disk cache: a huge file at an entry's name is refused by its header, 
   DiskCache cache(tmp.path.string(), kNoLimit);
   cache.store("big", "payload");
   const fs::path path = path_of(cache, "big");
-  std::string file = read_bytes(path);
+  const std::string file = read_bytes(path);
   // A sparse 1 GiB file: a valid header whose sizes do not add up to the file's.
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
