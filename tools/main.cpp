@@ -18,7 +18,7 @@ constexpr const char* kExitCodesHelp =
     "Exit codes: 0 success; 1 failure (a library error, a failed compile or verification);\n"
     "2 the command needs a GPU and this machine has none; 100-127 usage error (CLI11's code for\n"
     "the kind: 105 a bad value, 106 a required option or command missing, 108 options that exclude\n"
-    "each other, 109 an unknown command or argument). conv3djit alone prints this help and exits 106.";
+    "each other, 109 an unknown command or argument). conv3djit alone prints its help and exits 106.";
 
 // Edits (insertions, deletions, substitutions) that turn a into b.
 size_t edit_distance(const std::string& a, const std::string& b) {
