@@ -36,11 +36,9 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// The usage error for an argument that is no command: the closest command when one is near
-// enough to be a typo, else the list of commands.
-CLI::ExtrasError unknown_command(const CLI::App& app, const std::string& word) {
-  std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+// The usage error for `word`, which is no command in `names`: the closest command when one is
+// near enough to be a typo, else the list of commands.
+CLI::ExtrasError unknown_command(const std::vector<std::string>& names, const std::string& word) {
   const auto closest = std::min_element(names.begin(), names.end(), [&](const auto& a, const auto& b) {
     return edit_distance(word, a) < edit_distance(word, b);
   });
@@ -94,10 +92,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // An argument that CLI11 left over while no command was given was meant as the command.
+    // The first argument that CLI11 left over while no command was given was meant as the command.
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     const std::vector<std::string> left = app.remaining();
     const auto word = std::find_if(left.begin(), left.end(), [](const std::string& a) { return a.rfind('-', 0) != 0; });
-    if (app.get_subcommands().empty() && word != left.end()) return app.exit(unknown_command(app, *word));
+    if (app.get_subcommands().empty() && word != left.end() &&
+        std::find(names.begin(), names.end(), *word) == names.end()) {
+      return app.exit(unknown_command(names, *word));
+    }
     return app.exit(e);
   }
   // The library's own logger (made on first use, level from CONV3DJIT_LOG_LEVEL).

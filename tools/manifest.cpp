@@ -6,8 +6,8 @@
 
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "cli.hpp"
@@ -17,8 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-// A line is an object of scalars and flat lists (two levels); anything nested past this is
-// refused while parsing, before nlohmann's recursive destructor or dump() could exhaust the stack.
+// A line is an object of scalars and flat lists (two levels). Anything nested past this is
+// refused while parsing, so that no value built from a line is deep enough for a recursive walk
+// (dump() for a message, a copy, a destructor) to exhaust the stack.
 constexpr int kMaxDepth = 8;
 // Longer lines are refused rather than read whole (a manifest of /dev/zero must not eat memory).
 constexpr size_t kMaxLineBytes = size_t{1} << 20;
