@@ -111,6 +111,17 @@ std::vector<std::pair<size_t, size_t>> numbers_in(const std::string& s) {
   return spans;
 }
 
+// Replaces the value of a key chosen at random (a flat list, or a scalar up to the next ',' or
+// '}') by `value`, so that the line stays valid JSON when it was.
+void replace_value(Rng& rng, std::string& s, const std::string& value) {
+  const size_t colon = s.find(':', below(rng, s.size() + 1));
+  if (colon == std::string::npos) return;
+  size_t begin = colon + 1;
+  while (begin < s.size() && s[begin] == ' ') ++begin;
+  const size_t end = begin < s.size() && s[begin] == '[' ? s.find(']', begin) + 1 : s.find_first_of(",}", begin);
+  s.replace(begin, end == std::string::npos || end == 0 ? std::string::npos : end - begin, value);
+}
+
 std::string mutate_line(Rng& rng, std::string s) {
   const int mutations = 1 + static_cast<int>(below(rng, 4));
   for (int m = 0; m < mutations; ++m) {
@@ -132,12 +143,14 @@ std::string mutate_line(Rng& rng, std::string s) {
         }
         break;
       }
-      case 4: {  // nesting, sometimes unbalanced, sometimes past the line limit
+      case 4: {  // a value nested deep, sometimes unbalanced, sometimes past the line limit
         const size_t depth = below(rng, 4) == 0 ? 600000 : 1 + below(rng, 100000);
-        const std::string open(depth, below(rng, 2) ? '[' : '{');
-        const std::string close(below(rng, 3) == 0 ? depth / 2 : depth, open[0] == '[' ? ']' : '}');
-        const size_t at = s.find(':');
-        s.insert(at == std::string::npos ? 0 : at + 1, open + "1" + close);
+        const bool lists = below(rng, 2) == 0;
+        std::string nested;
+        for (size_t k = 0; k < depth; ++k) nested += lists ? "[" : "{\"a\": ";
+        nested += "1";
+        nested += std::string(below(rng, 3) == 0 ? depth / 2 : depth, lists ? ']' : '}');
+        replace_value(rng, s, nested);
         break;
       }
       case 5: {  // a repeated or unknown key
@@ -146,14 +159,9 @@ std::string mutate_line(Rng& rng, std::string s) {
                  "\"" + pick(rng, kKeys) + "\": " + (below(rng, 2) ? pick(rng, kNumbers) : pick(rng, kJsonValues)) + ", ");
         break;
       }
-      case 6: {  // a wrong type in place of a value
-        const size_t colon = s.find(':', below(rng, s.size() + 1));
-        if (colon != std::string::npos) {
-          const size_t end = s.find_first_of(",}", colon);
-          s.replace(colon + 1, end == std::string::npos ? std::string::npos : end - colon - 1, " " + pick(rng, kJsonValues));
-        }
+      case 6:  // a wrong type in place of a value
+        replace_value(rng, s, pick(rng, kJsonValues));
         break;
-      }
       case 7:  // unicode, escaped or raw, valid or not
         s.insert(below(rng, s.size() + 1), pick(rng, kUnicode));
         break;
