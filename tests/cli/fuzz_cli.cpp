@@ -2,7 +2,8 @@
 // mutated from valid ones (random bytes, truncation, huge numbers, deep nesting, repeated keys,
 // wrong types, unicode) and fails if any run ends by a signal, outlives its time limit, or exits
 // with a code outside the documented set (0, 1, 2, 100-127). Case i is drawn from SEED and i
-// alone, so `fuzz_cli CLI DIR SEED CASES i` replays one failure.
+// alone, so `fuzz_cli CLI DIR SEED CASES i` replays one failure (the cache commands among the
+// cases see the files that earlier cases left in WORKDIR).
 //
 // Nothing here may make the tool compile or touch a GPU (each compile costs seconds): a case
 // whose arguments name a command that compiles or launches gets `--manifest` of a file whose only
