@@ -197,10 +197,14 @@ void add_shape_or_manifest_flags(CLI::App& cmd, ShapeFlags& flags, std::string& 
   add_shape_flags(cmd, flags, false);
   CLI::Option* option = cmd.add_option("--manifest", manifest, "JSON-lines file, one shape per line (instead of flags)")
                             ->check(CLI::ExistingFile);
-  for (CLI::Option* shape_flag : flags.options) option->excludes(shape_flag);
-  // Shape flags are optional only because --manifest can replace them.
-  cmd.callback([&flags, &manifest] {
-    if (manifest.empty()) require_shape(flags);
+  // Shape flags are optional only because --manifest can replace them. The exclusion is checked
+  // here rather than with CLI11's excludes(), which would print "Excludes: --manifest" under
+  // every shape flag's help.
+  cmd.callback([&flags, option] {
+    if (option->count() == 0) return require_shape(flags);
+    for (const CLI::Option* shape_flag : flags.options) {
+      if (shape_flag->count() > 0) throw CLI::ExcludesError(option->get_name(), shape_flag->get_name());
+    }
   });
 }
 
