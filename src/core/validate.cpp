@@ -76,11 +76,16 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
     if (d.dilation[a] < 1 || d.dilation[a] > 1024) {
       return invalid(fmt::format("dilation[{}] = {}: dilation must be in [1, 1024]", kAxis[a], d.dilation[a]));
     }
-    if (d.padding.mode == Padding::Mode::Explicit && d.padding.amount[a] < 0) {
-      return invalid(fmt::format("padding[{}] = {}: padding must be >= 0", kAxis[a], d.padding.amount[a]));
-    }
-    if (d.padding.mode == Padding::Mode::Explicit && d.padding.amount[a] >= (int64_t{1} << 30)) {
-      return invalid(fmt::format("padding[{}] = {}: padding must be < 2^30", kAxis[a], d.padding.amount[a]));
+    const bool explicit_amounts = d.padding.mode == Padding::Mode::Explicit || d.padding.mode == Padding::Mode::PerSide;
+    const bool per_side = d.padding.mode == Padding::Mode::PerSide;
+    for (const auto& [side, amount] : {std::pair<const char*, int64_t>{per_side ? "padding_before" : "padding", d.padding.amount[a]},
+                                       std::pair<const char*, int64_t>{"padding_after", per_side ? d.padding.after[a] : 0}}) {
+      if (explicit_amounts && amount < 0) {
+        return invalid(fmt::format("{}[{}] = {}: padding must be >= 0", side, kAxis[a], amount));
+      }
+      if (explicit_amounts && amount >= (int64_t{1} << 30)) {
+        return invalid(fmt::format("{}[{}] = {}: padding must be < 2^30", side, kAxis[a], amount));
+      }
     }
     if (d.padding.mode == Padding::Mode::Same && d.stride[a] != 1) {
       return invalid(fmt::format("stride[{}] = {}: padding='same' is not supported for strided "
@@ -107,6 +112,10 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
     }
     switch (d.padding.mode) {
       case Padding::Mode::Explicit: before[a] = after[a] = d.padding.amount[a]; break;
+      case Padding::Mode::PerSide:
+        before[a] = d.padding.amount[a];
+        after[a] = d.padding.after[a];
+        break;
       case Padding::Mode::Valid: before[a] = after[a] = 0; break;
       case Padding::Mode::Same:  // PyTorch: the odd element of the total goes to the end
         before[a] = span / 2;

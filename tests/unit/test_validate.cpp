@@ -75,6 +75,24 @@ TEST_CASE("padding same keeps extents and puts the odd element at the end") {
   CHECK(p.after == Dims3{2, 2, 2});
 }
 
+TEST_CASE("per-side padding: before and after each axis, each checked by name") {
+  Conv3dDesc d = reference_problem();
+  d.d = 9; d.h = 10; d.w = 11;
+  d.kernel = {3, 3, 3};
+  d.padding = Padding::per_side({2, 1, 0}, {0, 1, 2});  // causal in time
+  const OutputExtents o = output_extents(d);
+  CHECK(o.d == 9);
+  CHECK(o.h == 10);
+  CHECK(o.w == 11);
+  CHECK(resolved_padding(d).before == Dims3{2, 1, 0});
+  CHECK(resolved_padding(d).after == Dims3{0, 1, 2});
+  CHECK(describe(d).find("_p2-0x1-1x0-2_") != std::string::npos);
+  d.padding = Padding::per_side({0, 0, 0}, {0, -1, 0});
+  expect_invalid(d, "padding_after[H] = -1: padding must be >= 0");
+  d.padding = Padding::per_side({0, 0, int64_t{1} << 30}, {0, 0, 0});
+  expect_invalid(d, "padding_before[W] = 1073741824: padding must be < 2^30");
+}
+
 TEST_CASE("padding valid means none") {
   Conv3dDesc d = reference_problem();
   d.padding = Padding::valid();
