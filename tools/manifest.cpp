@@ -157,6 +157,9 @@ NamedDesc parse_line(const json& line) {
     } else if (key == "padding") {
       check(key, value.is_string() ? read_padding_word(value.get<std::string>(), d.padding)
                                    : read_padding(ints(value, key, true), d.padding));
+    } else if (key == "padding_before" || key == "padding_after") {
+      if (line.contains("padding")) throw KeyError{key, "expected either padding or padding_before / padding_after, got both"};
+      check(key, read_padding_side(ints(value, key, true), key == "padding_after", d.padding));
     } else if (key == "dilation") {
       check(key, read_dims3(ints(value, key, true), 1, d.dilation));
     } else if (key == "groups") {
@@ -169,8 +172,8 @@ NamedDesc parse_line(const json& line) {
     } else if (key == "name") {
       out.name = text(value, key);
     } else {
-      throw KeyError{key, "unknown key; expected input, out_channels, kernel, stride, padding, dilation, "
-                          "groups, bias, precision or name"};
+      throw KeyError{key, "unknown key; expected input, out_channels, kernel, stride, padding, padding_before, "
+                          "padding_after, dilation, groups, bias, precision or name"};
     }
   }
   return out;
