@@ -122,13 +122,6 @@ CompileMode compile_mode(const EngineOptions& options) {
               fmt::format("CONV3DJIT_COMPILE = '{}': expected allow, warn or never", value));
 }
 
-// The message of an Error without the "category: " prefix what() carries.
-std::string message_of(const Error& e) {
-  const std::string prefix = std::string(to_string(e.category())) + ": ";
-  const std::string what = e.what();
-  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
-}
-
 // Runs f; a cache miss refused by CompileMode::Never is rethrown naming the description too.
 template <class F>
 auto naming_misses(const Conv3dDesc& desc, F&& f) {
@@ -136,7 +129,7 @@ auto naming_misses(const Conv3dDesc& desc, F&& f) {
     return f();
   } catch (const Error& e) {
     if (e.category() != ErrorCategory::CacheMiss) throw;
-    throw Error(ErrorCategory::CacheMiss, fmt::format("{}, needed by {}", message_of(e), describe(desc)));
+    throw Error(ErrorCategory::CacheMiss, fmt::format("{}, needed by {}", e.message(), describe(desc)));
   }
 }
 

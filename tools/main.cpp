@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include "cli.hpp"
 #include "core/log.hpp"
@@ -49,16 +48,6 @@ CLI::ExtrasError unknown_command(const std::vector<std::string>& names, const st
   }
   return CLI::ExtrasError(fmt::format("unknown command '{}': expected one of {}", word, fmt::join(names, ", ")),
                           CLI::ExitCodes::ExtrasError);
-}
-
-// A library error's message without the category that Error::what() starts with, so that the
-// category is printed once, from category().
-const char* message_of(const conv3djit::Error& e) {
-  const char* what = e.what();
-  const char* category = conv3djit::to_string(e.category());
-  const size_t length = std::strlen(category);
-  if (std::strncmp(what, category, length) == 0 && std::strncmp(what + length, ": ", 2) == 0) return what + length + 2;
-  return what;
 }
 
 }  // namespace
@@ -111,7 +100,7 @@ int main(int argc, char** argv) {
     try {
       return command.run();
     } catch (const conv3djit::Error& e) {
-      fmt::print(stderr, "error: {}: {}\n", conv3djit::to_string(e.category()), message_of(e));
+      fmt::print(stderr, "error: {}: {}\n", conv3djit::to_string(e.category()), e.message());
       return e.category() == conv3djit::ErrorCategory::NoDevice ? kExitNoDevice : kExitFailed;
     } catch (const std::exception& e) {
       fmt::print(stderr, "error: {}\n", e.what());
