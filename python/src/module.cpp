@@ -409,9 +409,9 @@ void bind_engine(nb::module_& m) {
       .def("run",
            [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
               const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
+             const Stream s = stream_of(stream);
              const CallArrays arrays = arrays_of(input, weight, bias, out);
              check_or_throw(desc, arrays);
-             const Stream s = stream_of(stream);
              nb::gil_scoped_release release;
              e.run(desc, tensors_of(arrays), s);
            },
@@ -435,9 +435,9 @@ void bind_engine(nb::module_& m) {
       .def("run_reference",
            [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
               const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
+             const Stream s = stream_of(stream);
              const CallArrays arrays = arrays_of(input, weight, bias, out);
              check_or_throw(desc, arrays, /*out_double=*/true);
-             const Stream s = stream_of(stream);
              nb::gil_scoped_release release;
              e.run_reference(desc, tensors_of(arrays), s);
            },

@@ -127,32 +127,37 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
     expected.push_back({out.n, out.k, out.d, out.h, out.w});
   }
 
-  const Checked& first = all.front();
+  // Shapes first, then element types, then where and how the arrays lie.
   for (size_t i = 0; i < all.size(); ++i) {
-    const Checked& a = all[i];
-    if (!on_cuda(a.device_type)) {
+    if (all[i].shape != expected[i]) {
+      return fail(ErrorCategory::InvalidArgument,
+                  fmt::format("{}: shape {} does not match the description, which needs {}", all[i].name,
+                              shape_text(all[i].shape), shape_text(expected[i])));
+    }
+  }
+  for (const Checked& a : all) {
+    const bool double_out = out_double && std::string(a.name) == "out";
+    const dl::dtype want = double_out ? nb::dtype<double>() : element_of(desc.dtype);
+    if (a.dtype == want) continue;
+    bool served = double_out;
+    for (DataType t : kServed) served |= element_of(t) == a.dtype;
+    if (!served) {
       return fail(ErrorCategory::Unsupported,
-                  fmt::format("{}: on {}: conv3djit runs on CUDA arrays", a.name, device_text(a.device_type, a.device_id)));
+                  fmt::format("{}: dtype {}: conv3djit serves {}", a.name, dtype_name(a.dtype), dtype_name(want)));
+    }
+    return fail(ErrorCategory::InvalidArgument,
+                fmt::format("{}: dtype {}, but the call needs {}", a.name, dtype_name(a.dtype), dtype_name(want)));
+  }
+  const Checked& first = all.front();
+  for (const Checked& a : all) {
+    if (!on_cuda(a.device_type)) {
+      return fail(ErrorCategory::Unsupported, fmt::format("{}: on {}: conv3djit runs on CUDA arrays", a.name,
+                                                          device_text(a.device_type, a.device_id)));
     }
     if (a.device_id != first.device_id) {
       return fail(ErrorCategory::InvalidArgument,
                   fmt::format("{}: on {}, but input is on {}: all arrays must be on one device", a.name,
                               device_text(a.device_type, a.device_id), device_text(first.device_type, first.device_id)));
-    }
-    const bool is_out = std::string(a.name) == "out";
-    const dl::dtype want = is_out && out_double ? nb::dtype<double>() : element_of(desc.dtype);
-    if (a.dtype != want) {
-      bool served = false;
-      for (DataType t : kServed) served |= element_of(t) == a.dtype;
-      return fail(served || (is_out && out_double) ? ErrorCategory::InvalidArgument : ErrorCategory::Unsupported,
-                  served || (is_out && out_double)
-                      ? fmt::format("{}: dtype {}, but the call needs {}", a.name, dtype_name(a.dtype), dtype_name(want))
-                      : fmt::format("{}: dtype {}: conv3djit serves {}", a.name, dtype_name(a.dtype), dtype_name(want)));
-    }
-    if (a.shape != expected[i]) {
-      return fail(ErrorCategory::InvalidArgument,
-                  fmt::format("{}: shape {} does not match the description, which needs {}", a.name,
-                              shape_text(a.shape), shape_text(expected[i])));
     }
     if (!a.contiguous) {
       return fail(ErrorCategory::Unsupported,
