@@ -474,6 +474,9 @@ NB_MODULE(_ext, m) {
   using namespace conv3djit;
   using namespace conv3djit::python;
   m.doc() = "conv3djit's C++ API; use the conv3djit package, which wraps it.";
+  // Descriptions live on in caches that PyTorch (torch.compile, autograd graphs) does not free
+  // before the interpreter exits; nanobind would report each as a leak then.
+  nb::set_leak_warnings(false);
   error_classes = nb::object(nb::module_::import_("conv3djit._errors").attr("BY_CATEGORY")).release().ptr();
   nb::register_exception_translator(&translate);
 
