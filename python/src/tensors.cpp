@@ -135,15 +135,17 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
                               shape_text(all[i].shape), shape_text(expected[i])));
     }
   }
+  // The input's element type must be one conv3djit serves (else Unsupported); every other array
+  // must then match the call (else InvalidArgument, as PyTorch refuses mixed types).
   for (const Checked& a : all) {
     const bool double_out = out_double && std::string(a.name) == "out";
     const dl::dtype want = double_out ? nb::dtype<double>() : element_of(desc.dtype);
     if (a.dtype == want) continue;
-    bool served = double_out;
+    bool served = false;
     for (DataType t : kServed) served |= element_of(t) == a.dtype;
-    if (!served) {
+    if (&a == &all.front() && !served) {
       return fail(ErrorCategory::Unsupported,
-                  fmt::format("{}: dtype {}: conv3djit serves {}", a.name, dtype_name(a.dtype), dtype_name(want)));
+                  fmt::format("input: dtype {}: conv3djit serves {}", dtype_name(a.dtype), dtype_name(want)));
     }
     return fail(ErrorCategory::InvalidArgument,
                 fmt::format("{}: dtype {}, but the call needs {}", a.name, dtype_name(a.dtype), dtype_name(want)));

@@ -197,7 +197,8 @@ def test_array_checks_name_the_array():
         (dict(out=out[:, :, :3]), conv3djit.InvalidArgument, r"out: shape"),
         (dict(bias=None), conv3djit.InvalidArgument, "no bias array was given"),
         (dict(input=x.astype(np.float64)), conv3djit.Unsupported, "input: dtype float64: conv3djit serves float32"),
-        (dict(weight=w.astype(np.int32)), conv3djit.Unsupported, "weight: dtype int32"),
+        (dict(weight=w.astype(np.int32)), conv3djit.InvalidArgument, "weight: dtype int32, but the call needs float32"),
+        (dict(out=out.astype(np.float64)), conv3djit.InvalidArgument, "out: dtype float64, but the call needs float32"),
         (dict(), conv3djit.Unsupported, r"input: on cpu: conv3djit runs on CUDA arrays"),
     ]
     for change, cls, pattern in cases:

@@ -5,7 +5,6 @@ import concurrent.futures
 import os
 import random
 
-import numpy as np
 import pytest
 
 from conftest import needs_gpu, needs_torch
@@ -88,9 +87,14 @@ def _suite_descs():
 @pytest.fixture(scope="module")
 def suite_compiled():
     """The suite's kernels, compiled in parallel (compiles release the GIL) before the module's tests."""
-    descs = [p.values[0] for p in _suite_descs()]
+    def precompile(desc):
+        try:
+            conv3djit.precompile(desc)
+        except conv3djit.Error:
+            pass  # the layer's own test reports it
+
     with concurrent.futures.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
-        list(pool.map(conv3djit.precompile, descs))
+        list(pool.map(precompile, [p.values[0] for p in _suite_descs()]))
 
 
 @pytest.mark.parametrize("desc", _suite_descs())
@@ -120,9 +124,9 @@ def test_stream_forms():
     desc = Conv3dDesc((1, 4, 6, 6, 6), 4, 3)
     x, w, _, out = _inputs(desc)
     s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
     for stream in (s, s.cuda_stream, None):
         out.fill_(float("nan"))
+        torch.cuda.synchronize()  # the fill and the inputs are on the default stream
         conv3djit.conv3d(x, w, out=out, stream=stream)
         torch.cuda.synchronize()
         _check(desc, out, _reference(desc, x, w, None))
@@ -147,6 +151,7 @@ def test_wrong_calls_raise_and_write_nothing():
         (conv3djit.InvalidArgument, "out: shape", dict(out=out[:1])),
         (conv3djit.Unsupported, "input: dtype float64", dict(input=x.double())),
         (conv3djit.InvalidArgument, "weight: dtype float64, but the call needs float32", dict(weight=w.double())),
+        (conv3djit.InvalidArgument, "out: dtype float64", dict(out=out.double())),
         (conv3djit.Unsupported, "weight: on cpu", dict(weight=w.cpu())),
         (conv3djit.Unsupported, "input: not contiguous",
          dict(input=x.contiguous(memory_format=torch.channels_last_3d))),

@@ -93,8 +93,17 @@ def test_cuda_graph_capture_and_replay():
         torch.testing.assert_close(static_y, expected, rtol=0, atol=0)
 
 
+@pytest.fixture
+def no_tf32():
+    """PyTorch's own convolutions (the backward, references) in full float32."""
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = saved
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_gradients_match_nn_conv3d(case):
+def test_gradients_match_nn_conv3d(case, no_tf32):
     conv, x = _args(case)
     mine = copy.deepcopy(conv)
     mine.__class__ = ct.Conv3d
@@ -113,30 +122,25 @@ def test_gradients_match_nn_conv3d(case):
         assert rel_l2(mine.bias.grad, conv.bias.grad) <= 1e-4
 
 
-def test_training_step_matches_pytorch():
+def test_training_step_matches_pytorch(no_tf32):
     torch.manual_seed(0)
-    saved = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        ref = nn.Sequential(nn.Conv3d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv3d(8, 2, 3, padding="same")).cuda()
-        mine = copy.deepcopy(ref)
-        assert ct.convert(mine).swapped == ["0", "2"]
-        x = torch.rand(2, 3, 6, 8, 8, device="cuda")
-        target = torch.rand(2, 2, 6, 8, 8, device="cuda")
-        losses = []
-        for model in (ref, mine):
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for _ in range(3):
-                opt.zero_grad()
-                loss = F.mse_loss(model(x), target)
-                loss.backward()
-                opt.step()
-            losses.append(loss.item())
-        assert losses[1] == pytest.approx(losses[0], rel=1e-4)
-        for p, q in zip(ref.parameters(), mine.parameters()):
-            assert rel_l2(q, p) <= 1e-5
-    finally:
-        torch.backends.cudnn.allow_tf32 = saved
+    ref = nn.Sequential(nn.Conv3d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv3d(8, 2, 3, padding="same")).cuda()
+    mine = copy.deepcopy(ref)
+    assert ct.convert(mine).swapped == ["0", "2"]
+    x = torch.rand(2, 3, 6, 8, 8, device="cuda")
+    target = torch.rand(2, 2, 6, 8, 8, device="cuda")
+    losses = []
+    for model in (ref, mine):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), target)
+            loss.backward()
+            opt.step()
+        losses.append(loss.item())
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+    for p, q in zip(ref.parameters(), mine.parameters()):
+        assert rel_l2(q, p) <= 1e-5
 
 
 @pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
@@ -182,18 +186,14 @@ def test_tf32_follows_cudnn_switch():
         torch.backends.cudnn.allow_tf32 = saved
 
 
-def test_convert_keeps_outputs():
+def test_convert_keeps_outputs(no_tf32):
     model = nn.Sequential(nn.Conv3d(3, 8, 3, padding=1), nn.BatchNorm3d(8), nn.ReLU(),
                           nn.Conv3d(8, 8, 3, padding=1, padding_mode="reflect", groups=4)).cuda().eval()
     x = torch.rand(1, 3, 8, 8, 8, device="cuda")
     with torch.no_grad():
-        torch.backends.cudnn.allow_tf32, saved = False, torch.backends.cudnn.allow_tf32
-        try:
-            before = model(x)
-            report = ct.convert(model)
-            after = model(x)
-        finally:
-            torch.backends.cudnn.allow_tf32 = saved
+        before = model(x)
+        report = ct.convert(model)
+        after = model(x)  # precision None: fp32, following allow_tf32 = False
     assert report.swapped == ["0", "3"]
     assert rel_l2(after, before) <= 1e-5
 
