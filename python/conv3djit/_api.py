@@ -17,9 +17,16 @@ def _desc_of(desc, kwargs):
     return desc
 
 
+def _plain(array):
+    """A tensor that requires grad refuses DLPack export; conv3d here is not differentiable
+    (conv3djit.torch.conv3d is), so it reads the data alone."""
+    return array.detach() if getattr(array, "requires_grad", False) else array
+
+
 def validate(desc=None, input=None, weight=None, bias=None, out=None, **kwargs):
     """Checks a description (a Conv3dDesc or its keyword arguments) and, if given, its arrays,
     without raising: a Validation (ok, category, message)."""
+    input, weight, bias, out = (None if a is None else _plain(a) for a in (input, weight, bias, out))
     return _ext.validate(_desc_of(desc, kwargs), input, weight, bias, out)
 
 
@@ -96,5 +103,6 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         out = _new_output(input, desc.output_shape)
     if stream is None:
         stream = _current_stream(input)
-    (engine or _ext.default_engine()).run(desc, input, weight, bias, out=out, stream=stream)
+    (engine or _ext.default_engine()).run(desc, _plain(input), _plain(weight), None if bias is None else _plain(bias),
+                                          out=_plain(out), stream=stream)
     return out

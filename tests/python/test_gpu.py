@@ -132,6 +132,15 @@ def test_stream_forms():
         _check(desc, out, _reference(desc, x, w, None))
 
 
+def test_parameters_that_require_grad():
+    conv = torch.nn.Conv3d(3, 4, 3, bias=True).cuda()
+    x = torch.empty(1, 3, 6, 6, 6, device="cuda").uniform_(-1, 1)
+    desc = Conv3dDesc(tuple(x.shape), 4, 3, bias=True)
+    out = conv3djit.conv3d(x, conv.weight, conv.bias)
+    assert conv3djit.validate(desc, x, conv.weight, conv.bias, out)
+    _check(desc, out, _reference(desc, x, conv.weight.detach(), conv.bias.detach()))
+
+
 def test_unaligned_input():
     desc = Conv3dDesc((2, 5, 7, 9, 13), 8, 3, padding=1)
     x, w, _, out = _inputs(desc)

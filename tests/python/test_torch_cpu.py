@@ -184,3 +184,23 @@ def test_recorder_writes_a_manifest(tmp_path):
     path = tmp_path / "model.jsonl"
     assert recorder.write(str(path)) == 1
     assert conv3djit.read_manifest(str(path)) == [(conv3djit.describe(desc), desc)]
+
+
+def test_dispatcher_only_where_needed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_op, "_launch", lambda *args: calls.append(args) or "direct")
+    x = torch.empty(1, 2, 4, 4, 4, device="meta")
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    w = torch.nn.Parameter(torch.empty(2, 2, 1, 1, 1, device="meta"))
+    with torch.no_grad():
+        assert ct.conv3d(x, w, precision="fp32") == "direct"  # a plain inference call
+    assert len(calls) == 1 and calls[0][3:] == ([1, 1, 1], [0, 0, 0], "explicit", [1, 1, 1], 1, "fp32")
+    assert not _op._direct(x, w, None)  # the weight requires grad
+    assert _op._direct(x, w.detach(), None)
+    assert not _op._direct(x.requires_grad_(), w.detach(), None)
+
+
+def test_arrays_api_reads_tensors_that_require_grad():
+    conv = torch.nn.Conv3d(3, 4, 3)
+    with pytest.raises(conv3djit.Unsupported, match="input: on cpu"):  # not a DLPack export error
+        conv3djit.conv3d(torch.rand(1, 3, 6, 6, 6), conv.weight, conv.bias, out=torch.empty(1, 4, 4, 4, 4))

@@ -71,11 +71,8 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
     return desc
 
 
-@torch.library.custom_op("conv3djit::conv3d", mutates_args=())
-def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: Sequence[int],
-              padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int,
-              precision: str) -> torch.Tensor:
-    """conv3djit's convolution. padding_kind 'explicit' uses `padding`; 'same' and 'valid' ignore it."""
+def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+    """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream."""
     if not input.is_cuda:
         raise Unsupported(f"input: on {input.device}: conv3djit runs on CUDA tensors")
     if input.dtype != torch.float32:
@@ -95,6 +92,29 @@ def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     if _recorder is not None:
         _recorder.add(desc)
     return out
+
+
+@torch.library.custom_op("conv3djit::conv3d", mutates_args=())
+def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: Sequence[int],
+              padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int,
+              precision: str) -> torch.Tensor:
+    """conv3djit's convolution. padding_kind 'explicit' uses `padding`; 'same' and 'valid' ignore it."""
+    return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _direct(input, weight, bias):
+    """Whether a call may skip the dispatcher and run _launch itself. The custom op's round trip
+    through the dispatcher and back into Python costs tens of microseconds per call; it is needed
+    only while tracing (torch.compile, export), for autograd, for tensor subclasses (fake,
+    functional) and under an active dispatch or function mode, and it is taken for all of those."""
+    return (input.is_cuda and not torch.compiler.is_compiling() and type(input) in _PLAIN
+            and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
+            and not (torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
+                                                   or (bias is not None and bias.requires_grad)))
+            and not torch._C._len_torch_dispatch_stack() and not torch._C._is_torch_function_mode_enabled())
 
 
 def _padding_sides(in_sizes, weight, padding, padding_kind, dilation):
@@ -158,12 +178,14 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     """torch.nn.functional.conv3d through conv3djit: the same arguments and result, differentiable,
     traceable by torch.compile, capturable in CUDA graphs once its kernel is loaded. Runs on
     torch.cuda.current_stream(). precision: 'fp32', 'tf32', or None to follow
-    torch.backends.cudnn.allow_tf32."""
+    torch.backends.cudnn.allow_tf32. Calls that need nothing of the dispatcher (no autograd, no
+    tracing) run the op's implementation directly."""
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise InvalidArgument(f"padding = {padding!r}: expected an int, 3 ints, 'same' or 'valid'")
         kind, amounts = padding, [0, 0, 0]
     else:
         kind, amounts = "explicit", _triple(padding, "padding")
-    return conv3d_op(input, weight, bias, _triple(stride, "stride"), amounts, kind, _triple(dilation, "dilation"),
-                     groups, precision_of(precision))
+    args = (input, weight, bias, _triple(stride, "stride"), amounts, kind, _triple(dilation, "dilation"), groups,
+            precision_of(precision))
+    return _launch(*args) if _direct(input, weight, bias) else torch.ops.conv3djit.conv3d.default(*args)
