@@ -79,8 +79,16 @@ else
   note "build: CMake: ok"
 fi
 export PYTHONPATH=$stage${PYTHONPATH:+:$PYTHONPATH}
-(cd / && "$py" -c "import conv3djit, conv3djit.torch; print('import: conv3djit', conv3djit.__version__, 'from',
-conv3djit.__file__, '| device', conv3djit.current_device())") 2>&1 | tee -a "$summary"
+(cd / && "$py" - <<'PY') 2>&1 | tee -a "$summary"
+import conv3djit
+print("import: conv3djit", conv3djit.__version__, "from", conv3djit.__file__)
+print("device:", conv3djit.current_device(), "| NVRTC", conv3djit.nvrtc_version())
+try:
+    import conv3djit.torch
+    print("import: conv3djit.torch ok")
+except ImportError as e:
+    print("import: conv3djit.torch unavailable:", e)
+PY
 
 if [ "$mode" = --bench ]; then
   timeout 540 "$py" python/benchmarks/bench_dropin.py --json "$out/bench_dropin.json" >"$out/bench.log" 2>&1

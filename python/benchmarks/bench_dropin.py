@@ -6,7 +6,9 @@ call, and nn.Conv3d, each as the median of many back-to-back calls.
     python3 python/benchmarks/bench_dropin.py [--manifest bench/suite.jsonl ...] [--json OUT.json]
 """
 import argparse
+import concurrent.futures
 import json
+import os
 import statistics
 import time
 
@@ -103,20 +105,28 @@ def main():
     args = parser.parse_args()
     torch.backends.cudnn.benchmark = True
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    layers = [layer for path in args.manifest for layer in conv3djit.read_manifest(path)]
+
+    def precompile(desc):  # compiles release the GIL: all of them at once, before any timing
+        try:
+            conv3djit.precompile(desc)
+        except conv3djit.Error:
+            pass  # the layer's row reports it
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(precompile, [desc for _, desc in layers]))
     rows = []
-    for path in args.manifest:
-        for name, desc in conv3djit.read_manifest(path):
-            try:
-                rows.append(bench_layer(name, desc, args.runs, flush))
-            except (conv3djit.Error, RuntimeError) as e:  # one failing layer must not hide the others
-                rows.append({"name": name, "precision": desc.precision, "error": str(e)})
-            r = rows[-1]
-            if "error" in r:
-                print(f"{name:22} {r['precision']:5} ERROR {r['error'][:100]}", flush=True)
-            else:
-                print(f"{name:22} {r['precision']:5} conv3djit {r['conv3djit_ms']:8.3f} ms  cuDNN {r['cudnn_ms']:8.3f} ms"
-                      f"  x{r['speedup']:5.2f}  rel-L2 {r['conv3djit_rel_l2']:.1e} / {r['cudnn_rel_l2']:.1e}"
-                      f"  {r['kernel'].split(' ')[0]}", flush=True)
+    for name, desc in layers:
+        try:
+            rows.append(bench_layer(name, desc, args.runs, flush))
+        except (conv3djit.Error, RuntimeError) as e:  # one failing layer must not hide the others
+            rows.append({"name": name, "precision": desc.precision, "error": str(e)})
+        r = rows[-1]
+        if "error" in r:
+            print(f"{name:22} {r['precision']:5} ERROR {r['error'][:100]}", flush=True)
+        else:
+            print(f"{name:22} {r['precision']:5} conv3djit {r['conv3djit_ms']:8.3f} ms  cuDNN {r['cudnn_ms']:8.3f} ms"
+                  f"  x{r['speedup']:5.2f}  rel-L2 {r['conv3djit_rel_l2']:.1e} / {r['cudnn_rel_l2']:.1e}"
+                  f"  {r['kernel'].split(' ')[0]}", flush=True)
     overhead = host_overhead_us(args.calls)
     for name, us in overhead.items():
         print(f"host time per call  {name:28} {us:7.2f} us")
