@@ -21,7 +21,8 @@ mode=${1:-}
 if [ "$mode" != "--gpu" ] && [ "$mode" != "--bench" ]; then
   set -e
   venv=$build/python-venv
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv" ||
+    { echo "test_python.sh: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
   py=$venv/bin/python
   "$py" -c "import nanobind, scikit_build_core, pytest, numpy" 2>/dev/null ||
     "$py" -m pip install -q --disable-pip-version-check nanobind scikit-build-core pytest numpy
