@@ -127,7 +127,7 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
     expected.push_back({out.n, out.k, out.d, out.h, out.w});
   }
 
-  // Shapes first, then element types, then where and how the arrays lie.
+  // Shapes first, then element types, strides, and where the arrays lie.
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].shape != expected[i]) {
       return fail(ErrorCategory::InvalidArgument,
@@ -150,6 +150,14 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
     return fail(ErrorCategory::InvalidArgument,
                 fmt::format("{}: dtype {}, but the call needs {}", a.name, dtype_name(a.dtype), dtype_name(want)));
   }
+  for (const Checked& a : all) {
+    if (!a.contiguous) {
+      return fail(ErrorCategory::Unsupported,
+                  fmt::format("{}: not contiguous (strides {} elements for shape {}): conv3djit reads and writes "
+                              "contiguous NCDHW arrays; pass a contiguous copy",
+                              a.name, shape_text(a.strides), shape_text(a.shape)));
+    }
+  }
   const Checked& first = all.front();
   for (const Checked& a : all) {
     if (!on_cuda(a.device_type)) {
@@ -160,12 +168,6 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
       return fail(ErrorCategory::InvalidArgument,
                   fmt::format("{}: on {}, but input is on {}: all arrays must be on one device", a.name,
                               device_text(a.device_type, a.device_id), device_text(first.device_type, first.device_id)));
-    }
-    if (!a.contiguous) {
-      return fail(ErrorCategory::Unsupported,
-                  fmt::format("{}: not contiguous (strides {} elements for shape {}): conv3djit reads and writes "
-                              "contiguous NCDHW arrays; pass a contiguous copy",
-                              a.name, shape_text(a.strides), shape_text(a.shape)));
     }
   }
   if (arrays.out) {

@@ -199,6 +199,10 @@ def test_array_checks_name_the_array():
         (dict(input=x.astype(np.float64)), conv3djit.Unsupported, "input: dtype float64: conv3djit serves float32"),
         (dict(weight=w.astype(np.int32)), conv3djit.InvalidArgument, "weight: dtype int32, but the call needs float32"),
         (dict(out=out.astype(np.float64)), conv3djit.InvalidArgument, "out: dtype float64, but the call needs float32"),
+        (dict(input=np.ascontiguousarray(x.transpose(0, 1, 2, 4, 3)).transpose(0, 1, 2, 4, 3)),
+         conv3djit.Unsupported, r"input: not contiguous \(strides \(864, 216, 36, 1, 6\) elements"),
+        (dict(out=np.full((1, 8, 4, 4, 8), np.nan, np.float32)[..., ::2]), conv3djit.Unsupported,
+         "out: not contiguous"),
         (dict(), conv3djit.Unsupported, r"input: on cpu: conv3djit runs on CUDA arrays"),
     ]
     for change, cls, pattern in cases:
@@ -211,6 +215,11 @@ def test_array_checks_name_the_array():
         assert np.isnan(out).all()  # nothing written
     with pytest.raises(conv3djit.InvalidArgument, match="an array was given, but the description has bias = False"):
         run(Conv3dDesc((1, 4, 6, 6, 6), 8, 3, groups=2), x, w, b, out=out)
+    # Size-1 axes may have any stride (PyTorch gives them arbitrary ones): past the stride check.
+    odd = np.lib.stride_tricks.as_strided(b, shape=(8,), strides=(4,))
+    one = np.lib.stride_tricks.as_strided(x, shape=x.shape, strides=(12345,) + x.strides[1:])
+    with pytest.raises(conv3djit.Unsupported, match="on cpu"):
+        run(desc, one, w, odd, out=out)
 
 
 def test_conv3d_checks_before_allocating():
