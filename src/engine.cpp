@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -91,22 +94,124 @@ struct DescFieldsHash {
 };
 using PlanKey = InContext<DescFields, DescFieldsHash>;
 
+// How long a process waits for another one compiling the same kernel before compiling it too.
+constexpr std::chrono::seconds kCompileWait{120};
+
+// A yes/no environment switch: 1, true, yes, on (any case) mean yes.
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return false;
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v == "1" || v == "true" || v == "yes" || v == "on";
+}
+
+// EngineOptions::compile_mode, else $CONV3DJIT_COMPILE. An unknown value is an error rather than a
+// default: a mistyped "never" must not quietly let production compile.
+CompileMode compile_mode(const EngineOptions& options) {
+  if (options.compile_mode) return *options.compile_mode;
+  const char* value = std::getenv("CONV3DJIT_COMPILE");
+  if (value == nullptr || *value == '\0') return CompileMode::Allow;
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "allow") return CompileMode::Allow;
+  if (v == "warn") return CompileMode::Warn;
+  if (v == "never") return CompileMode::Never;
+  throw Error(ErrorCategory::InvalidArgument,
+              fmt::format("CONV3DJIT_COMPILE = '{}': expected allow, warn or never", value));
+}
+
+// The message of an Error without the "category: " prefix what() carries.
+std::string message_of(const Error& e) {
+  const std::string prefix = std::string(to_string(e.category())) + ": ";
+  const std::string what = e.what();
+  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+}
+
+// Runs f; a cache miss refused by CompileMode::Never is rethrown naming the description too.
+template <class F>
+auto naming_misses(const Conv3dDesc& desc, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::CacheMiss) throw;
+    throw Error(ErrorCategory::CacheMiss, fmt::format("{}, needed by {}", message_of(e), describe(desc)));
+  }
+}
+
+// Whether the `bytes` from ptr lie inside one device allocation. cuMemGetAddressRange gives the
+// allocation holding ptr; memory mapped with the virtual memory API (PyTorch's expandable
+// segments) reports only the piece holding ptr, so a tensor that runs past its piece is accepted
+// when ptr and its last byte are both such mappings.
+bool inside_allocation(CUdeviceptr ptr, uint64_t bytes, CUdeviceptr* base, size_t* size) {
+  const DriverApi& d = driver();
+  if (d.cuMemGetAddressRange(base, size, ptr) != CUDA_SUCCESS) return false;
+  if (bytes <= *base + *size - ptr) return true;
+  const auto mapped = [&](CUdeviceptr p) {
+    CUmemGenericAllocationHandle handle{};
+    if (d.cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(p)) != CUDA_SUCCESS) return false;
+    d.cuMemRelease(handle);
+    return true;
+  };
+  CUdeviceptr last_base = 0;
+  size_t last_size = 0;
+  return mapped(ptr) && d.cuMemGetAddressRange(&last_base, &last_size, ptr + bytes - 1) == CUDA_SUCCESS &&
+         mapped(ptr + bytes - 1);
+}
+
+// A description larger than the buffers it is given would make the kernel fault, which poisons
+// the whole context: each tensor must lie inside its allocation.
+void check_allocations(const Problem& prob, const Conv3dDesc& desc, const Conv3dTensors& t, int output_bytes) {
+  const int bytes = element_bytes(desc.dtype);
+  struct Tensor {
+    const char* name;
+    const void* ptr;
+    int64_t elements;
+    int element_bytes;
+  };
+  const Tensor tensors[] = {{"input", t.input, prob.input_elements, bytes},
+                            {"weight", t.weight, prob.weight_elements, bytes},
+                            {"bias", desc.bias ? t.bias : nullptr, desc.k, bytes},
+                            {"output", t.output, prob.output_elements, output_bytes}};
+  for (const Tensor& x : tensors) {
+    if (x.ptr == nullptr) continue;  // validate() has refused a missing tensor already
+    const auto ptr = reinterpret_cast<CUdeviceptr>(x.ptr);
+    const uint64_t need = static_cast<uint64_t>(x.elements) * static_cast<uint64_t>(x.element_bytes);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (inside_allocation(ptr, need, &base, &size)) continue;
+    if (base == 0) {
+      throw Error(ErrorCategory::InvalidArgument,
+                  fmt::format("{} = {:#x}: not device memory of the stream's context (cuMemGetAddressRange "
+                              "knows no allocation there)", x.name, ptr));
+    }
+    throw Error(ErrorCategory::InvalidArgument,
+                fmt::format("{} = {:#x} needs {} bytes ({} elements of {} bytes for {}), but its allocation "
+                            "({} bytes from {:#x}) ends {} bytes after it", x.name, ptr, need, x.elements,
+                            x.element_bytes, describe(desc), size, base, base + size - ptr));
+  }
+}
+
 }  // namespace
 
 struct Engine::Impl {
   explicit Impl(EngineOptions o)
       : options(std::move(o)),
-        disk(options.disk_cache ? std::make_unique<DiskCache>(options.cache_dir, options.cache_limit_bytes)
+        mode(compile_mode(options)),
+        disk(options.disk_cache ? std::make_unique<DiskCache>(options.cache_dir, options.cache_limit_bytes,
+                                                              options.trust_shared_cache ||
+                                                                  env_flag("CONV3DJIT_TRUST_SHARED_CACHE"))
                                 : nullptr) {}
 
   EngineOptions options;
+  CompileMode mode;
   std::unique_ptr<DiskCache> disk;
   MemoryCache<BinaryKey, BinaryPtr, BinaryKeyHash> binaries;
   MemoryCache<FunctionKey, CUfunction, FunctionKey::Hash> functions;
   MemoryCache<PlanKey, Plan, PlanKey::Hash> plans;
   std::mutex contexts_mutex;
   std::unordered_map<unsigned long long, ContextInfo> contexts;  // by context ID
-  std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0};
+  std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0}, refused_compiles{0};
   std::atomic<uint64_t> compile_us{0};
 
   const ContextInfo& context_info(const CallContext& ctx) {
@@ -122,17 +227,35 @@ struct Engine::Impl {
       const GeneratedKernel gen = generate(key, arch);
       const std::string key_text = cache_key_text(key, arch, gen.options);
       auto result = std::make_shared<KernelBinary>();
-      if (disk) {
-        if (auto payload = disk->load(key_text)) {
-          if (from_payload(*payload, result.get())) {
-            result->from_disk = true;
-            disk_hits.fetch_add(1);
-            log().debug("disk cache hit: {}", key_text);
-            return BinaryPtr(result);
-          }
+      const auto from_disk = [&] {
+        if (!disk) return false;
+        const std::optional<std::string> payload = disk->load(key_text);
+        if (!payload) return false;
+        if (!from_payload(*payload, result.get())) {
           log().warn("disk cache entry has no kernel name, rebuilding: {}", key_text);
           disk->remove(key_text);
+          return false;
         }
+        result->from_disk = true;
+        disk_hits.fetch_add(1);
+        log().debug("disk cache hit: {}", key_text);
+        return true;
+      };
+      if (from_disk()) return BinaryPtr(result);
+      if (mode == CompileMode::Never) {
+        refused_compiles.fetch_add(1);
+        throw Error(ErrorCategory::CacheMiss,
+                    fmt::format("kernel '{}' for {} is not in the cache{} and compiling is off "
+                                "(CONV3DJIT_COMPILE=never / CompileMode::Never); precompile it",
+                                canonical_text(key), arch, disk ? fmt::format(" '{}'", disk->dir()) : ""));
+      }
+      // One process compiles, the others sharing the folder wait for it and read its entry.
+      DiskCache::KeyLock lock;
+      if (disk) lock = disk->lock(key_text, kCompileWait);
+      if (lock.waited() && from_disk()) return BinaryPtr(result);
+      if (mode == CompileMode::Warn) {
+        log().warn("compiling '{}' for {}: not in the cache{}", canonical_text(key), arch,
+                   disk ? fmt::format(" '{}'", disk->dir()) : "");
       }
       const auto start = std::chrono::steady_clock::now();
       CompiledKernel compiled = nvrtc_compile(gen);
@@ -146,11 +269,13 @@ struct Engine::Impl {
       result->lowered_name = std::move(compiled.lowered_name);
       result->cubin = std::move(compiled.cubin);
       result->compile_ms = ms;
-      if (disk) disk->store(key_text, to_payload(*result));
+      if (disk) result->disk_problem = disk->store(key_text, to_payload(*result));
       return BinaryPtr(result);
     }, hit);
   }
 
+  // precompile()'s promise: the kernel's cubin is on disk afterwards (when the Engine has a disk
+  // cache), or an error says why not.
   PrecompiledKernel precompile(const SpecKey& key, const std::string& arch) {
     bool hit = false;
     BinaryPtr bin = binary(key, arch, &hit);
@@ -160,7 +285,15 @@ struct Engine::Impl {
     r.compiled = !hit && !bin->from_disk;
     r.compile_ms = r.compiled ? bin->compile_ms : 0;
     if (r.compiled) r.compiler_notes = bin->compile_notes;
-    r.on_disk = disk && disk->enabled();
+    if (!disk) return r;
+    std::string problem = r.compiled ? bin->disk_problem : "";
+    // Kept in memory from before: the entry may have gone from disk since (cleared, evicted).
+    if (!r.compiled && !disk->contains(r.key)) problem = disk->store(r.key, to_payload(*bin));
+    if (!problem.empty()) {
+      throw Error(ErrorCategory::CacheIO, fmt::format("kernel '{}' was not saved in the disk cache '{}': {}",
+                                                      r.kernel, disk->dir(), problem));
+    }
+    r.on_disk = true;
     return r;
   }
 
@@ -248,7 +381,11 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CallContext ctx = call_context(cu_stream);
-  impl_->launch(impl_->plan(prob, desc, ctx), tensors, cu_stream, ctx);
+  if (impl_->options.check_allocations) {
+    ContextScope scope(ctx.handle);
+    check_allocations(prob, desc, tensors, element_bytes(desc.dtype));
+  }
+  naming_misses(desc, [&] { impl_->launch(impl_->plan(prob, desc, ctx), tensors, cu_stream, ctx); });
 }
 
 KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool aligned_input) {
@@ -257,7 +394,7 @@ KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool al
   const Plan planned = impl_->plan(prob, desc, ctx);
   const Plan& plan = planned.for_input(aligned_input);
   ContextScope scope(ctx.handle);
-  CUfunction fn = impl_->function(plan.key, plan.shared_bytes, ctx);
+  CUfunction fn = naming_misses(desc, [&] { return impl_->function(plan.key, plan.shared_bytes, ctx); });
   auto attribute = [fn](CUfunction_attribute a) {
     int v = 0;
     check_cu(driver().cuFuncGetAttribute(&v, a, fn), "cuFuncGetAttribute");
@@ -278,14 +415,19 @@ void Engine::run_reference(const Conv3dDesc& desc, const Conv3dTensors& tensors,
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CallContext ctx = call_context(cu_stream);
+  if (impl_->options.check_allocations) {
+    ContextScope scope(ctx.handle);
+    check_allocations(prob, desc, tensors, sizeof(double));
+  }
   const Plan plan = make_reference_plan(prob, impl_->context_info(ctx).limits);
-  impl_->launch(plan, tensors, cu_stream, ctx);
+  naming_misses(desc, [&] { impl_->launch(plan, tensors, cu_stream, ctx); });
 }
 
 namespace {
 // The arch to build for: the caller's, else the current device's (which needs a GPU).
 std::string target_arch(Engine::Impl& impl, const std::string& arch, DeviceLimits* limits) {
   if (!arch.empty()) {
+    detail::check_arch(arch);
     *limits = limits_for_arch(arch);
     return arch;
   }
@@ -300,15 +442,17 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   DeviceLimits limits;
   const std::string target = target_arch(*impl_, arch, &limits);
   const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
-  PrecompileResult r;
-  r.kernels.push_back(impl_->precompile(plan.key, target));
-  // Production must not compile the helpers either: weight preparation, the twin for misaligned
-  // inputs, the input's copy for TMA boxes.
-  for (const PrepPlan* step : {plan.prep ? &*plan.prep : nullptr, plan.input_copy ? &*plan.input_copy : nullptr}) {
-    if (step != nullptr) r.kernels.push_back(impl_->precompile(step->key, target));
-  }
-  if (plan.unaligned) r.kernels.push_back(impl_->precompile(plan.unaligned->key, target));
-  return r;
+  return naming_misses(desc, [&] {
+    PrecompileResult r;
+    r.kernels.push_back(impl_->precompile(plan.key, target));
+    // Production must not compile the helpers either: weight preparation, the input's copy for
+    // TMA boxes, the twin for misaligned inputs.
+    for (const PrepPlan* step : {plan.prep ? &*plan.prep : nullptr, plan.input_copy ? &*plan.input_copy : nullptr}) {
+      if (step != nullptr) r.kernels.push_back(impl_->precompile(step->key, target));
+    }
+    if (plan.unaligned) r.kernels.push_back(impl_->precompile(plan.unaligned->key, target));
+    return r;
+  });
 }
 
 std::string Engine::kernel_for(const Conv3dDesc& desc, const std::string& arch) {
@@ -325,6 +469,7 @@ EngineStats Engine::stats() const {
   s.compiles = impl_->compiles.load();
   s.compile_ms = impl_->compile_us.load() / 1000.0;
   s.module_loads = impl_->module_loads.load();
+  s.refused_compiles = impl_->refused_compiles.load();
   return s;
 }
 
@@ -335,7 +480,11 @@ DiskCache& require_disk(const std::unique_ptr<DiskCache>& disk) {
 }
 }  // namespace
 
-std::vector<CacheEntry> Engine::cache_entries() const { return require_disk(impl_->disk).entries(); }
+std::vector<CacheEntry> Engine::cache_entries() const {
+  std::vector<CacheEntry> entries = require_disk(impl_->disk).entries();
+  for (CacheEntry& e : entries) e.kernel = readable_key(e.key);
+  return entries;
+}
 CacheInfo Engine::cache_info() const { return require_disk(impl_->disk).info(); }
 uint64_t Engine::cache_clear() { return require_disk(impl_->disk).clear(); }
 uint64_t Engine::cache_export(const std::string& path) const { return require_disk(impl_->disk).export_archive(path); }

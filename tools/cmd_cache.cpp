@@ -3,6 +3,9 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -35,14 +38,17 @@ int run_list(const GlobalOptions& global, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const CacheEntry& e : entries) {
-      out.push_back({{"key", e.key}, {"path", e.path}, {"bytes", e.bytes}, {"last_use_unix", e.last_use_unix}});
+      out.push_back({{"kernel", e.kernel}, {"key", e.key}, {"path", e.path}, {"bytes", e.bytes},
+                     {"last_use_unix", e.last_use_unix}});
     }
     fmt::print("{}\n", nlohmann::json{{"dir", engine.cache_info().dir}, {"entries", out}}.dump());
     return kExitOk;
   }
-  fmt::print("{:>10}  {:<19}  {}\n", "SIZE", "LAST USE", "KEY");
+  // The readable kernel and shape first; the full key (what the cache compares) under it.
+  fmt::print("{:>10}  {:<19}  {}\n", "SIZE", "LAST USE", "KERNEL / KEY");
   for (const CacheEntry& e : entries) {
-    fmt::print("{:>10}  {:<19}  {}\n", human_bytes(e.bytes), local_time(e.last_use_unix), e.key);
+    fmt::print("{:>10}  {:<19}  {}\n{:>10}  {:<19}  {}\n", human_bytes(e.bytes), local_time(e.last_use_unix),
+               e.kernel, "", "", e.key);
   }
   fmt::print("{} entries\n", entries.size());
   return kExitOk;
@@ -56,7 +62,9 @@ int run_info(const GlobalOptions& global, bool json) {
     nlohmann::json out = {{"version", version()},
                           {"nvrtc_version", nvrtc_version()},
                           {"cache", {{"dir", cache.dir},
+                                     {"exists", cache.exists},
                                      {"writable", cache.writable},
+                                     {"problem", cache.problem},
                                      {"bytes", cache.bytes},
                                      {"entries", cache.entries},
                                      {"limit_bytes", cache.limit_bytes}}},
@@ -70,7 +78,8 @@ int run_info(const GlobalOptions& global, bool json) {
   }
   fmt::print("conv3djit     {}\n", version());
   fmt::print("NVRTC         {}\n", nvrtc_version());
-  fmt::print("cache dir     {}{}\n", cache.dir, cache.writable ? "" : " (not writable: memory only)");
+  fmt::print("cache dir     {}{}\n", cache.dir, cache.exists ? "" : " (not created yet)");
+  fmt::print("cache state   {}\n", cache.writable ? "writable" : "cannot store kernels: " + cache.problem);
   fmt::print("cache size    {} in {} entries (limit {})\n", human_bytes(cache.bytes), cache.entries,
              human_bytes(cache.limit_bytes));
   if (device) {
@@ -93,7 +102,12 @@ int run_clear(const GlobalOptions& global) {
 int run_export(const GlobalOptions& global, const std::string& archive) {
   Engine engine(global.engine_options());
   const uint64_t count = engine.cache_export(archive);
-  fmt::print("exported {} entries to {}\n", count, archive);
+  // When the archive itself went to stdout ("-", /dev/stdout, /proc/self/fd/1), the report goes to stderr.
+  struct stat out {}, target {};
+  const bool to_stdout = archive == "-" || (::fstat(STDOUT_FILENO, &out) == 0 && ::stat(archive.c_str(), &target) == 0 &&
+                                            out.st_dev == target.st_dev && out.st_ino == target.st_ino);
+  fmt::print(to_stdout ? stderr : stdout, "exported {} entries to {}\n", count,
+             archive == "-" ? "standard output" : archive);
   return kExitOk;
 }
 
@@ -118,9 +132,9 @@ std::vector<Command> add_cache_commands(CLI::App& app, const GlobalOptions& glob
   info->add_flag("--json", *info_json, "print one JSON object on stdout");
   CLI::App* clear = app.add_subcommand("clear", "remove every disk cache entry");
   CLI::App* exp = app.add_subcommand("export", "write every valid cache entry into one archive");
-  exp->add_option("FILE", *archive, "archive to write")->required();
+  exp->add_option("FILE", *archive, "archive to write; - for standard output")->required();
   CLI::App* imp = app.add_subcommand("import", "verify and add the entries of an archive");
-  imp->add_option("FILE", *archive, "archive to read")->required()->check(CLI::ExistingFile);
+  imp->add_option("FILE", *archive, "archive to read; - for standard input")->required();
 
   return {
       {list, [&global, list_json] { return run_list(global, *list_json); }},

@@ -40,11 +40,15 @@ struct Row {
   int descriptions = 0;
   std::string error;
   std::string notes;  // the compiler's notes on a kernel compiled now
+  bool on_disk = false;
   std::vector<double> samples;  // --repeat: every compile's time; compile_ms is their median
 };
 
 std::string target_arch(const std::string& requested) {
-  if (!requested.empty()) return requested;
+  if (!requested.empty()) {
+    check_arch(requested);  // before any description is read into a compile
+    return requested;
+  }
   const std::optional<DeviceInfo> device = current_device();
   if (!device) {
     throw Error(ErrorCategory::NoDevice, "no CUDA device; pass --arch sm_XX to compile without one");
@@ -76,25 +80,28 @@ std::vector<Attempt> compile_all(Engine& engine, const std::vector<NamedDesc>& d
   return attempts;
 }
 
-// One row per distinct key, in first-use order: a key counts as compiled if any of its
-// descriptions compiled it, so a shared kernel is reported once, never as compiled and cached.
+// One row per distinct cache entry (the description's kernel and each helper kernel), in
+// first-use order: an entry counts as compiled if any description compiled it, so a shared kernel
+// is reported once, never as compiled and cached.
 std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<Attempt>& attempts) {
   std::vector<Row> rows;
   std::map<std::string, size_t> row_of_key;
   for (size_t i = 0; i < descs.size(); ++i) {
     const Attempt& a = attempts[i];
     if (!a.error.empty()) {
-      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, "", {}});
+      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, "", false, {}});
       continue;
     }
-    auto [it, inserted] = row_of_key.emplace(a.result.main().key, rows.size());
-    if (inserted) rows.push_back({a.result.main().key, "cached", 0, descs[i].name, a.result.main().kernel, 0, "", "", {}});
-    Row& row = rows[it->second];
-    ++row.descriptions;
-    if (a.result.main().compiled) {
-      row.status = "compiled";
-      row.compile_ms = std::max(row.compile_ms, a.result.main().compile_ms);
-      if (row.notes.empty()) row.notes = a.result.main().compiler_notes;
+    for (const PrecompiledKernel& k : a.result.kernels) {
+      auto [it, inserted] = row_of_key.emplace(k.key, rows.size());
+      if (inserted) rows.push_back({k.key, "cached", 0, descs[i].name, k.kernel, 0, "", "", k.on_disk, {}});
+      Row& row = rows[it->second];
+      ++row.descriptions;
+      if (k.compiled) {
+        row.status = "compiled";
+        row.compile_ms = std::max(row.compile_ms, k.compile_ms);
+        if (row.notes.empty()) row.notes = k.compiler_notes;
+      }
     }
   }
   return rows;
@@ -128,7 +135,8 @@ void print_json(const std::string& arch, const std::vector<Row>& rows, double wa
     ++counts[row.status];
     nlohmann::json k = {{"key", row.key},          {"status", row.status},
                         {"compile_ms", row.compile_ms}, {"name", row.name},
-                        {"kernel", row.kernel},    {"descriptions", row.descriptions}};
+                        {"kernel", row.kernel},    {"descriptions", row.descriptions},
+                        {"on_disk", row.on_disk}};
     if (!row.error.empty()) k["error"] = row.error;
     if (!row.notes.empty()) k["notes"] = row.notes;
     if (!row.samples.empty()) k["compile_ms_samples"] = row.samples;
@@ -159,8 +167,9 @@ void print_table(const std::string& arch, const std::vector<Row>& rows, double w
                  row.samples.size(), row.compile_ms, *lo, *hi);
     }
   }
-  fmt::print("{}: {} compiled, {} cached, {} failed in {:.1f} s\n", arch, counts["compiled"],
-             counts["cached"], counts["failed"], wall_ms / 1000.0);
+  const auto stored = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.on_disk; });
+  fmt::print("{}: {} compiled, {} cached, {} failed in {:.1f} s; {} cache entries on disk\n", arch,
+             counts["compiled"], counts["cached"], counts["failed"], wall_ms / 1000.0, stored);
 }
 
 int run_precompile(const PrecompileOptions& options, const GlobalOptions& global) {

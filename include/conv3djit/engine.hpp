@@ -158,6 +158,14 @@ class CONV3DJIT_API Engine {
 /// NVRTC's version as "13.0".
 CONV3DJIT_API std::string nvrtc_version();
 
+/// The archs this NVRTC compiles for, "sm_75" ... ("sm_XYa" variants exist from sm_90, "sm_XYf"
+/// from sm_100).
+CONV3DJIT_API std::vector<std::string> supported_archs();
+
+/// Throws Error(InvalidArgument) for a malformed arch name and Error(Unsupported) for one this
+/// NVRTC cannot compile for, listing the supported ones; precompile(desc, arch) checks the same.
+CONV3DJIT_API void check_arch(const std::string& arch);
+
 /// The device of the current context (or device 0); nullopt without a driver or device.
 CONV3DJIT_API std::optional<DeviceInfo> current_device() noexcept;
 

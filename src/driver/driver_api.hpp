@@ -20,7 +20,8 @@ struct DriverApi {
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                 \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)  \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)             \
-  X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuTensorMapEncodeTiled)
+  X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuTensorMapEncodeTiled)             \
+  X(cuMemGetAddressRange) X(cuMemRetainAllocationHandle) X(cuMemRelease)
 #define CONV3DJIT_DECLARE(name) decltype(&::name) name = nullptr;
   CONV3DJIT_DRIVER_FUNCTIONS(CONV3DJIT_DECLARE)
 #undef CONV3DJIT_DECLARE

@@ -15,6 +15,7 @@ struct KernelBinary {
   bool from_disk = false;   // read from the disk cache rather than compiled by this process
   double compile_ms = 0;
   std::string compile_notes;  // CompiledKernel::notes of this process's compile (not on disk)
+  std::string disk_problem;   // why this process's compile is not in the disk cache; empty if it is
 };
 
 /// Disk payload <-> KernelBinary: the lowered name, a newline, then the cubin bytes.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nvrtc.h>
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <vector>
 
@@ -31,6 +33,40 @@ void check(nvrtcResult r, const GeneratedKernel& k, const char* what) {
 }
 
 }  // namespace
+
+std::vector<int> nvrtc_supported_archs() {
+  int count = 0;
+  std::vector<int> archs;
+  if (nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
+    archs.resize(static_cast<size_t>(count));
+    if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) archs.clear();
+  }
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+void check_arch(const std::string& arch) {
+  const std::vector<int> archs = nvrtc_supported_archs();
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (int a : archs) names.push_back(fmt::format("sm_{}", a));
+    return fmt::format("this NVRTC ({}) supports {} (and sm_XYa from sm_90, sm_XYf from sm_100)",
+                       nvrtc_version(), fmt::join(names, ", "));
+  };
+  // At most four digits: a longer number is no arch, and must not reach an integer conversion.
+  size_t digits = 0;
+  while (3 + digits < arch.size() && digits < 5 && std::isdigit(static_cast<unsigned char>(arch[3 + digits]))) ++digits;
+  const std::string suffix = arch.size() > 3 ? arch.substr(3 + digits) : "";
+  if (arch.rfind("sm_", 0) != 0 || digits < 2 || digits > 4 || (!suffix.empty() && suffix != "a" && suffix != "f")) {
+    throw Error(ErrorCategory::InvalidArgument,
+                fmt::format("arch = '{}': expected sm_XY, sm_XYa or sm_XYf (e.g. sm_90); {}", arch, listing()));
+  }
+  const int cc = std::stoi(arch.substr(3, digits));
+  const bool known = std::binary_search(archs.begin(), archs.end(), cc);
+  if (!known || (suffix == "a" && cc < 90) || (suffix == "f" && cc < 100)) {
+    throw Error(ErrorCategory::Unsupported, fmt::format("arch = '{}': {}", arch, listing()));
+  }
+}
 
 CompiledKernel nvrtc_compile(const GeneratedKernel& k) {
   int count = 0;
@@ -78,6 +114,14 @@ std::string nvrtc_version_text() {
 }  // namespace conv3djit::detail
 
 namespace conv3djit {
+std::vector<std::string> supported_archs() {
+  std::vector<std::string> names;
+  for (int a : detail::nvrtc_supported_archs()) names.push_back(fmt::format("sm_{}", a));
+  return names;
+}
+
+void check_arch(const std::string& arch) { detail::check_arch(arch); }
+
 std::string nvrtc_version() {
   static const std::string v = detail::nvrtc_version_text();
   return v;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -81,6 +82,27 @@ std::string cache_key_text(const SpecKey& key, const std::string& arch,
   return fmt::format("{}|arch={}|nvrtc={}|src={}|opts={}|lib={}|keyfmt={}", canonical_text(key), arch,
                      nvrtc_version(), key.kernel ? kernel_source_hash(key.kernel->source) : "none",
                      fmt::join(options, " "), version(), kKeyFormatVersion);
+}
+
+std::string readable_key(std::string_view key_text) {
+  const std::string_view fields = key_text.substr(0, key_text.find('|'));
+  std::vector<std::string_view> kept;
+  size_t index = 0;
+  for (size_t start = 0; start < fields.size(); ++index) {
+    size_t end = fields.find(' ', start);
+    if (end == std::string_view::npos) end = fields.size();
+    const std::string_view word = fields.substr(start, end - start);
+    start = end + 1;
+    static constexpr std::string_view kShown[] = {"class=", "epi=", "cg=", "k=", "s=", "d="};
+    const bool shown = std::any_of(std::begin(kShown), std::end(kShown),
+                                   [&](std::string_view prefix) { return word.rfind(prefix, 0) == 0; });
+    if (index < 2 || shown) kept.push_back(word);  // the kernel's name and element type come first
+  }
+  if (const size_t at = key_text.find("|arch="); at != std::string_view::npos) {
+    const std::string_view arch = key_text.substr(at + 6);
+    kept.push_back(arch.substr(0, arch.find('|')));
+  }
+  return fmt::format("{}", fmt::join(kept, " "));
 }
 
 }  // namespace conv3djit::detail

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conv3djit/conv3d.hpp"
@@ -93,5 +94,10 @@ inline constexpr int kKeyFormatVersion = 7;  // 7: named fields, element type, l
 /// format version.
 std::string cache_key_text(const SpecKey& key, const std::string& arch,
                            const std::vector<std::string>& options);
+
+/// The kernel and problem fields of a cache key text, for listings: kernel name, element type,
+/// accuracy class, epilogue, channels per group, kernel extents, stride, dilation and arch
+/// ("igemm_sm90 fp32 class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 sm_90"); tile fields are left out.
+std::string readable_key(std::string_view key_text);
 
 }  // namespace conv3djit::detail

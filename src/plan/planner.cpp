@@ -62,7 +62,7 @@ unsigned checked_grid(long long blocks, const Family& family) {
 }
 
 DeviceLimits limits_for_arch(const std::string& arch) {
-  static const std::regex pattern("sm_([0-9]+)([0-9])(a|f)?");
+  static const std::regex pattern("sm_([0-9]{1,3})([0-9])(a|f)?");
   std::smatch m;
   if (!std::regex_match(arch, m, pattern)) {
     throw Error(ErrorCategory::InvalidArgument, fmt::format("arch = '{}': expected sm_XY (e.g. sm_90) or sm_XYa", arch));

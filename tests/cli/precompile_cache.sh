@@ -23,7 +23,7 @@ precompile_json() {
 }
 
 precompile_json --manifest "$manifest" -j 2
-kernels=$(field compiled)
+kernels=$(field compiled) cold=$out
 [[ $kernels -ge 1 && $(field cached) == 0 ]] || fail "cold run: want compiled >= 1, cached 0"
 [[ $(grep -o '"status":"compiled"' <<<"$out" | wc -l) -eq $kernels ]] || fail "cold run: statuses"
 
@@ -35,16 +35,25 @@ precompile_json --manifest "$manifest" -j 2
 precompile_json --input 1,4,8,8,8 --out-channels 8 --kernel 3 --padding same
 [[ $(field compiled) == 0 && $(field cached) == 1 ]] || fail "flags: want the manifest's kernel cached"
 
-# Every kernel, plus the twins precompile builds alongside for inputs that are not 16-byte
-# aligned: one here, depthwise_valid_tf32's element-load kernel (W = 8 takes 16-byte loads).
-entries=$((kernels + 1))
+# precompile reports every entry it wrote, each on disk, the twins it builds alongside for inputs
+# that are not 16-byte aligned included: one here, depthwise_valid_tf32's element-load kernel
+# (W = 8 takes 16-byte loads): two depthwise entries.
+entries=$kernels
+[[ $(grep -o '"on_disk":true' <<<"$cold" | wc -l) -eq $entries ]] || fail "cold run: every entry on disk"
+[[ $(grep -o '"kernel":"depthwise ' <<<"$cold" | wc -l) -eq 2 ]] || fail "cold run: the twin is not listed"
 out=$(conv list --json) || fail "list exited $?"
 [[ $(grep -o '"key":' <<<"$out" | wc -l) -eq $entries ]] || fail "list: want $entries entries: $out"
+# Beside each key, its kernel and shape in words.
+grep -q '"kernel":"depthwise fp32 class=tf32 epi=bias cg=1 k=1x3x3 s=1x1x1 d=1x1x1 sm_90"' <<<"$out" ||
+  fail "list: no readable kernel column"
 
 conv export "$archive" | grep -E "exported $entries entries" || fail "export"
 conv clear | grep -E "removed $entries entries" || fail "clear"
 conv list | grep -E "^0 entries" || fail "list after clear"
 conv import "$archive" | grep -E "imported $entries entries" || fail "import"
+# The archive through a pipe: export to standard output, import from standard input.
+conv export - 2>/dev/null | "$cli" --cache-dir "$work/piped" import - | grep -E "imported $entries entries" ||
+  fail "export - | import -"
 
 # Human output this time: the table's summary line.
 out=$(conv precompile --arch sm_90 --manifest "$manifest")

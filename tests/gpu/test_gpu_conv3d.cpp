@@ -441,3 +441,29 @@ TEST_CASE("a cached cubin the driver refuses is a miss: rebuilt, and the call st
   CHECK(again.stats().compiles == 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a description larger than its buffers is invalid_argument, and the process keeps working") {
+  cli::make_context_current();
+  cli::Stream stream;
+  Engine engine;
+  const Conv3dDesc d = make(2, 3, {6, 7, 9}, 8, {3, 3, 3}, 1, 1);
+  cli::ProblemData data(d, 21);
+  // N = 2^40 on buffers made for N = 2 (the crash this check exists for), and one batch too many.
+  for (const int64_t n : {int64_t{1} << 40, int64_t{3}}) {
+    Conv3dDesc wrong = d;
+    wrong.n = n;
+    INFO(describe(wrong));
+    try {
+      engine.run(wrong, data.tensors(), stream.get());
+      FAIL("launched");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.category() == ErrorCategory::InvalidArgument);
+      CHECK(std::string(e.what()).find("input = 0x") != std::string::npos);
+      CHECK(std::string(e.what()).find("bytes from 0x") != std::string::npos);
+    }
+  }
+  // The context is unharmed: a correct call after them succeeds and matches the reference.
+  stream.synchronize();
+  require_pass(test::check_against_reference(engine, d, 22, stream));
+}

@@ -1,7 +1,6 @@
 // DiskCache on real files: each test case gets a fresh folder from mkdtemp.
 #include <fcntl.h>
 #include <pwd.h>
-#include <spdlog/sinks/base_sink.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -20,17 +20,21 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "catch.hpp"
 #include "conv3djit/error.hpp"
 #include "cache/disk_cache.hpp"
 #include "core/hash.hpp"
 #include "core/log.hpp"
+#include "warning_log.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using conv3djit::ErrorCategory;
 using conv3djit::detail::DiskCache;
+using conv3djit::test::WarningLog;
 
 constexpr uint64_t kNoLimit = 1ull << 40;
 
@@ -47,47 +51,6 @@ struct TempDir {
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-};
-
-// Collects the library's warnings, and keeps them off stderr, while it lives.
-class WarningLog {
- public:
-  WarningLog() : sink_(std::make_shared<Sink>()) {
-    spdlog::logger& logger = conv3djit::detail::log();
-    saved_level_ = logger.level();
-    logger.set_level(spdlog::level::warn);
-    for (const spdlog::sink_ptr& s : logger.sinks()) {
-      saved_sinks_.emplace_back(s, s->level());
-      s->set_level(spdlog::level::off);
-    }
-    logger.sinks().push_back(sink_);
-  }
-  ~WarningLog() {
-    spdlog::logger& logger = conv3djit::detail::log();
-    logger.sinks().pop_back();
-    for (auto& [s, level] : saved_sinks_) s->set_level(level);
-    logger.set_level(saved_level_);
-  }
-  WarningLog(const WarningLog&) = delete;
-  WarningLog& operator=(const WarningLog&) = delete;
-
-  std::vector<std::string> messages() const {
-    std::lock_guard<std::mutex> lock(sink_->mutex_);
-    return sink_->messages;
-  }
-
- private:
-  struct Sink : spdlog::sinks::base_sink<std::mutex> {
-    std::vector<std::string> messages;
-    void sink_it_(const spdlog::details::log_msg& msg) override {
-      messages.emplace_back(msg.payload.data(), msg.payload.size());
-    }
-    void flush_() override {}
-    using spdlog::sinks::base_sink<std::mutex>::mutex_;
-  };
-  std::shared_ptr<Sink> sink_;
-  spdlog::level::level_enum saved_level_;
-  std::vector<std::pair<spdlog::sink_ptr, spdlog::level::level_enum>> saved_sinks_;
 };
 
 std::string read_bytes(const fs::path& path) {
@@ -538,7 +501,7 @@ TEST_CASE("disk cache: a corrupt archive throws CacheIO and imports nothing", "[
     CHECK(contains(e.what(), archive));
     CHECK(contains(e.what(), what));
   }
-  CHECK(target.entries().empty());
+  CHECK_FALSE(fs::exists(tmp.path / "target"));  // not even the folder was made
 }
 
 TEST_CASE("disk cache: clear removes every entry and abandoned temp files", "[disk_cache]") {
@@ -615,4 +578,307 @@ TEST_CASE("disk cache: default folder follows CONV3DJIT_CACHE_DIR, XDG_CACHE_HOM
   const passwd* pw = ::getpwuid(::getuid());
   REQUIRE(pw != nullptr);
   CHECK(DiskCache::default_dir() == (fs::path(pw->pw_dir) / ".cache" / "conv3djit").string());
+}
+
+// The cache as a fault and attack surface: what sits at an entry's name, who may write the folder,
+// where archives come from and go to.
+
+namespace {
+// The path an entry for key has, with nothing there now.
+fs::path vacated_entry(DiskCache& cache, const std::string& key) {
+  cache.store(key, "payload");
+  const fs::path path = path_of(cache, key);
+  fs::remove(path);
+  return path;
+}
+}  // namespace
+
+TEST_CASE("disk cache: a FIFO, a folder or a link at an entry's name is dropped, and the cache goes on",
+          "[disk_cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.path.string(), kNoLimit);
+  const fs::path path = vacated_entry(cache, "victim");
+  std::string what;
+  SECTION("FIFO") {
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);  // a blocking open() would wait for a writer forever
+    what = "not a regular file";
+  }
+  SECTION("folder") {
+    fs::create_directories(path / "inside");
+    what = "not a regular file";
+  }
+  SECTION("link") {
+    write_bytes(tmp.path / "elsewhere", "x");
+    fs::create_symlink(tmp.path / "elsewhere", path);
+    what = "symbolic link";
+  }
+  WarningLog warnings;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(cache.load("victim"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(contains(warnings.messages()[0], what));
+  CHECK_FALSE(fs::exists(fs::symlink_status(path)));
+  CHECK(cache.store("victim", "again").empty());
+  CHECK(cache.load("victim") == std::string("again"));
+  CHECK(cache.enabled());
+}
+
+TEST_CASE("disk cache: a folder put at an entry's name before a store is dropped, not a reason to stop",
+          "[disk_cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.path.string(), kNoLimit);
+  fs::create_directories(vacated_entry(cache, "first"));
+  WarningLog warnings;
+  CHECK(cache.store("first", "payload").empty());
+  CHECK(cache.enabled());
+  CHECK(cache.load("first") == std::string("payload"));
+  cache.store("second", "payload");
+  CHECK(cache.load("second") == std::string("payload"));
+}
+
+TEST_CASE("disk cache: a dead writer's temp file under this process's name does not block stores",
+          "[disk_cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.path.string(), kNoLimit);
+  cache.store("probe", "payload");
+  const fs::path folder = path_of(cache, "probe").parent_path();
+  // Names a crashed process with this pid would have left: pid, thread hash, a counter.
+  const size_t thread_hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  for (int i = 0; i < 64; ++i) {
+    write_bytes(folder / fmt::format(".tmp-{}-{:x}-{}", ::getpid(), thread_hash, i), "leftover");
+    write_bytes(folder / fmt::format(".tmp-{}-{:016x}", ::getpid(), i), "leftover");
+  }
+  WarningLog warnings;
+  CHECK(cache.store("probe", "replaced").empty());
+  CHECK(cache.enabled());
+  CHECK(warnings.messages().empty());
+}
+
+TEST_CASE("disk cache: a huge file at an entry's name is refused by its header, not read whole",
+          "[disk_cache]") {
+  TempDir tmp;
+  DiskCache cache(tmp.path.string(), kNoLimit);
+  cache.store("big", "payload");
+  const fs::path path = path_of(cache, "big");
+  const std::string file = read_bytes(path);
+  // A sparse 1 GiB file: a valid header whose sizes do not add up to the file's.
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(file.data(), static_cast<std::streamsize>(file.size()));
+  }
+  fs::resize_file(path, 1ull << 30);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    int errors = 0;
+    {
+      WarningLog warnings;
+      errors += cache.load("big").has_value();
+      errors += warnings.messages().size() != 1;
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    errors += after.ru_maxrss - before.ru_maxrss > 64 * 1024;  // KiB: far below the file's 1 GiB
+    ::_exit(errors);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("disk cache: folders are made 0700 and a folder others can write is refused unless trusted",
+          "[disk_cache]") {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "new" / "cache";
+  DiskCache cache(dir.string(), kNoLimit);
+  REQUIRE(cache.store("key", "payload").empty());
+  const auto mode = [](const fs::path& p) { return fs::status(p).permissions() & fs::perms::all; };
+  CHECK(mode(tmp.path / "new") == fs::perms::owner_all);
+  CHECK(mode(dir) == fs::perms::owner_all);
+  CHECK(mode(path_of(cache, "key").parent_path()) == fs::perms::owner_all);
+
+  fs::permissions(dir, fs::perms::all);  // 0777: anyone could plant a cubin
+  WarningLog warnings;
+  DiskCache shared(dir.string(), kNoLimit);
+  CHECK_FALSE(shared.load("key"));
+  CHECK(contains(shared.store("other", "payload"), "writable by other users"));
+  CHECK_FALSE(shared.enabled());
+  REQUIRE(warnings.messages().size() == 1);  // said once, at error level
+  CHECK(contains(warnings.messages()[0], "CONV3DJIT_TRUST_SHARED_CACHE"));
+  try {
+    shared.entries();
+    FAIL("a shared folder was listed");
+  } catch (const conv3djit::Error& e) {
+    CHECK(e.category() == ErrorCategory::CacheIO);
+    CHECK(contains(e.what(), "writable by other users"));
+  }
+  CHECK_FALSE(shared.info().writable);
+  CHECK(contains(shared.info().problem, "writable by other users"));
+
+  DiskCache trusted(dir.string(), kNoLimit, true);
+  CHECK(trusted.load("key") == std::string("payload"));
+  CHECK(trusted.store("other", "payload").empty());
+
+  // A folder above it that others can change (without the sticky bit) is as bad.
+  fs::permissions(dir, fs::perms::owner_all);
+  fs::permissions(tmp.path / "new", fs::perms::all);
+  CHECK(contains(DiskCache(dir.string(), kNoLimit).store("x", "y"), "a folder above it"));
+  fs::permissions(tmp.path / "new", fs::perms::owner_all | fs::perms::sticky_bit | fs::perms::others_all |
+                                        fs::perms::group_all);
+  CHECK(DiskCache(dir.string(), kNoLimit).store("x", "y").empty());
+}
+
+TEST_CASE("disk cache: cache commands on a folder they cannot use fail naming it", "[disk_cache]") {
+  TempDir tmp;
+  fs::path dir;
+  std::string what;
+  SECTION("missing") {
+    dir = tmp.path / "missing";
+    what = "does not exist";
+  }
+  SECTION("a file") {
+    dir = tmp.path / "file";
+    write_bytes(dir, "x");
+    what = "is not a folder";
+  }
+  SECTION("a symlink loop") {
+    dir = tmp.path / "loop";
+    fs::create_symlink(tmp.path / "loop", dir);
+    what = "symbolic links";
+  }
+  DiskCache cache(dir.string(), kNoLimit);
+  for (int command = 0; command < 3; ++command) {
+    try {
+      if (command == 0) cache.entries();
+      if (command == 1) cache.clear();
+      if (command == 2) cache.export_archive((tmp.path / "out.c3j").string());
+      FAIL("command " << command << " did not throw");
+    } catch (const conv3djit::Error& e) {
+      INFO(e.what());
+      CHECK(e.category() == ErrorCategory::CacheIO);
+      CHECK(contains(e.what(), dir.string()));
+      CHECK(contains(e.what(), what));
+    }
+  }
+  CHECK_FALSE(fs::exists(tmp.path / "out.c3j"));
+  const conv3djit::CacheInfo info = cache.info();
+  CHECK_FALSE(info.exists);
+  if (what != "does not exist") {
+    CHECK_FALSE(info.writable);
+    CHECK(contains(info.problem, dir.string()));
+  }
+}
+
+TEST_CASE("disk cache: info says a folder that cannot be made is not writable", "[disk_cache]") {
+  DiskCache cache("/proc/conv3djit-cache", kNoLimit);  // /proc takes no new folders, even from root
+  const conv3djit::CacheInfo info = cache.info();
+  CHECK_FALSE(info.writable);
+  CHECK_FALSE(info.problem.empty());
+  WarningLog warnings;
+  const std::string why = cache.store("key", "payload");
+  INFO(why);
+  CHECK(contains(why, "/proc/conv3djit-cache"));
+  CHECK_FALSE(cache.enabled());
+  CHECK(cache.store("again", "payload") == why);  // every later store says why, too
+}
+
+TEST_CASE("disk cache: export through a link replaces its target and keeps the link; - and pipes work",
+          "[disk_cache]") {
+  TempDir tmp;
+  DiskCache cache((tmp.path / "cache").string(), kNoLimit);
+  cache.store("one", "payload one");
+  cache.store("two", "payload two");
+  const fs::path target = tmp.path / "real.c3j", link = tmp.path / "link.c3j";
+  write_bytes(target, "old");
+  fs::create_symlink(target, link);
+  CHECK(cache.export_archive(link.string()) == 2);
+  CHECK(fs::is_symlink(link));
+  CHECK(read_bytes(target).rfind("C3JARCH1", 0) == 0);
+
+  // Through a FIFO, as `conv3djit export /dev/stdout | ssh host conv3djit import -` does.
+  const fs::path fifo = tmp.path / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { cache.export_archive(fifo.string()); });
+  DiskCache other((tmp.path / "other").string(), kNoLimit);
+  CHECK(other.import_archive(fifo.string()) == 2);
+  writer.join();
+  CHECK(other.load("two") == std::string("payload two"));
+}
+
+TEST_CASE("disk cache: an import that runs out of space takes back what it wrote and says so",
+          "[disk_cache]") {
+  TempDir tmp;
+  DiskCache source((tmp.path / "source").string(), kNoLimit);
+  // RLIMIT_FSIZE bounds each file: one entry too big for it, and the others written around it.
+  for (uint32_t i = 0; i < 6; ++i) source.store("entry " + std::to_string(i), make_payload(i, i == 3 ? 100000 : 3000));
+  const std::string archive = (tmp.path / "archive.c3j").string();
+  REQUIRE(source.export_archive(archive) == 6);
+  const fs::path target = tmp.path / "target";
+  DiskCache(target.string(), kNoLimit).store("already there", "payload");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Past RLIMIT_FSIZE write() fails with EFBIG, as with ENOSPC: here on "entry 3".
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{16384, 16384};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    int errors = 0;
+    try {
+      DiskCache(target.string(), kNoLimit).import_archive(archive);
+      errors = 100;
+    } catch (const conv3djit::Error& e) {
+      errors += !contains(e.what(), "removed again");
+    }
+    ::_exit(errors);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  DiskCache after(target.string(), kNoLimit);
+  CHECK(keys_of(after) == std::set<std::string>{"already there"});
+  CHECK(count_temp_files(target) == 0);
+}
+
+TEST_CASE("disk cache: one process at a time holds a key's lock, and a holder's death frees it",
+          "[disk_cache]") {
+  TempDir tmp;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Holds the lock, says so, and dies holding it, as a crashed compiler would.
+    DiskCache child(tmp.path.string(), kNoLimit);
+    const DiskCache::KeyLock held = child.lock("key", std::chrono::seconds(1));
+    const bool ok = held.held() && ::write(pipe_fds[1], "x", 1) == 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::_exit(ok ? 0 : 1);
+  }
+  char c = 0;
+  REQUIRE(::read(pipe_fds[0], &c, 1) == 1);
+  DiskCache cache(tmp.path.string(), kNoLimit);
+  {
+    WarningLog warnings;
+    const DiskCache::KeyLock short_wait = cache.lock("key", std::chrono::milliseconds(50));
+    CHECK_FALSE(short_wait.held());
+    REQUIRE(warnings.messages().size() == 1);
+    CHECK(contains(warnings.messages()[0], "compiling it here too"));
+  }
+  CHECK(cache.lock("other key", std::chrono::milliseconds(50)).held());
+  const auto start = std::chrono::steady_clock::now();
+  const DiskCache::KeyLock later = cache.lock("key", std::chrono::seconds(20));
+  CHECK(later.held());
+  CHECK(later.waited());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
 }

@@ -119,6 +119,36 @@ CUresult tensor_map_encode(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
   return CUDA_SUCCESS;
 }
 
+// Allocations, for the check that each tensor lies inside its own: base -> (size, mapped with the
+// virtual memory API). A pointer outside all of them is no device memory. The tests' host buffers
+// stand in for device memory; without an entry a range covers everything from the pointer on.
+std::map<uintptr_t, std::pair<size_t, bool>> allocation_table;
+bool strict_ranges = false;
+CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  for (const auto& [b, entry] : allocation_table) {
+    if (p >= b && p < b + entry.first) {
+      *base = b;
+      *size = entry.first;
+      return CUDA_SUCCESS;
+    }
+  }
+  if (strict_ranges) return CUDA_ERROR_NOT_FOUND;
+  *base = p;
+  *size = size_t{1} << 40;
+  return CUDA_SUCCESS;
+}
+CUresult mem_retain_allocation_handle(CUmemGenericAllocationHandle* handle, void* p) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (mem_get_address_range(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS ||
+      allocation_table.count(base) == 0 || !allocation_table[base].second) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *handle = base;
+  return CUDA_SUCCESS;
+}
+CUresult mem_release(CUmemGenericAllocationHandle) { return CUDA_SUCCESS; }
+
 detail::DriverApi fake_driver() {
   detail::DriverApi api;
   api.cuCtxGetCurrent = ctx_get_current;
@@ -136,6 +166,9 @@ detail::DriverApi fake_driver() {
   api.cuMemAllocAsync = mem_alloc_async;
   api.cuMemFreeAsync = mem_free_async;
   api.cuTensorMapEncodeTiled = tensor_map_encode;
+  api.cuMemGetAddressRange = mem_get_address_range;
+  api.cuMemRetainAllocationHandle = mem_retain_allocation_handle;
+  api.cuMemRelease = mem_release;
   return api;
 }
 
@@ -241,4 +274,57 @@ TEST_CASE("a context recreated under its old handle gets its kernels loaded agai
   CHECK(engine.stats().module_loads == loads + 1);  // loaded into the new context
   CHECK(engine.stats().compiles == 1);               // the cubin is still good
   CHECK(state.stale_launches.load() == stale_before);
+}
+
+TEST_CASE("a tensor past the end of its allocation is invalid_argument, and nothing is launched") {
+  FakeDriverScope fake;
+  Engine engine(memory_only());
+  const Conv3dDesc d = shape(8, 8, {3, 3, 3}, 8);  // input 2x8x6x9x17, weight 8x1x3x3x3, output as input
+  const size_t input_bytes = 2 * 8 * 6 * 9 * 17 * 4, weight_bytes = 8 * 27 * 4;
+  // Fake device addresses: nothing is dereferenced before a launch, and no launch reads them.
+  const uintptr_t in = 0x10000000, wt = 0x20000000, out = 0x30000000, vmm = 0x40000000;
+  allocation_table = {{in, {input_bytes, false}}, {wt, {weight_bytes, false}}, {out, {input_bytes, false}}};
+  strict_ranges = true;
+  const auto ptr = [](uintptr_t p) { return reinterpret_cast<void*>(p); };
+  const int launches = state.launches.load();
+  const auto refusal = [&](const Conv3dDesc& desc, const Conv3dTensors& t) -> std::string {
+    try {
+      engine.run(desc, t, stream_of(1));
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::InvalidArgument);
+      return e.what();
+    }
+    return "";
+  };
+  const Conv3dTensors fits{ptr(in), ptr(wt), nullptr, ptr(out)};
+  CHECK(refusal(d, fits).empty());
+  CHECK(state.launches.load() == launches + 1);
+
+  Conv3dDesc bigger = d;
+  bigger.n = int64_t{1} << 40;  // the batch of the issue's crash: far beyond the buffers
+  const std::string what = refusal(bigger, fits);
+  INFO(what);
+  CHECK(what.find("input = 0x10000000 needs ") != std::string::npos);
+  CHECK(what.find(std::to_string(input_bytes) + " bytes from 0x10000000") != std::string::npos);
+  // One element short in the output, the weight offset by one element: each named.
+  CHECK(refusal(d, {ptr(in), ptr(wt), nullptr, ptr(out + 4)}).find("output = 0x30000004 needs") != std::string::npos);
+  CHECK(refusal(d, {ptr(in), ptr(wt + 4), nullptr, ptr(out)}).find("weight = 0x20000004 needs") != std::string::npos);
+  CHECK(refusal(d, {ptr(in), ptr(0x50000000), nullptr, ptr(out)}).find("weight = 0x50000000: not device memory") !=
+        std::string::npos);
+  CHECK(state.launches.load() == launches + 1);
+
+  // Mapped with the virtual memory API in two pieces, as PyTorch's expandable segments grow: the
+  // range of the first piece alone is too small, yet the tensor is whole.
+  allocation_table[vmm] = {input_bytes / 2, true};
+  allocation_table[vmm + input_bytes / 2] = {input_bytes - input_bytes / 2, true};
+  CHECK(refusal(d, {ptr(vmm), ptr(wt), nullptr, ptr(out)}).empty());
+  CHECK(state.launches.load() == launches + 2);
+
+  // The check off: the description is believed.
+  EngineOptions unchecked = memory_only();
+  unchecked.check_allocations = false;
+  Engine trusting(unchecked);
+  CHECK_NOTHROW(trusting.run(d, {ptr(in), ptr(wt + 4), nullptr, ptr(out)}, stream_of(1)));
+  strict_ranges = false;
+  allocation_table.clear();
 }
