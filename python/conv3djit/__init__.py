@@ -8,8 +8,9 @@ integration (custom op, autograd, ``nn.Conv3d`` drop-in). docs/python.md is the 
 from ._errors import (CacheIO, CacheMiss, CompileFailed, DriverError, Error, InvalidArgument, NoDevice,
                       Unsupported)
 from ._ext import (CacheEntry, CacheInfo, Comparison, Conv3dDesc, DeviceInfo, Engine, EngineStats,
-                   KernelResources, PrecompiledKernel, PrecompileResult, Tolerance, Validation, compare,
-                   current_device, default_engine, describe, nvrtc_version, reference_conv3d, tolerance)
+                   KernelResources, PrecompiledKernel, PrecompileResult, Tolerance, Validation, check_arch,
+                   compare, current_device, default_engine, describe, nvrtc_version, reference_conv3d,
+                   supported_archs, tolerance)
 from ._ext import version as _version
 from ._api import conv3d, output_shape, precompile, resolved_padding, validate
 from ._manifest import manifest_line, precompile_manifest, read_manifest, write_manifest
@@ -20,7 +21,7 @@ __all__ = [
     "CacheEntry", "CacheIO", "CacheInfo", "CacheMiss", "Comparison", "CompileFailed", "Conv3dDesc",
     "DeviceInfo", "DriverError", "Engine", "EngineStats", "Error", "InvalidArgument", "KernelResources",
     "NoDevice", "PrecompileResult", "PrecompiledKernel", "Tolerance", "Unsupported", "Validation",
-    "compare", "conv3d", "current_device", "default_engine", "describe", "manifest_line", "nvrtc_version",
+    "check_arch", "compare", "conv3d", "current_device", "default_engine", "describe", "manifest_line", "nvrtc_version",
     "output_shape", "precompile", "precompile_manifest", "read_manifest", "reference_conv3d",
-    "resolved_padding", "tolerance", "validate", "write_manifest",
+    "resolved_padding", "supported_archs", "tolerance", "validate", "write_manifest",
 ]

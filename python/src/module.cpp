@@ -490,6 +490,9 @@ NB_MODULE(_ext, m) {
   m.def("tolerance", [](const std::string& precision) { return tolerance(precision_of(precision)); }, "precision"_a);
   m.def("compare", &compare_arrays, "got"_a, "reference"_a, "tolerance"_a);
   m.def("nvrtc_version", &nvrtc_version);
+  m.def("supported_archs", &supported_archs, "The archs this NVRTC compiles for: 'sm_75', ..., 'sm_90a', ...");
+  m.def("check_arch", &check_arch, "arch"_a,
+        "Raises InvalidArgument for a malformed arch name, Unsupported for one this NVRTC cannot compile for.");
   m.def("current_device", &current_device, "The device of the current context (or device 0); None without one.");
   m.def("version", []() { return std::string(conv3djit::version()); });
 }

@@ -255,7 +255,8 @@ def test_cache_listing_export_import(engine, tmp_path):
                          engine=engine)
     info = engine.cache_info()
     entries = engine.cache_entries()
-    assert info.writable and not info.problem
+    assert info.exists and info.writable and not info.problem
+    assert all(e.kernel for e in entries)
     assert info.entries == len(entries) >= 1 and info.bytes == sum(e.bytes for e in entries)
     assert all(os.path.isfile(e.path) and e.key and e.last_use_unix > 0 for e in entries)
     archive = str(tmp_path / "cache.c3j")
@@ -268,9 +269,6 @@ def test_cache_listing_export_import(engine, tmp_path):
         other.cache_import(str(tmp_path / "missing.c3j"))
 
 
-# These check the semantics of EngineOptions.compile_mode, CacheInfo.exists and CacheEntry.kernel;
-# non-strict so that they pass against a library built before those fields were filled in.
-@pytest.mark.xfail(strict=False, reason="library without compile_mode / readable cache entries")
 def test_compile_mode_never_and_readable_entries(engine, tmp_path):
     desc = Conv3dDesc((1, 4, 6, 6, 6), 4, 3)
     never = conv3djit.Engine(cache_dir=str(tmp_path / "empty"), compile_mode="never")
@@ -282,6 +280,39 @@ def test_compile_mode_never_and_readable_entries(engine, tmp_path):
     assert all(e.kernel for e in engine.cache_entries())
     warm = conv3djit.Engine(cache_dir=engine.cache_info().dir, compile_mode="never")
     assert not warm.precompile(desc, "sm_90").main.compiled  # a disk hit is no compile
+
+
+def test_archs():
+    archs = conv3djit.supported_archs()
+    assert "sm_90" in archs
+    conv3djit.check_arch("sm_90a")
+    with pytest.raises(conv3djit.InvalidArgument, match="arch = 'compute_90'"):
+        conv3djit.check_arch("compute_90")
+    with pytest.raises(conv3djit.Unsupported, match="arch = 'sm_10'"):
+        conv3djit.precompile(input_shape=(1, 2, 4, 4, 4), out_channels=2, kernel_size=1, arch="sm_10")
+
+
+def test_compile_mode_from_environment(tmp_path):
+    code = ("import conv3djit\n"
+            "e = conv3djit.Engine(cache_dir=%r)\n"
+            "try:\n    e.precompile(conv3djit.Conv3dDesc((1, 2, 4, 4, 4), 2, 1), 'sm_90')\n"
+            "except conv3djit.CacheMiss:\n    print('miss', e.stats().refused_compiles)\n") % str(tmp_path)
+    env = dict(os.environ, CONV3DJIT_COMPILE="never")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.strip() == "miss 1"
+
+
+def test_shared_cache_folder_needs_trust(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    desc = Conv3dDesc((1, 2, 4, 4, 4), 2, 1)
+    refused = conv3djit.Engine(cache_dir=str(shared))
+    assert "writable by other users" in refused.cache_info().problem
+    with pytest.raises(conv3djit.CacheIO, match="writable by other users"):
+        refused.precompile(desc, "sm_90")  # precompile that cannot store fails
+    trusted = conv3djit.Engine(cache_dir=str(shared), trust_shared_cache=True)
+    assert trusted.precompile(desc, "sm_90").main.on_disk
 
 
 def test_memory_only_engine(tmp_path):
