@@ -183,6 +183,11 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
   return validate(desc, &tensors);
 }
 
+CallArrays arrays_of(const InArray& input, const InArray& weight, const std::optional<InArray>& bias,
+                     const std::optional<OutArray>& out) {
+  return {&input, &weight, bias ? &*bias : nullptr, out ? &*out : nullptr};
+}
+
 Conv3dTensors tensors_of(const CallArrays& arrays) {
   Conv3dTensors t;
   t.input = arrays.input->data();

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <optional>
 #include <string>
 
 #include <conv3djit/conv3d.hpp>
@@ -29,6 +30,10 @@ struct CallArrays {
 /// array and the value: an InvalidArgument or Unsupported failure, or an ok Validation.
 /// `out_double`: out holds float64 (the GPU reference).
 Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double = false);
+
+/// The arrays of a call as bound functions receive them.
+CallArrays arrays_of(const InArray& input, const InArray& weight, const std::optional<InArray>& bias,
+                     const std::optional<OutArray>& out);
 
 /// The Conv3dTensors of arrays that passed check_arrays().
 Conv3dTensors tensors_of(const CallArrays& arrays);
