@@ -62,9 +62,30 @@ def _check(desc, out, ref):
     assert result.passed, f"{desc}: {result}"
 
 
-@pytest.mark.parametrize("desc", _random_descs(24, seed=3), ids=str)
+RANDOM = _random_descs(24, seed=3)
+
+
+def _precompile_all(descs):
+    """Compiles the kernels of descs in parallel (compiles release the GIL), so that the tests
+    spend no time compiling one after the other. A failure is left to the test of its layer."""
+    def precompile(desc):
+        try:
+            conv3djit.precompile(desc)
+        except conv3djit.Error:
+            pass
+
+    with concurrent.futures.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
+        list(pool.map(precompile, descs))
+
+
+@pytest.fixture(scope="module")
+def random_compiled():
+    _precompile_all(RANDOM)
+
+
+@pytest.mark.parametrize("desc", RANDOM, ids=str)
 @pytest.mark.parametrize("low", [-1.0, 0.0], ids=["signed", "positive"])
-def test_random_descriptions_against_float64(desc, low):
+def test_random_descriptions_against_float64(desc, low, random_compiled):
     x, w, b, out = _inputs(desc, low)
     assert conv3djit.conv3d(x, w, b, desc.stride, desc.padding, desc.dilation, desc.groups, out=out,
                             precision=desc.precision) is out
@@ -86,15 +107,7 @@ def _suite_descs():
 
 @pytest.fixture(scope="module")
 def suite_compiled():
-    """The suite's kernels, compiled in parallel (compiles release the GIL) before the module's tests."""
-    def precompile(desc):
-        try:
-            conv3djit.precompile(desc)
-        except conv3djit.Error:
-            pass  # the layer's own test reports it
-
-    with concurrent.futures.ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
-        list(pool.map(precompile, [p.values[0] for p in _suite_descs()]))
+    _precompile_all([p.values[0] for p in _suite_descs()])
 
 
 @pytest.mark.parametrize("desc", _suite_descs())
