@@ -117,7 +117,7 @@ def _direct(input, weight, bias):
             and not torch._C._len_torch_dispatch_stack() and not torch._C._is_torch_function_mode_enabled())
 
 
-def _padding_sides(in_sizes, weight, padding, padding_kind, dilation):
+def _padding_sides(weight, padding, padding_kind, dilation):
     """Per-axis (before, after) padding, as conv3djit and PyTorch resolve 'same' (the odd element
     of a total goes to the end)."""
     sides = []
@@ -136,7 +136,7 @@ def _padding_sides(in_sizes, weight, padding, padding_kind, dilation):
 def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
     torch._check(input.dim() == 5, lambda: f"input: expected 5 dims, got {input.dim()}")
     torch._check(weight.dim() == 5, lambda: f"weight: expected 5 dims, got {weight.dim()}")
-    sides = _padding_sides(input.shape[2:], weight, padding, padding_kind, dilation)
+    sides = _padding_sides(weight, padding, padding_kind, dilation)
     out = [input.shape[0], weight.shape[0]]
     for axis in range(3):
         before, after = sides[axis]
@@ -156,7 +156,7 @@ def _backward(ctx, grad_out):
     """PyTorch's convolution backward (cuDNN on CUDA) for the same convolution."""
     input, weight = ctx.saved_tensors
     stride, padding, padding_kind, dilation, groups = ctx.conv
-    sides = _padding_sides(input.shape[2:], weight, padding, padding_kind, dilation)
+    sides = _padding_sides(weight, padding, padding_kind, dilation)
     before = [b for b, _ in sides]
     extra = [a - b for b, a in sides]
     x = input
