@@ -72,17 +72,7 @@ Padding padding_of(nb::handle value) {
     const std::string word = nb::cast<std::string>(value);
     if (word == "same") return Padding::same();
     if (word == "valid") return Padding::valid();
-    invalid(fmt::format("padding = '{}': expected an int, 3 ints, 3 (before, after) pairs, 'same' or 'valid'", word));
-  }
-  // Per side, as F.pad gives it but in (D, H, W) order: ((2, 0), (1, 1), (1, 1)) is causal in time.
-  if (!PyUnicode_Check(value.ptr()) && PySequence_Check(value.ptr()) && nb::len(value) == 3) {
-    std::vector<std::vector<int64_t>> pairs;
-    for (nb::handle axis : nb::borrow<nb::sequence>(value)) {
-      if (auto pair = ints_of(axis, 2)) pairs.push_back(*pair);
-    }
-    if (pairs.size() == 3) {
-      return Padding::per_side({pairs[0][0], pairs[1][0], pairs[2][0]}, {pairs[0][1], pairs[1][1], pairs[2][1]});
-    }
+    invalid(fmt::format("padding = '{}': expected an int, 3 ints, 'same' or 'valid'", word));
   }
   return Padding(dims3_of(value, "padding"));
 }
@@ -108,9 +98,6 @@ nb::object padding_value(const Padding& p) {
     case Padding::Mode::Same: return nb::str("same");
     case Padding::Mode::Valid: return nb::str("valid");
     case Padding::Mode::Explicit: break;
-    case Padding::Mode::PerSide:
-      return nb::make_tuple(nb::make_tuple(p.amount.d, p.after.d), nb::make_tuple(p.amount.h, p.after.h),
-                            nb::make_tuple(p.amount.w, p.after.w));
   }
   return tuple_of(p.amount);
 }

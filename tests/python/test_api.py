@@ -364,13 +364,3 @@ def test_no_device_errors():
         conv3djit.default_engine().precompile(desc)  # no arch: needs the current device
     with pytest.raises(conv3djit.NoDevice):
         conv3djit.default_engine().run_pointers(desc, 16, 16, 0, 16, 0)
-
-
-def test_padding_per_side_is_three_before_after_pairs():
-    # Causal in time: two frames before, none after; as many frames out as in.
-    d = Conv3dDesc((1, 4, 6, 8, 8), 8, 3, padding=((2, 0), (1, 1), (1, 1)))
-    assert d.padding == ((2, 0), (1, 1), (1, 1))
-    assert conv3djit.output_shape(d) == (1, 8, 6, 8, 8)
-    assert conv3djit.resolved_padding(d) == ((2, 1, 1), (0, 1, 1))
-    with pytest.raises(conv3djit.InvalidArgument, match=r"padding_after\[H\] = -1"):
-        conv3djit.output_shape(Conv3dDesc((1, 4, 6, 8, 8), 8, 3, padding=((0, 0), (0, -1), (0, 0))))
