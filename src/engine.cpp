@@ -78,11 +78,12 @@ class Scratch {
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
-using DescFields = std::array<int64_t, 24>;
+using DescFields = std::array<int64_t, 27>;
 DescFields desc_fields(const Conv3dDesc& d) {
   return {d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
           d.stride.w, static_cast<int64_t>(d.padding.mode), d.padding.amount.d, d.padding.amount.h,
-          d.padding.amount.w, d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
+          d.padding.amount.w, d.padding.after.d, d.padding.after.h, d.padding.after.w,
+          d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
           static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision)};
 }
 struct DescFieldsHash {
@@ -121,13 +122,6 @@ CompileMode compile_mode(const EngineOptions& options) {
               fmt::format("CONV3DJIT_COMPILE = '{}': expected allow, warn or never", value));
 }
 
-// The message of an Error without the "category: " prefix what() carries.
-std::string message_of(const Error& e) {
-  const std::string prefix = std::string(to_string(e.category())) + ": ";
-  const std::string what = e.what();
-  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
-}
-
 // Runs f; a cache miss refused by CompileMode::Never is rethrown naming the description too.
 template <class F>
 auto naming_misses(const Conv3dDesc& desc, F&& f) {
@@ -135,7 +129,7 @@ auto naming_misses(const Conv3dDesc& desc, F&& f) {
     return f();
   } catch (const Error& e) {
     if (e.category() != ErrorCategory::CacheMiss) throw;
-    throw Error(ErrorCategory::CacheMiss, fmt::format("{}, needed by {}", message_of(e), describe(desc)));
+    throw Error(ErrorCategory::CacheMiss, fmt::format("{}, needed by {}", e.message(), describe(desc)));
   }
 }
 

@@ -81,7 +81,8 @@ struct ShapeFlags {
   CLI::Option* kernel = nullptr;
 };
 
-/// Adds --input, --out-channels, --kernel, --stride, --padding, --dilation, --groups, --bias,
+/// Adds --input, --out-channels, --kernel, --stride, --padding (or --padding-before/-after),
+/// --dilation, --groups, --bias,
 /// --precision to `cmd`; the first three are marked required when `required`.
 void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required);
 
@@ -104,6 +105,8 @@ std::string read_input(const std::vector<int64_t>& values, Conv3dDesc& desc);
 std::string read_dims3(const std::vector<int64_t>& values, int64_t min, Dims3& out);
 std::string read_padding(const std::vector<int64_t>& values, Padding& out);
 std::string read_padding_word(const std::string& word, Padding& out);
+/// padding_before (after = false) or padding_after: per-side padding, the other side kept (0 if unset).
+std::string read_padding_side(const std::vector<int64_t>& values, bool after, Padding& out);
 std::string read_count(int64_t value, int64_t& out);  ///< out_channels, groups: >= 1
 std::string read_precision(const std::string& word, Precision& out);
 

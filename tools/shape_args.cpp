@@ -108,6 +108,15 @@ std::string read_padding(const std::vector<int64_t>& values, Padding& out) {
   return {};
 }
 
+std::string read_padding_side(const std::vector<int64_t>& values, bool after, Padding& out) {
+  Dims3 amount;
+  if (auto error = read_dims3(values, 0, amount); !error.empty()) return error;
+  // The side not given stays 0: --padding-before 2,0,0 alone pads 2 frames before and none after.
+  if (out.mode != Padding::Mode::PerSide) out = Padding::per_side(Dims3(0), Dims3(0));
+  (after ? out.after : out.amount) = amount;
+  return {};
+}
+
 std::string read_padding_word(const std::string& word, Padding& out) {
   if (word == "same") {
     out = Padding::same();
@@ -173,6 +182,15 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
         if (!split_ints(text, values)) return read_padding_word(text, desc.padding);
         return read_padding(values, desc.padding);
       }));
+  CLI::Option* padding = flags.options.back();
+  for (const bool after : {false, true}) {
+    flags.options.push_back(
+        add_list_flag(cmd, after ? "--padding-after" : "--padding-before", "P|PD,PH,PW",
+                      after ? "zero padding after each axis (default 0)"
+                            : "zero padding before each axis (default 0), e.g. 2,1,1 with --padding-after 0,1,1: causal in D",
+                      ints([&desc, after](const auto& v) { return read_padding_side(v, after, desc.padding); }))
+            ->excludes(padding));
+  }
   flags.options.push_back(add_list_flag(
       cmd, "--dilation", "S|SD,SH,SW", "dilation (default 1)",
       ints([&desc](const auto& v) { return read_dims3(v, 1, desc.dilation); })));
@@ -197,10 +215,14 @@ void add_shape_or_manifest_flags(CLI::App& cmd, ShapeFlags& flags, std::string& 
   add_shape_flags(cmd, flags, false);
   CLI::Option* option = cmd.add_option("--manifest", manifest, "JSON-lines file, one shape per line (instead of flags)")
                             ->check(CLI::ExistingFile);
-  for (CLI::Option* shape_flag : flags.options) option->excludes(shape_flag);
-  // Shape flags are optional only because --manifest can replace them.
-  cmd.callback([&flags, &manifest] {
-    if (manifest.empty()) require_shape(flags);
+  // Shape flags are optional only because --manifest can replace them. The exclusion is checked
+  // here rather than with CLI11's excludes(), which would print "Excludes: --manifest" under
+  // every shape flag's help.
+  cmd.callback([&flags, option] {
+    if (option->count() == 0) return require_shape(flags);
+    for (const CLI::Option* shape_flag : flags.options) {
+      if (shape_flag->count() > 0) throw CLI::ExcludesError(option->get_name(), shape_flag->get_name());
+    }
   });
 }
 

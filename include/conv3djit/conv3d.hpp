@@ -22,17 +22,27 @@ struct Dims3 {
   constexpr bool operator==(const Dims3& o) const { return d == o.d && h == o.h && w == o.w; }
 };
 
-/// Padding as nn.Conv3d takes it: explicit per-axis amounts, or the strings "same" / "valid".
+/// Padding as nn.Conv3d takes it: explicit per-axis amounts, or the strings "same" / "valid"; or,
+/// as F.pad gives it, different amounts before and after an axis (a video VAE's causal padding in
+/// time is before = 2, after = 0), applied by the kernel's loads: no padded copy is made.
 struct Padding {
-  enum class Mode { Explicit, Same, Valid };
+  enum class Mode { Explicit, Same, Valid, PerSide };
   Mode mode = Mode::Explicit;
-  Dims3 amount{0};  ///< used when mode == Explicit; the same amount on both sides of an axis
+  Dims3 amount{0};  ///< Explicit: the same amount on both sides of an axis; PerSide: before each axis
+  Dims3 after{0};   ///< PerSide: after each axis
 
   constexpr Padding() = default;
   constexpr Padding(int64_t all) : amount(all) {}    // NOLINT: like padding=1
   constexpr Padding(Dims3 per_axis) : amount(per_axis) {}  // NOLINT: like padding=(1,2,3)
   static constexpr Padding same() { Padding p; p.mode = Mode::Same; return p; }
   static constexpr Padding valid() { Padding p; p.mode = Mode::Valid; return p; }
+  static constexpr Padding per_side(Dims3 before, Dims3 after_) {
+    Padding p;
+    p.mode = Mode::PerSide;
+    p.amount = before;
+    p.after = after_;
+    return p;
+  }
 };
 
 enum class DataType { Float32 };
@@ -55,7 +65,7 @@ struct Conv3dDesc {
   int64_t k = 1;        ///< output channels (out_channels)
   Dims3 kernel{1};      ///< kernel_size (KD, KH, KW)
   Dims3 stride{1};      ///< stride per axis, >= 1
-  Padding padding{};    ///< zero padding per axis, or same / valid
+  Padding padding{};    ///< zero padding per axis (or per side), or same / valid
   Dims3 dilation{1};    ///< dilation per axis, >= 1
   int64_t groups = 1;   ///< C and K must both be divisible by groups; groups == C is depthwise
   bool bias = false;    ///< add bias[k] to every output of channel k

@@ -25,9 +25,12 @@ class CONV3DJIT_API Error : public std::runtime_error {
  public:
   Error(ErrorCategory category, const std::string& message);
   ErrorCategory category() const noexcept { return category_; }
+  /// The message alone; what() is "category: message".
+  const std::string& message() const noexcept { return message_; }
 
  private:
   ErrorCategory category_;
+  std::string message_;
 };
 
 }  // namespace conv3djit

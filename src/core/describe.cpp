@@ -12,6 +12,10 @@ std::string describe(const Conv3dDesc& d) {
     case Padding::Mode::Explicit:
       pad = fmt::format("{}x{}x{}", d.padding.amount.d, d.padding.amount.h, d.padding.amount.w);
       break;
+    case Padding::Mode::PerSide:  // before-after on each axis: causal in time is p2-0x1-1x1-1
+      pad = fmt::format("{}-{}x{}-{}x{}-{}", d.padding.amount.d, d.padding.after.d, d.padding.amount.h,
+                        d.padding.after.h, d.padding.amount.w, d.padding.after.w);
+      break;
   }
   return fmt::format("N{}_C{}_D{}_H{}_W{}_K{}_k{}x{}x{}_s{}x{}x{}_p{}_d{}x{}x{}_g{}_{}_{}", d.n, d.c,
                      d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,

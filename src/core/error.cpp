@@ -16,6 +16,6 @@ const char* to_string(ErrorCategory category) noexcept {
 }
 
 Error::Error(ErrorCategory category, const std::string& message)
-    : std::runtime_error(std::string(to_string(category)) + ": " + message), category_(category) {}
+    : std::runtime_error(std::string(to_string(category)) + ": " + message), category_(category), message_(message) {}
 
 }  // namespace conv3djit

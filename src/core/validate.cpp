@@ -8,6 +8,7 @@ namespace conv3djit {
 namespace {
 
 constexpr const char* kAxis[3] = {"D", "H", "W"};
+constexpr const char* kExtent[3] = {"d", "h", "w"};  // the description's field of each axis
 
 struct Fail {
   ErrorCategory category;
@@ -16,19 +17,22 @@ struct Fail {
 
 Fail invalid(std::string message) { return {ErrorCategory::InvalidArgument, std::move(message)}; }
 
-bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+// Checked int64 arithmetic for every derived extent and size: false when the exact result does
+// not fit (signed overflow is undefined behaviour, so it must never happen unchecked).
+bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
 // Product of factors, or a failure naming `what` when it does not fit in int64 (also as bytes).
 std::optional<Fail> checked_size(const char* what, std::initializer_list<int64_t> factors, DataType type,
                                  int64_t* out) {
   int64_t total = 1;
   for (int64_t f : factors) {
-    if (mul_overflows(total, f, &total)) {
+    if (!checked_mul(total, f, &total)) {
       return invalid(fmt::format("{}: element count overflows int64", what));
     }
   }
   int64_t bytes = 0;
-  if (mul_overflows(total, static_cast<int64_t>(detail::element_bytes(type)), &bytes)) {
+  if (!checked_mul(total, static_cast<int64_t>(detail::element_bytes(type)), &bytes)) {
     return invalid(fmt::format("{} = {} elements: byte size overflows int64", what, total));
   }
   *out = total;
@@ -72,11 +76,16 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
     if (d.dilation[a] < 1 || d.dilation[a] > 1024) {
       return invalid(fmt::format("dilation[{}] = {}: dilation must be in [1, 1024]", kAxis[a], d.dilation[a]));
     }
-    if (d.padding.mode == Padding::Mode::Explicit && d.padding.amount[a] < 0) {
-      return invalid(fmt::format("padding[{}] = {}: padding must be >= 0", kAxis[a], d.padding.amount[a]));
-    }
-    if (d.padding.mode == Padding::Mode::Explicit && d.padding.amount[a] > (int64_t{1} << 30)) {
-      return invalid(fmt::format("padding[{}] = {}: padding must be < 2^30", kAxis[a], d.padding.amount[a]));
+    const bool explicit_amounts = d.padding.mode == Padding::Mode::Explicit || d.padding.mode == Padding::Mode::PerSide;
+    const bool per_side = d.padding.mode == Padding::Mode::PerSide;
+    for (const auto& [side, amount] : {std::pair<const char*, int64_t>{per_side ? "padding_before" : "padding", d.padding.amount[a]},
+                                       std::pair<const char*, int64_t>{"padding_after", per_side ? d.padding.after[a] : 0}}) {
+      if (explicit_amounts && amount < 0) {
+        return invalid(fmt::format("{}[{}] = {}: padding must be >= 0", side, kAxis[a], amount));
+      }
+      if (explicit_amounts && amount >= (int64_t{1} << 30)) {
+        return invalid(fmt::format("{}[{}] = {}: padding must be < 2^30", side, kAxis[a], amount));
+      }
     }
     if (d.padding.mode == Padding::Mode::Same && d.stride[a] != 1) {
       return invalid(fmt::format("stride[{}] = {}: padding='same' is not supported for strided "
@@ -94,17 +103,31 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
   int64_t outv[3];
   int64_t before[3] = {0, 0, 0}, after[3] = {0, 0, 0};
   for (int a = 0; a < 3; ++a) {
-    const int64_t span = d.dilation[a] * (d.kernel[a] - 1);  // effective kernel extent - 1
+    // Effective kernel extent - 1. The bounds above keep it small; checked all the same, so that
+    // widening them cannot bring back an unchecked product.
+    int64_t span = 0;
+    if (!checked_mul(d.dilation[a], d.kernel[a] - 1, &span)) {
+      return invalid(fmt::format("kernel[{}] = {} with dilation {}: effective kernel extent overflows int64",
+                                 kAxis[a], d.kernel[a], d.dilation[a]));
+    }
     switch (d.padding.mode) {
       case Padding::Mode::Explicit: before[a] = after[a] = d.padding.amount[a]; break;
+      case Padding::Mode::PerSide:
+        before[a] = d.padding.amount[a];
+        after[a] = d.padding.after[a];
+        break;
       case Padding::Mode::Valid: before[a] = after[a] = 0; break;
       case Padding::Mode::Same:  // PyTorch: the odd element of the total goes to the end
         before[a] = span / 2;
         after[a] = span - before[a];
         break;
     }
-    const int64_t padded = in[a] + before[a] + after[a];
-    if (span + 1 > padded) {
+    int64_t padded = 0;
+    if (!checked_add(in[a], before[a], &padded) || !checked_add(padded, after[a], &padded)) {
+      return invalid(fmt::format("{} = {} with padding {} + {}: the padded extent overflows int64",
+                                 kExtent[a], in[a], before[a], after[a]));
+    }
+    if (span >= padded) {  // span + 1 > padded, without the addition
       return invalid(fmt::format("kernel[{}] = {} with dilation {}: effective kernel {} exceeds the "
                                  "padded input {} (output would be empty)",
                                  kAxis[a], d.kernel[a], d.dilation[a], span + 1, padded));

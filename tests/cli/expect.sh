@@ -2,7 +2,7 @@
 # expect.sh WANT REGEX COMMAND [ARGS...]
 # Runs COMMAND and checks both its exit code and its output (stdout and stderr together).
 # WANT: a number (that exact exit code) or "usage" (a CLI11 usage error: exit code >= 100).
-# REGEX: an extended regular expression the output must contain.
+# REGEX: an extended regular expression the output must contain; !REGEX: one it must not contain.
 set -u
 want=$1 regex=$2
 shift 2
@@ -15,5 +15,9 @@ elif ((rc != want)); then
   echo "FAIL: exit code $rc, wanted $want"
   exit 1
 fi
-grep -Eq -- "$regex" <<<"$output" || { echo "FAIL: output does not match: $regex"; exit 1; }
-echo "ok: exit code $rc, output matches $regex"
+if [[ $regex == !* ]]; then
+  ! grep -Eq -- "${regex:1}" <<<"$output" || { echo "FAIL: output matches: ${regex:1}"; exit 1; }
+else
+  grep -Eq -- "$regex" <<<"$output" || { echo "FAIL: output does not match: $regex"; exit 1; }
+fi
+echo "ok: exit code $rc, output checked against $regex"

@@ -13,5 +13,7 @@ output=$("$cli" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$output"
 ((rc == 2)) || { echo "FAIL: exit code $rc, wanted 2 (no device)"; exit 1; }
-grep -q "^error: no_device" <<<"$output" || { echo "FAIL: no 'error: no_device' line"; exit 1; }
+grep -q "^error: no_device: " <<<"$output" || { echo "FAIL: no 'error: no_device: ' line"; exit 1; }
+# The category once: Error::what() starts with it too.
+! grep -q "no_device: no_device" <<<"$output" || { echo "FAIL: the category is printed twice"; exit 1; }
 echo "ok: exit code 2 with a no_device error"

@@ -52,6 +52,13 @@ std::vector<Conv3dDesc> listed_descriptions() {
       make(1, 96, {4, 5, 66}, 130, {1, 3, 3}, 1, Dims3{0, 1, 1}),               // W ends mid-tile
       make(2, 3, {8, 8, 8}, 16, {2, 2, 2}, 2),                                  // patchify
       make(1, 3, {20, 22, 24}, 8, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}, 1, 1, true),
+      // Per side: causal in time (a video VAE's 2 frames before, none after), and lopsided.
+      make(1, 16, {5, 12, 20}, 32, {3, 3, 3}, 1, Padding::per_side({2, 1, 1}, {0, 1, 1}), 1, 1, true),
+      make(2, 3, {6, 20, 23}, 64, {3, 5, 7}, 1, Padding::per_side({2, 2, 3}, {0, 2, 3})),
+      make(1, 64, {4, 9, 10}, 64, {3, 3, 3}, 1, Padding::per_side({2, 1, 1}, {0, 1, 1}), 1, 64),
+      make(1, 16, {5, 7, 9}, 24, {3, 3, 3}, 1, Padding::per_side({2, 1, 1}, {0, 1, 1}), 1, 4),
+      make(1, 1, {7, 9, 11}, 1, {3, 3, 3}, 1, Padding::per_side({0, 3, 0}, {2, 0, 4})),
+      make(1, 8, {6, 8, 30}, 16, {1, 3, 3}, {1, 2, 2}, Padding::per_side({0, 0, 2}, {0, 2, 0})),
   };
 }
 

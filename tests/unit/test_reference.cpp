@@ -48,6 +48,7 @@ std::vector<double> naive_conv3d(const Conv3dDesc& d, const std::vector<float>& 
       case Padding::Mode::Explicit: before[a] = after = d.padding.amount[a]; break;
       case Padding::Mode::Valid: before[a] = after = 0; break;
       case Padding::Mode::Same: before[a] = total / 2; after = total - before[a]; break;
+      case Padding::Mode::PerSide: before[a] = d.padding.amount[a]; after = d.padding.after[a]; break;
     }
     out[a] = (extent[a] + before[a] + after - total - 1) / d.stride[a] + 1;
   }
@@ -282,6 +283,39 @@ TEST_CASE("reference: same keeps the extents, with even kernels and dilation", "
       }
     }
   }
+}
+
+TEST_CASE("reference: per-side padding is F.pad with zeros, then a valid convolution", "[reference]") {
+  std::mt19937 rng(29);
+  // Causal in time (2 before, 0 after), asymmetric in H, none before and 2 after in W.
+  const Dims3 before{2, 1, 0}, after{0, 2, 2};
+  Conv3dDesc d;
+  d.n = 2, d.c = 3, d.k = 4, d.d = 4, d.h = 5, d.w = 6;
+  d.kernel = Dims3{3, 3, 2};
+  d.dilation = Dims3{1, 2, 1};
+  d.stride = Dims3{1, 1, 2};
+  d.padding = Padding::per_side(before, after);
+  const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
+  const std::vector<float> w = dyadic(rng, weight_count(d));
+  // The input padded by hand: zeros around a copy.
+  Conv3dDesc padded = d;
+  padded.d = d.d + before.d + after.d;
+  padded.h = d.h + before.h + after.h;
+  padded.w = d.w + before.w + after.w;
+  padded.padding = Padding::valid();
+  std::vector<float> big(padded.n * padded.c * padded.d * padded.h * padded.w, 0.f);
+  for (int64_t nc = 0; nc < d.n * d.c; ++nc)
+    for (int64_t z = 0; z < d.d; ++z)
+      for (int64_t y = 0; y < d.h; ++y)
+        for (int64_t x = 0; x < d.w; ++x)
+          big[((nc * padded.d + z + before.d) * padded.h + y + before.h) * padded.w + x + before.w] =
+              in[((nc * d.d + z) * d.h + y) * d.w + x];
+  const OutputExtents e = output_extents(d);
+  CHECK(e.d == 4);  // causal: as many frames out as in
+  CHECK(resolved_padding(d).before == before);
+  CHECK(resolved_padding(d).after == after);
+  require_same(run_reference(d, in, w), run_reference(padded, big, w));
+  require_same(run_reference(d, in, w), naive_conv3d(d, in, w, {}));
 }
 
 TEST_CASE("reference: bias adds one value per output channel", "[reference]") {

@@ -1,5 +1,6 @@
 // validate(), output_extents(), resolved_padding() and conv3d()'s refusal of bad input: every rule
 // has a case asserting the category and that the message names the field and value.
+#include <limits>
 #include <string>
 
 #include "catch.hpp"
@@ -72,6 +73,24 @@ TEST_CASE("padding same keeps extents and puts the odd element at the end") {
   // totals: 3, 4, 3 -> before = total / 2, after = the rest (PyTorch's _conv_forward rule)
   CHECK(p.before == Dims3{1, 2, 1});
   CHECK(p.after == Dims3{2, 2, 2});
+}
+
+TEST_CASE("per-side padding: before and after each axis, each checked by name") {
+  Conv3dDesc d = reference_problem();
+  d.d = 9; d.h = 10; d.w = 11;
+  d.kernel = {3, 3, 3};
+  d.padding = Padding::per_side({2, 1, 0}, {0, 1, 2});  // causal in time
+  const OutputExtents o = output_extents(d);
+  CHECK(o.d == 9);
+  CHECK(o.h == 10);
+  CHECK(o.w == 11);
+  CHECK(resolved_padding(d).before == Dims3{2, 1, 0});
+  CHECK(resolved_padding(d).after == Dims3{0, 1, 2});
+  CHECK(describe(d).find("_p2-0x1-1x0-2_") != std::string::npos);
+  d.padding = Padding::per_side({0, 0, 0}, {0, -1, 0});
+  expect_invalid(d, "padding_after[H] = -1: padding must be >= 0");
+  d.padding = Padding::per_side({0, 0, int64_t{1} << 30}, {0, 0, 0});
+  expect_invalid(d, "padding_before[W] = 1073741824: padding must be < 2^30");
 }
 
 TEST_CASE("padding valid means none") {
@@ -165,6 +184,56 @@ TEST_CASE("sizes that overflow int64 are refused") {
   d = reference_problem();
   d.n = int64_t{1} << 26; d.c = 1; d.k = 1; d.d = d.h = d.w = 1 << 12; d.kernel = {1, 1, 1};
   expect_invalid(d, "input = 4611686018427387904 elements: byte size overflows int64");
+}
+
+TEST_CASE("extreme extents with padding are refused without signed overflow") {
+  // Found with UBSan: D + padding overflowed before any size was checked.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Conv3dDesc d = reference_problem();
+  d.n = 1; d.c = 1; d.d = kMax; d.h = d.w = 4; d.k = 1; d.kernel = {3, 3, 3};
+  d.padding = Dims3{1};
+  expect_invalid(d, "d = 9223372036854775807 with padding 1 + 1: the padded extent overflows int64");
+  d.padding = Padding::same();
+  expect_invalid(d, "d = 9223372036854775807 with padding 1 + 1: the padded extent overflows int64");
+  d.padding = Dims3{(int64_t{1} << 30) - 1};
+  expect_invalid(d, "d = 9223372036854775807 with padding 1073741823 + 1073741823: the padded extent "
+                    "overflows int64");
+  d.padding = Padding::valid();  // no addition: the element count is what overflows
+  expect_invalid(d, "input: element count overflows int64");
+  d = reference_problem();
+  d.w = kMax - 1; d.padding = Dims3{0, 0, 1};  // W + 1 fits, W + 2 does not
+  expect_invalid(d, "w = 9223372036854775806 with padding 1 + 1: the padded extent overflows int64");
+  d = reference_problem();
+  d.h = kMax; d.padding = Padding::same(); d.kernel = {1, 1, 1};  // no padding needed: fits
+  expect_invalid(d, "input: element count overflows int64");
+}
+
+TEST_CASE("padding of 2^30 or more is refused, as the message says") {
+  Conv3dDesc d = reference_problem();
+  d.padding = Dims3{0, 0, int64_t{1} << 30};
+  expect_invalid(d, "padding[W] = 1073741824: padding must be < 2^30");
+  d.padding = Dims3{0, 0, (int64_t{1} << 30) - 1};
+  CHECK(validate(d).ok);
+  d.padding = Dims3{std::numeric_limits<int64_t>::max()};
+  expect_invalid(d, "padding[D] = 9223372036854775807: padding must be < 2^30");
+}
+
+TEST_CASE("extents at the top of int64 are refused by name, never wrapped") {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const char* names[] = {"n", "d", "h", "w", "k"};  // c has its own limit (channels per group)
+  for (int i = 0; i < 5; ++i) {
+    Conv3dDesc d = reference_problem();
+    d.c = 1; d.kernel = {1, 1, 1};
+    int64_t* fields[] = {&d.n, &d.d, &d.h, &d.w, &d.k};
+    *fields[i] = kMax;
+    DYNAMIC_SECTION(names[i] << " = max") {
+      const Validation v = validate(d);
+      INFO("message: " << v.message);
+      CHECK_FALSE(v.ok);
+      CHECK(v.category == ErrorCategory::InvalidArgument);
+      CHECK(v.message.find("overflows int64") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("unsupported dtype and layout are refused as unsupported") {
