@@ -7,7 +7,8 @@ import json
 from . import _ext
 from ._errors import InvalidArgument
 
-_KEYS = ("input", "out_channels", "kernel", "stride", "padding", "dilation", "groups", "bias", "precision", "name")
+_KEYS = ("input", "out_channels", "kernel", "stride", "padding", "padding_before", "padding_after", "dilation",
+         "groups", "bias", "precision", "name")
 
 
 def manifest_line(desc, name=None):
@@ -17,6 +18,9 @@ def manifest_line(desc, name=None):
             "padding": desc.padding if isinstance(desc.padding, str) else list(desc.padding),
             "dilation": list(desc.dilation), "groups": desc.groups, "bias": desc.bias,
             "precision": desc.precision}
+    if desc.padding_before is not None:  # per side, as F.pad gives it
+        del line["padding"]
+        line["padding_before"], line["padding_after"] = list(desc.padding_before), list(desc.padding_after)
     if name:
         line["name"] = name
     return line
@@ -45,7 +49,8 @@ def _desc_of_line(line):
             raise InvalidArgument(f"key '{key}': missing")
     return _ext.Conv3dDesc(line["input"], line["out_channels"], line["kernel"], line.get("stride", 1),
                            line.get("padding", 0), line.get("dilation", 1), line.get("groups", 1),
-                           bool(line.get("bias", False)), line.get("precision", "fp32"))
+                           bool(line.get("bias", False)), line.get("precision", "fp32"),
+                           padding_before=line.get("padding_before"), padding_after=line.get("padding_after"))
 
 
 def read_manifest(path):

@@ -97,14 +97,21 @@ nb::object padding_value(const Padding& p) {
   switch (p.mode) {
     case Padding::Mode::Same: return nb::str("same");
     case Padding::Mode::Valid: return nb::str("valid");
+    case Padding::Mode::PerSide: return nb::str("per_side");  // the amounts: padding_before / _after
     case Padding::Mode::Explicit: break;
   }
   return tuple_of(p.amount);
 }
 
+nb::object side_value(const Padding& p, bool before) {
+  if (p.mode != Padding::Mode::PerSide) return nb::none();
+  return tuple_of(before ? p.amount : p.after);
+}
+
 Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
                      nb::handle padding, nb::handle dilation, nb::handle groups, bool bias,
-                     const std::string& precision, const std::string& dtype, const std::string& layout) {
+                     const std::string& precision, const std::string& dtype, const std::string& layout,
+                     nb::handle padding_before, nb::handle padding_after) {
   Conv3dDesc d;
   auto shape = ints_of(input, 5);
   if (!shape) invalid(fmt::format("input_shape = {}: expected 5 ints (N, C, D, H, W)", repr_text(input)));
@@ -115,6 +122,16 @@ Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kerne
   d.kernel = dims3_of(kernel_size, "kernel_size");
   d.stride = dims3_of(stride, "stride");
   d.padding = padding_of(padding);
+  if (!padding_before.is_none() || !padding_after.is_none()) {
+    // F.pad's convention (a causal time axis: before = 2, after = 0), instead of `padding`.
+    const Padding plain = padding_of(padding);
+    if (plain.mode != Padding::Mode::Explicit || !(plain.amount == Dims3(0))) {
+      invalid(fmt::format("padding = {}: give padding_before / padding_after instead of padding, not both",
+                          repr_text(padding)));
+    }
+    d.padding = Padding::per_side(padding_before.is_none() ? Dims3(0) : dims3_of(padding_before, "padding_before"),
+                                  padding_after.is_none() ? Dims3(0) : dims3_of(padding_after, "padding_after"));
+  }
   d.dilation = dims3_of(dilation, "dilation");
   auto g = index_of(groups);
   if (!g) invalid(fmt::format("groups = {}: expected an int", repr_text(groups)));
@@ -129,15 +146,20 @@ Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kerne
 // Every field, for equality and hashing (descriptions key caches in Python).
 nb::tuple fields_of(const Conv3dDesc& d) {
   return nb::make_tuple(d.n, d.c, d.d, d.h, d.w, d.k, tuple_of(d.kernel), tuple_of(d.stride), padding_value(d.padding),
+                        side_value(d.padding, true), side_value(d.padding, false),
                         tuple_of(d.dilation), d.groups, d.bias, precision_name(d.precision),
                         static_cast<int>(d.dtype), static_cast<int>(d.layout));
 }
 
 std::string desc_repr(const Conv3dDesc& d) {
-  const std::string pad = nb::repr(padding_value(d.padding)).c_str();
+  const std::string pad =
+      d.padding.mode == Padding::Mode::PerSide
+          ? fmt::format("padding_before={}, padding_after={}", repr_text(side_value(d.padding, true)),
+                        repr_text(side_value(d.padding, false)))
+          : "padding=" + repr_text(padding_value(d.padding));
   return fmt::format(
       "Conv3dDesc(input_shape=({}, {}, {}, {}, {}), out_channels={}, kernel_size=({}, {}, {}), stride=({}, {}, {}), "
-      "padding={}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}')",
+      "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}')",
       d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h, d.stride.w, pad,
       d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias ? "True" : "False", precision_name(d.precision));
 }
@@ -170,19 +192,24 @@ void bind_desc(nb::module_& m) {
       .def("__init__",
            [](Conv3dDesc* self, nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
               nb::handle padding, nb::handle dilation, nb::handle groups, bool bias, const std::string& precision,
-              const std::string& dtype, const std::string& layout) {
+              const std::string& dtype, const std::string& layout, nb::handle padding_before,
+              nb::handle padding_after) {
              new (self) Conv3dDesc(make_desc(input, out_channels, kernel_size, stride, padding, dilation, groups,
-                                             bias, precision, dtype, layout));
+                                             bias, precision, dtype, layout, padding_before, padding_after));
            },
            "input_shape"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
-           "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw")
+           "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw",
+           nb::kw_only(), "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none())
       .def_prop_ro("input_shape", [](const Conv3dDesc& d) { return nb::make_tuple(d.n, d.c, d.d, d.h, d.w); })
       .def_prop_ro("in_channels", [](const Conv3dDesc& d) { return d.c; })
       .def_prop_ro("out_channels", [](const Conv3dDesc& d) { return d.k; })
       .def_prop_ro("kernel_size", [](const Conv3dDesc& d) { return tuple_of(d.kernel); })
       .def_prop_ro("stride", [](const Conv3dDesc& d) { return tuple_of(d.stride); })
       .def_prop_ro("padding", [](const Conv3dDesc& d) { return padding_value(d.padding); },
-                   "(D, H, W) amounts, or 'same' / 'valid'.")
+                   "(D, H, W) amounts, 'same' / 'valid', or 'per_side' (see padding_before / padding_after).")
+      .def_prop_ro("padding_before", [](const Conv3dDesc& d) { return side_value(d.padding, true); },
+                   "Per-side padding before each axis (D, H, W), as F.pad takes it; None otherwise.")
+      .def_prop_ro("padding_after", [](const Conv3dDesc& d) { return side_value(d.padding, false); })
       .def_prop_ro("dilation", [](const Conv3dDesc& d) { return tuple_of(d.dilation); })
       .def_ro("groups", &Conv3dDesc::groups)
       .def_ro("bias", &Conv3dDesc::bias)

@@ -364,3 +364,20 @@ def test_no_device_errors():
         conv3djit.default_engine().precompile(desc)  # no arch: needs the current device
     with pytest.raises(conv3djit.NoDevice):
         conv3djit.default_engine().run_pointers(desc, 16, 16, 0, 16, 0)
+
+
+def test_padding_per_side(tmp_path):
+    causal = Conv3dDesc((1, 4, 9, 8, 8), 4, 3, padding_before=(2, 1, 1), padding_after=(0, 1, 1))
+    assert causal.padding == "per_side" and causal.padding_after == (0, 1, 1)
+    assert conv3djit.resolved_padding(causal) == ((2, 1, 1), (0, 1, 1))
+    assert causal.output_shape == (1, 4, 9, 8, 8)
+    assert eval(repr(causal), {"Conv3dDesc": Conv3dDesc}) == causal
+    assert causal != Conv3dDesc((1, 4, 9, 8, 8), 4, 3, padding=1)
+    assert Conv3dDesc((1, 4, 9, 8, 8), 4, 3).padding_before is None
+    with pytest.raises(conv3djit.InvalidArgument, match="not both"):
+        Conv3dDesc((1, 4, 9, 8, 8), 4, 3, padding=1, padding_before=2)
+    path = tmp_path / "causal.jsonl"
+    conv3djit.write_manifest(str(path), [("vae", causal)])
+    line = json.loads(path.read_text())
+    assert "padding" not in line and line["padding_before"] == [2, 1, 1] and line["padding_after"] == [0, 1, 1]
+    assert conv3djit.read_manifest(str(path)) == [("vae", causal)]

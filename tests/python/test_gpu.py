@@ -154,6 +154,14 @@ def test_parameters_that_require_grad():
     _check(desc, out, _reference(desc, x, conv.weight.detach(), conv.bias.detach()))
 
 
+def test_causal_padding_per_side():
+    desc = Conv3dDesc((2, 6, 9, 10, 11), 8, 3, padding_before=(2, 1, 1), padding_after=(0, 1, 1), bias=True)
+    x, w, b, out = _inputs(desc)
+    conv3djit.default_engine().run(desc, x, w, b, out=out)
+    padded = F.pad(x.double(), (1, 1, 1, 1, 2, 0))  # W, H, D: two frames before, none after
+    _check(desc, out, F.conv3d(padded, w.double(), b.double()))
+
+
 def test_unaligned_input():
     desc = Conv3dDesc((2, 5, 7, 9, 13), 8, 3, padding=1)
     x, w, _, out = _inputs(desc)
