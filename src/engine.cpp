@@ -375,7 +375,7 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CallContext ctx = call_context(cu_stream);
-  if (impl_->options.check_allocations) {
+  if (impl_->options.check_allocations && !tensors.shapes_checked) {
     ContextScope scope(ctx.handle);
     check_allocations(prob, desc, tensors, element_bytes(desc.dtype));
   }
@@ -409,7 +409,7 @@ void Engine::run_reference(const Conv3dDesc& desc, const Conv3dTensors& tensors,
   const Problem prob = make_problem(desc, &tensors);
   const auto cu_stream = static_cast<CUstream>(stream);
   const CallContext ctx = call_context(cu_stream);
-  if (impl_->options.check_allocations) {
+  if (impl_->options.check_allocations && !tensors.shapes_checked) {
     ContextScope scope(ctx.handle);
     check_allocations(prob, desc, tensors, sizeof(double));
   }

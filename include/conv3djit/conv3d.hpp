@@ -82,6 +82,9 @@ struct Conv3dTensors {
   const void* weight = nullptr;
   const void* bias = nullptr;
   void* output = nullptr;
+  /// The caller has checked each tensor's shape against the description (a binding holding the
+  /// arrays' shapes does): the check of the pointers against their allocations is then skipped.
+  bool shapes_checked = false;
 };
 
 /// Output extents N x K x OD x OH x OW of a valid description.

@@ -105,8 +105,12 @@ void bind_engine(nb::module_& m) {
              const Stream s = stream_of(stream);
              const CallArrays arrays = arrays_of(input, weight, bias, out);
              check_or_throw(desc, arrays);
+             // The arrays' own shapes were checked against desc: the allocation check would only
+             // repeat that, and PyTorch's expandable segments report pieces smaller than a tensor.
+             Conv3dTensors t = tensors_of(arrays);
+             t.shapes_checked = true;
              nb::gil_scoped_release release;
-             e.run(desc, tensors_of(arrays), s);
+             e.run(desc, t, s);
            },
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
@@ -131,8 +135,10 @@ void bind_engine(nb::module_& m) {
              const Stream s = stream_of(stream);
              const CallArrays arrays = arrays_of(input, weight, bias, out);
              check_or_throw(desc, arrays, /*out_double=*/true);
+             Conv3dTensors t = tensors_of(arrays);
+             t.shapes_checked = true;
              nb::gil_scoped_release release;
-             e.run_reference(desc, tensors_of(arrays), s);
+             e.run_reference(desc, t, s);
            },
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),

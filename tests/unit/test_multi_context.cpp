@@ -320,6 +320,12 @@ TEST_CASE("a tensor past the end of its allocation is invalid_argument, and noth
   CHECK(refusal(d, {ptr(vmm), ptr(wt), nullptr, ptr(out)}).empty());
   CHECK(state.launches.load() == launches + 2);
 
+  // A caller that checked the shapes itself (the Python binding, from the arrays): not asked again.
+  Conv3dTensors vouched{ptr(in), ptr(wt + 4), nullptr, ptr(out)};
+  vouched.shapes_checked = true;
+  CHECK(refusal(d, vouched).empty());
+  CHECK(state.launches.load() == launches + 3);
+
   // The check off: the description is believed.
   EngineOptions unchecked = memory_only();
   unchecked.check_allocations = false;
