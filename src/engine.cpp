@@ -181,8 +181,11 @@ void check_allocations(const Problem& prob, const Conv3dDesc& desc, const Conv3d
     }
     throw Error(ErrorCategory::InvalidArgument,
                 fmt::format("{} = {:#x} needs {} bytes ({} elements of {} bytes for {}), but its allocation "
-                            "({} bytes from {:#x}) ends {} bytes after it", x.name, ptr, need, x.elements,
-                            x.element_bytes, describe(desc), size, base, base + size - ptr));
+                            "({} bytes from {:#x}) ends {} bytes after it. (If the tensor is whole, in memory "
+                            "the driver reports in pieces, such as an allocator's pool: set "
+                            "Conv3dTensors::shapes_checked or EngineOptions::check_allocations = false.)",
+                            x.name, ptr, need, x.elements, x.element_bytes, describe(desc), size, base,
+                            base + size - ptr));
   }
 }
 
