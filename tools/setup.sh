@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-packages=(cmake ninja-build g++ libfmt-dev libspdlog-dev catch2 libcli11-dev nlohmann-json3-dev)
+packages=(cmake ninja-build g++ libfmt-dev libspdlog-dev catch2 libcli11-dev nlohmann-json3-dev python3-venv)
 if command -v apt-get >/dev/null; then
   # apt only for what is missing: on a machine that has everything, setup needs no network.
   missing=()

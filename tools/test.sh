@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything (the tests on top of tools/setup.sh's library and CLI) and runs every test;
-# GPU tests skip without a device. Then builds again with AddressSanitizer and UBSan
+# GPU tests skip without a device. Then the Python package's tests (tools/test_python.sh: a venv
+# with nanobind and scikit-build-core from PyPI, `pip install .`, pytest). Then builds again with AddressSanitizer and UBSan
 # (CONV3DJIT_SANITIZE, in $SANITIZE_DIR, default build-sanitize) only what the unit and CLI tests
 # need, and runs those tests there. SANITIZE=0 leaves the second pass out.
 set -euo pipefail
@@ -9,6 +10,7 @@ build=${BUILD_DIR:-build}
 [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$(nproc)"
+BUILD_DIR=$build tools/test_python.sh
 
 [ "${SANITIZE:-1}" = 0 ] && exit 0
 sanitize=${SANITIZE_DIR:-build-sanitize}

@@ -320,7 +320,7 @@ TEST_CASE("a tensor past the end of its allocation is invalid_argument, and noth
   CHECK(refusal(d, {ptr(vmm), ptr(wt), nullptr, ptr(out)}).empty());
   CHECK(state.launches.load() == launches + 2);
 
-  // A caller that checked the shapes itself (a binding holding its arrays): not asked again.
+  // A caller that checked the shapes itself (the Python binding, from the arrays): not asked again.
   Conv3dTensors vouched{ptr(in), ptr(wt + 4), nullptr, ptr(out)};
   vouched.shapes_checked = true;
   CHECK(refusal(d, vouched).empty());

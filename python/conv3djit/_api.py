@@ -1,0 +1,108 @@
+"""The Python conveniences over the extension: F.conv3d-style calls that derive the description
+from the arrays, allocate the output and pick the array's framework's current stream."""
+import sys
+
+from . import _ext
+from ._errors import InvalidArgument
+
+
+def _desc_of(desc, kwargs):
+    """A Conv3dDesc given as one, or as Conv3dDesc's keyword arguments (nn.Conv3d's names)."""
+    if desc is None:
+        return _ext.Conv3dDesc(**kwargs)
+    if kwargs:
+        raise InvalidArgument(f"give a Conv3dDesc or its keyword arguments, not both (got {sorted(kwargs)})")
+    if not isinstance(desc, _ext.Conv3dDesc):
+        raise InvalidArgument(f"desc = {desc!r}: expected a Conv3dDesc")
+    return desc
+
+
+def _plain(array):
+    """A tensor that requires grad refuses DLPack export; conv3d here is not differentiable
+    (conv3djit.torch.conv3d is), so it reads the data alone."""
+    return array.detach() if getattr(array, "requires_grad", False) else array
+
+
+def validate(desc=None, input=None, weight=None, bias=None, out=None, **kwargs):
+    """Checks a description (a Conv3dDesc or its keyword arguments) and, if given, its arrays,
+    without raising: a Validation (ok, category, message)."""
+    input, weight, bias, out = (None if a is None else _plain(a) for a in (input, weight, bias, out))
+    return _ext.validate(_desc_of(desc, kwargs), input, weight, bias, out)
+
+
+def output_shape(desc=None, **kwargs):
+    """(N, K, OD, OH, OW) of a valid description; raises InvalidArgument otherwise."""
+    return _ext.output_shape(_desc_of(desc, kwargs))
+
+
+def resolved_padding(desc=None, **kwargs):
+    """((D, H, W) before, (D, H, W) after): the padding applied on each side."""
+    return _ext.resolved_padding(_desc_of(desc, kwargs))
+
+
+def precompile(desc=None, *, arch=None, engine=None, **kwargs):
+    """Compiles (or finds in the disk cache) every kernel a description needs on `arch` ('sm_90',
+    'sm_90a', ...; None: the current device's), so that later calls need no compile. Needs no GPU
+    when arch is given. Returns a PrecompileResult (its kernels, the main one first)."""
+    return (engine or _ext.default_engine()).precompile(_desc_of(desc, kwargs), arch or "")
+
+
+def _framework(array):
+    return type(array).__module__.split(".", 1)[0]
+
+
+def _shape(array, name):
+    shape = getattr(array, "shape", None)
+    if shape is None:
+        raise InvalidArgument(f"{name}: expected an array (DLPack), got {type(array).__name__}")
+    return tuple(int(s) for s in shape)
+
+
+def _new_output(input, shape):
+    """An uninitialised array of the input's framework, device and dtype."""
+    framework = _framework(input)
+    if framework == "torch":
+        return input.new_empty(shape)
+    if framework == "cupy":
+        cupy = sys.modules["cupy"]
+        with cupy.cuda.Device(input.device.id):
+            return cupy.empty(shape, dtype=input.dtype)
+    raise InvalidArgument(f"out: conv3djit allocates outputs for PyTorch and CuPy arrays; for a "
+                          f"{type(input).__name__}, pass out= (a writable CUDA array)")
+
+
+def _current_stream(input):
+    """The current stream of the input's framework (PyTorch, CuPy), else None: the legacy default
+    stream."""
+    framework = _framework(input)
+    if framework == "torch" and input.is_cuda:
+        return sys.modules["torch"].cuda.current_stream(input.device).cuda_stream
+    if framework == "cupy":
+        return sys.modules["cupy"].cuda.get_current_stream().ptr
+    return None
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, out=None, stream=None,
+           precision="fp32", engine=None):
+    """F.conv3d on CUDA arrays of any DLPack framework, through conv3djit.
+
+    input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (or None): contiguous
+    float32 arrays on one CUDA device. The result goes into `out` (N x K x OD x OH x OW; allocated
+    for PyTorch and CuPy inputs when None) and is returned. Runs asynchronously on `stream` (an int
+    handle or a stream object; None: the current stream of the input's framework, else the legacy
+    default stream). precision: 'fp32' (default) or 'tf32'. A wrong call raises and writes nothing.
+    For autograd and torch.compile use conv3djit.torch.conv3d.
+    """
+    in_shape = _shape(input, "input")
+    w_shape = _shape(weight, "weight")
+    if len(w_shape) != 5:
+        raise InvalidArgument(f"weight: shape {w_shape}: expected 5 dims (K, C / groups, KD, KH, KW)")
+    desc = _ext.Conv3dDesc(in_shape, w_shape[0], w_shape[2:], stride, padding, dilation, groups,
+                           bias is not None, precision)
+    if out is None:
+        out = _new_output(input, desc.output_shape)
+    if stream is None:
+        stream = _current_stream(input)
+    (engine or _ext.default_engine()).run(desc, _plain(input), _plain(weight), None if bias is None else _plain(bias),
+                                          out=_plain(out), stream=stream)
+    return out

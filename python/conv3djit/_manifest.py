@@ -1,0 +1,82 @@
+"""Manifests: the JSON-lines shape lists `conv3djit precompile --manifest` reads (tools/manifest.cpp),
+one convolution per line with the keys input, out_channels, kernel and optional stride, padding,
+dilation, groups, bias, precision, name. Written by conv3djit.torch's warm-up, read here and by the
+CLI, so a deployment precompiles exactly the layers its model runs."""
+import json
+
+from . import _ext
+from ._errors import InvalidArgument
+
+_KEYS = ("input", "out_channels", "kernel", "stride", "padding", "padding_before", "padding_after", "dilation",
+         "groups", "bias", "precision", "name")
+
+
+def manifest_line(desc, name=None):
+    """The manifest object (a dict) of a Conv3dDesc."""
+    line = {"input": list(desc.input_shape), "out_channels": desc.out_channels,
+            "kernel": list(desc.kernel_size), "stride": list(desc.stride),
+            "padding": desc.padding if isinstance(desc.padding, str) else list(desc.padding),
+            "dilation": list(desc.dilation), "groups": desc.groups, "bias": desc.bias,
+            "precision": desc.precision}
+    if desc.padding_before is not None:  # per side, as F.pad gives it
+        del line["padding"]
+        line["padding_before"], line["padding_after"] = list(desc.padding_before), list(desc.padding_after)
+    if name:
+        line["name"] = name
+    return line
+
+
+def write_manifest(path, descs):
+    """Writes descriptions (Conv3dDesc, or (name, Conv3dDesc) pairs) as a manifest file; returns the
+    number of lines."""
+    lines = []
+    for item in descs:
+        name, desc = item if isinstance(item, tuple) else (None, item)
+        lines.append(json.dumps(manifest_line(desc, name)))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def _desc_of_line(line):
+    if not isinstance(line, dict):
+        raise InvalidArgument("expected a JSON object")
+    for key in line:
+        if key not in _KEYS:
+            raise InvalidArgument(f"key '{key}': unknown key")
+    for key in ("input", "out_channels", "kernel"):
+        if key not in line:
+            raise InvalidArgument(f"key '{key}': missing")
+    return _ext.Conv3dDesc(line["input"], line["out_channels"], line["kernel"], line.get("stride", 1),
+                           line.get("padding", 0), line.get("dilation", 1), line.get("groups", 1),
+                           bool(line.get("bias", False)), line.get("precision", "fp32"),
+                           padding_before=line.get("padding_before"), padding_after=line.get("padding_after"))
+
+
+def read_manifest(path):
+    """[(name, Conv3dDesc)] of a manifest file; blank lines and lines starting with '#' are skipped.
+    A bad line raises InvalidArgument naming FILE:LINE. Lines without a name get describe(desc)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            stripped = text.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            try:
+                line = json.loads(stripped)
+                desc = _desc_of_line(line)
+                valid = _ext.validate(desc)
+                if not valid:
+                    raise InvalidArgument(valid.message)
+            except (ValueError, TypeError) as e:  # json errors and InvalidArgument (a ValueError)
+                raise InvalidArgument(f"{path}:{number}: {e}") from None
+            out.append((line.get("name") or _ext.describe(desc), desc))
+    if not out:
+        raise InvalidArgument(f"{path}: no shapes")
+    return out
+
+
+def precompile_manifest(path, *, arch=None, engine=None):
+    """Precompiles every line of a manifest (see precompile()); returns [(name, PrecompileResult)]."""
+    engine = engine or _ext.default_engine()
+    return [(name, engine.precompile(desc, arch or "")) for name, desc in read_manifest(path)]

@@ -1,0 +1,14 @@
+"""conv3djit for PyTorch (import it where torch is installed).
+
+- conv3d(input, weight, bias, stride, padding, dilation, groups, precision=None): F.conv3d through
+  the custom op torch.ops.conv3djit.conv3d (fake implementation for torch.compile, autograd through
+  PyTorch's convolution backward, current stream, CUDA-graph capturable).
+- Conv3d: the nn.Conv3d drop-in; convert(model): swaps it in, returns a ConversionReport.
+- record_shapes(model) / warmup(model, *inputs, manifest=path): the manifest of what ran.
+"""
+from ._module import Conv3d, ConversionReport, convert
+from ._op import conv3d, precision_of
+from ._warmup import ShapeRecorder, record_shapes, warmup
+
+__all__ = ["Conv3d", "ConversionReport", "ShapeRecorder", "conv3d", "convert", "precision_of", "record_shapes",
+           "warmup"]

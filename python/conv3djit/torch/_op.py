@@ -1,0 +1,191 @@
+"""The conv3djit::conv3d custom op: its CUDA implementation (conv3djit on PyTorch's current stream),
+its fake implementation (shapes only: torch.compile traces through it) and its autograd formula
+(PyTorch's own convolution backward)."""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .. import _ext
+from .._errors import InvalidArgument, Unsupported
+
+# The shape recorder of conv3djit.torch.record_shapes(), while one is active.
+_recorder = None
+
+# Checked descriptions by call signature: a repeated shape costs one dict lookup, not a new
+# description and its checks. Cleared when it grows past _MAX_DESCS (many dynamic shapes).
+_descs = {}
+_MAX_DESCS = 4096
+
+
+def _triple(value, name):
+    if isinstance(value, int):
+        return [value] * 3
+    values = list(value)
+    if len(values) != 3:
+        raise InvalidArgument(f"{name} = {value!r}: expected an int or 3 ints")
+    return values
+
+
+def precision_of(precision):
+    """'fp32' or 'tf32'; None follows torch.backends.cudnn.allow_tf32 (PyTorch's own switch for
+    convolutions, on by default)."""
+    if precision is None:
+        return "tf32" if torch.backends.cudnn.allow_tf32 else "fp32"
+    if precision not in ("fp32", "tf32"):
+        raise InvalidArgument(f"precision = {precision!r}: expected None, 'fp32' or 'tf32'")
+    return precision
+
+
+def _check_tensor(name, t, input):
+    if t.device != input.device:
+        raise InvalidArgument(f"{name}: on {t.device}, but input is on {input.device}")
+    if t.dtype != input.dtype:
+        raise InvalidArgument(f"{name}: dtype {t.dtype}, but input is {input.dtype}")
+
+
+def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+    key = (input.shape, weight.shape, None if bias is None else bias.shape, tuple(stride), tuple(padding),
+           padding_kind, tuple(dilation), groups, precision)
+    desc = _descs.get(key)
+    if desc is not None:
+        return desc
+    if input.dim() != 5:
+        raise InvalidArgument(f"input: shape {tuple(input.shape)}: expected 5 dims (N, C, D, H, W)")
+    if weight.dim() != 5:
+        raise InvalidArgument(f"weight: shape {tuple(weight.shape)}: expected 5 dims (K, C / groups, KD, KH, KW)")
+    desc = _ext.Conv3dDesc(tuple(input.shape), weight.shape[0], tuple(weight.shape[2:]), stride,
+                           padding if padding_kind == "explicit" else padding_kind, dilation, groups,
+                           bias is not None, precision)
+    valid = _ext.validate(desc)
+    if not valid:
+        raise InvalidArgument(valid.message)
+    if tuple(weight.shape) != desc.weight_shape:
+        raise InvalidArgument(f"weight: shape {tuple(weight.shape)} does not match input {tuple(input.shape)} with "
+                              f"groups = {groups}, which needs {desc.weight_shape}")
+    if bias is not None and tuple(bias.shape) != (desc.out_channels,):
+        raise InvalidArgument(f"bias: shape {tuple(bias.shape)}, but the weight needs ({desc.out_channels},)")
+    if len(_descs) >= _MAX_DESCS:
+        _descs.clear()
+    _descs[key] = desc
+    return desc
+
+
+def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+    """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream."""
+    if not input.is_cuda:
+        raise Unsupported(f"input: on {input.device}: conv3djit runs on CUDA tensors")
+    if input.dtype != torch.float32:
+        raise Unsupported(f"input: dtype {input.dtype}: conv3djit serves torch.float32")
+    _check_tensor("weight", weight, input)
+    if bias is not None:
+        _check_tensor("bias", bias, input)
+    desc = _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision)
+    # Any strides are accepted: a tensor that is not contiguous NCDHW (channels_last_3d, a slice)
+    # is copied into one first.
+    input, weight = input.contiguous(), weight.contiguous()
+    bias = None if bias is None else bias.contiguous()
+    out = torch.empty(desc.output_shape, dtype=input.dtype, device=input.device)
+    stream = torch.cuda.current_stream(input.device).cuda_stream
+    _ext.default_engine().run_pointers(desc, input.data_ptr(), weight.data_ptr(),
+                                       0 if bias is None else bias.data_ptr(), out.data_ptr(), stream)
+    if _recorder is not None:
+        _recorder.add(desc)
+    return out
+
+
+@torch.library.custom_op("conv3djit::conv3d", mutates_args=())
+def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: Sequence[int],
+              padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int,
+              precision: str) -> torch.Tensor:
+    """conv3djit's convolution. padding_kind 'explicit' uses `padding`; 'same' and 'valid' ignore it."""
+    return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _direct(input, weight, bias):
+    """Whether a call may skip the dispatcher and run _launch itself. The custom op's round trip
+    through the dispatcher and back into Python costs tens of microseconds per call; it is needed
+    only while tracing (torch.compile, export), for autograd, for tensor subclasses (fake,
+    functional) and under an active dispatch or function mode, and it is taken for all of those."""
+    return (input.is_cuda and not torch.compiler.is_compiling() and type(input) in _PLAIN
+            and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
+            and not (torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
+                                                   or (bias is not None and bias.requires_grad)))
+            and not torch._C._len_torch_dispatch_stack() and not torch._C._is_torch_function_mode_enabled())
+
+
+def _padding_sides(weight, padding, padding_kind, dilation):
+    """Per-axis (before, after) padding, as conv3djit and PyTorch resolve 'same' (the odd element
+    of a total goes to the end)."""
+    sides = []
+    for axis in range(3):
+        span = dilation[axis] * (weight.shape[2 + axis] - 1)
+        if padding_kind == "same":
+            sides.append((span // 2, span - span // 2))
+        elif padding_kind == "valid":
+            sides.append((0, 0))
+        else:
+            sides.append((padding[axis], padding[axis]))
+    return sides
+
+
+@conv3d_op.register_fake
+def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+    torch._check(input.dim() == 5, lambda: f"input: expected 5 dims, got {input.dim()}")
+    torch._check(weight.dim() == 5, lambda: f"weight: expected 5 dims, got {weight.dim()}")
+    sides = _padding_sides(weight, padding, padding_kind, dilation)
+    out = [input.shape[0], weight.shape[0]]
+    for axis in range(3):
+        before, after = sides[axis]
+        span = dilation[axis] * (weight.shape[2 + axis] - 1)
+        out.append((input.shape[2 + axis] + before + after - span - 1) // stride[axis] + 1)
+    return input.new_empty(out)
+
+
+def _setup_context(ctx, inputs, output):
+    input, weight, bias, stride, padding, padding_kind, dilation, groups, _ = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.has_bias = bias is not None
+    ctx.conv = (list(stride), list(padding), padding_kind, list(dilation), groups)
+
+
+def _backward(ctx, grad_out):
+    """PyTorch's convolution backward (cuDNN on CUDA) for the same convolution."""
+    input, weight = ctx.saved_tensors
+    stride, padding, padding_kind, dilation, groups = ctx.conv
+    sides = _padding_sides(weight, padding, padding_kind, dilation)
+    before = [b for b, _ in sides]
+    extra = [a - b for b, a in sides]
+    x = input
+    if any(extra):  # asymmetric 'same': pad the end explicitly, as PyTorch's own forward does
+        x = F.pad(input, [0, extra[2], 0, extra[1], 0, extra[0]])
+    mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.has_bias and ctx.needs_input_grad[2]]
+    grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
+        grad_out, x, weight, [weight.shape[0]] if ctx.has_bias else None, stride, before, dilation, False,
+        [0, 0, 0], groups, mask)
+    if grad_input is not None and any(extra):
+        grad_input = grad_input[:, :, :input.shape[2], :input.shape[3], :input.shape[4]]
+    return grad_input, grad_weight, grad_bias, None, None, None, None, None, None
+
+
+conv3d_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision=None):
+    """torch.nn.functional.conv3d through conv3djit: the same arguments and result, differentiable,
+    traceable by torch.compile, capturable in CUDA graphs once its kernel is loaded. Runs on
+    torch.cuda.current_stream(). precision: 'fp32', 'tf32', or None to follow
+    torch.backends.cudnn.allow_tf32. Calls that need nothing of the dispatcher (no autograd, no
+    tracing) run the op's implementation directly."""
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise InvalidArgument(f"padding = {padding!r}: expected an int, 3 ints, 'same' or 'valid'")
+        kind, amounts = padding, [0, 0, 0]
+    else:
+        kind, amounts = "explicit", _triple(padding, "padding")
+    args = (input, weight, bias, _triple(stride, "stride"), amounts, kind, _triple(dilation, "dilation"), groups,
+            precision_of(precision))
+    return _launch(*args) if _direct(input, weight, bias) else torch.ops.conv3djit.conv3d.default(*args)

@@ -1,0 +1,248 @@
+// Conv3dDesc for Python: nn.Conv3d's argument conventions (an int or three ints, 'same' / 'valid',
+// names for the accuracy class, element type and layout) parsed into the C++ description, with
+// errors that name the field and the value.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <vector>
+
+#include <conv3djit/conv3d.hpp>
+
+#include "bindings.hpp"
+#include "tensors.hpp"
+
+using namespace nanobind::literals;
+
+namespace conv3djit::python {
+
+void invalid(const std::string& message) { throw Error(ErrorCategory::InvalidArgument, message); }
+
+std::string repr_text(nb::handle value) { return nb::repr(value).c_str(); }
+
+Precision precision_of(const std::string& name) {
+  if (name == "fp32") return Precision::Fp32;
+  if (name == "tf32") return Precision::Tf32;
+  invalid(fmt::format("precision = '{}': expected 'fp32' or 'tf32'", name));
+}
+
+std::optional<CompileMode> compile_mode_of(const std::optional<std::string>& name) {
+  if (!name) return std::nullopt;
+  if (*name == "allow") return CompileMode::Allow;
+  if (*name == "warn") return CompileMode::Warn;
+  if (*name == "never") return CompileMode::Never;
+  invalid(fmt::format("compile_mode = '{}': expected None, 'allow', 'warn' or 'never'", *name));
+}
+
+namespace {
+
+// One axis value from an int-like object (int, numpy integer, ...), or nullopt.
+std::optional<int64_t> index_of(nb::handle value) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr())) return std::nullopt;
+  nb::object number = nb::steal(PyNumber_Index(value.ptr()));
+  if (!number.is_valid()) throw nb::python_error();
+  return nb::cast<int64_t>(number);
+}
+
+// `count` ints from a sequence (not a string), or nullopt.
+std::optional<std::vector<int64_t>> ints_of(nb::handle value, size_t count) {
+  if (PyUnicode_Check(value.ptr()) || !PySequence_Check(value.ptr())) return std::nullopt;
+  nb::sequence items = nb::borrow<nb::sequence>(value);
+  if (nb::len(items) != count) return std::nullopt;
+  std::vector<int64_t> out;
+  for (nb::handle item : items) {
+    std::optional<int64_t> v = index_of(item);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// nn.Conv3d's convention: one int for all three axes, or three ints (D, H, W).
+Dims3 dims3_of(nb::handle value, const char* field) {
+  if (std::optional<int64_t> all = index_of(value)) return Dims3(*all);
+  if (auto three = ints_of(value, 3)) return Dims3((*three)[0], (*three)[1], (*three)[2]);
+  invalid(fmt::format("{} = {}: expected an int or a sequence of 3 ints", field, repr_text(value)));
+}
+
+Padding padding_of(nb::handle value) {
+  if (PyUnicode_Check(value.ptr())) {
+    const std::string word = nb::cast<std::string>(value);
+    if (word == "same") return Padding::same();
+    if (word == "valid") return Padding::valid();
+    invalid(fmt::format("padding = '{}': expected an int, 3 ints, 'same' or 'valid'", word));
+  }
+  return Padding(dims3_of(value, "padding"));
+}
+
+const char* precision_name(Precision p) { return p == Precision::Tf32 ? "tf32" : "fp32"; }
+
+// Element types and layouts by name: a new one is a line in each pair of functions.
+DataType dtype_of(const std::string& name) {
+  if (name == "float32") return DataType::Float32;
+  throw Error(ErrorCategory::Unsupported, fmt::format("dtype = '{}': conv3djit serves 'float32'", name));
+}
+const char* dtype_name(DataType) { return "float32"; }
+Layout layout_of(const std::string& name) {
+  if (name == "ncdhw") return Layout::NCDHW;
+  throw Error(ErrorCategory::Unsupported, fmt::format("layout = '{}': conv3djit serves 'ncdhw'", name));
+}
+const char* layout_name(Layout) { return "ncdhw"; }
+
+nb::tuple tuple_of(Dims3 d) { return nb::make_tuple(d.d, d.h, d.w); }
+
+nb::object padding_value(const Padding& p) {
+  switch (p.mode) {
+    case Padding::Mode::Same: return nb::str("same");
+    case Padding::Mode::Valid: return nb::str("valid");
+    case Padding::Mode::PerSide: return nb::str("per_side");  // the amounts: padding_before / _after
+    case Padding::Mode::Explicit: break;
+  }
+  return tuple_of(p.amount);
+}
+
+nb::object side_value(const Padding& p, bool before) {
+  if (p.mode != Padding::Mode::PerSide) return nb::none();
+  return tuple_of(before ? p.amount : p.after);
+}
+
+Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
+                     nb::handle padding, nb::handle dilation, nb::handle groups, bool bias,
+                     const std::string& precision, const std::string& dtype, const std::string& layout,
+                     nb::handle padding_before, nb::handle padding_after) {
+  Conv3dDesc d;
+  auto shape = ints_of(input, 5);
+  if (!shape) invalid(fmt::format("input_shape = {}: expected 5 ints (N, C, D, H, W)", repr_text(input)));
+  d.n = (*shape)[0], d.c = (*shape)[1], d.d = (*shape)[2], d.h = (*shape)[3], d.w = (*shape)[4];
+  auto k = index_of(out_channels);
+  if (!k) invalid(fmt::format("out_channels = {}: expected an int", repr_text(out_channels)));
+  d.k = *k;
+  d.kernel = dims3_of(kernel_size, "kernel_size");
+  d.stride = dims3_of(stride, "stride");
+  d.padding = padding_of(padding);
+  if (!padding_before.is_none() || !padding_after.is_none()) {
+    // F.pad's convention (a causal time axis: before = 2, after = 0), instead of `padding`.
+    const Padding plain = padding_of(padding);
+    if (plain.mode != Padding::Mode::Explicit || !(plain.amount == Dims3(0))) {
+      invalid(fmt::format("padding = {}: give padding_before / padding_after instead of padding, not both",
+                          repr_text(padding)));
+    }
+    d.padding = Padding::per_side(padding_before.is_none() ? Dims3(0) : dims3_of(padding_before, "padding_before"),
+                                  padding_after.is_none() ? Dims3(0) : dims3_of(padding_after, "padding_after"));
+  }
+  d.dilation = dims3_of(dilation, "dilation");
+  auto g = index_of(groups);
+  if (!g) invalid(fmt::format("groups = {}: expected an int", repr_text(groups)));
+  d.groups = *g;
+  d.bias = bias;
+  d.precision = precision_of(precision);
+  d.dtype = dtype_of(dtype);
+  d.layout = layout_of(layout);
+  return d;
+}
+
+// Every field, for equality and hashing (descriptions key caches in Python).
+nb::tuple fields_of(const Conv3dDesc& d) {
+  return nb::make_tuple(d.n, d.c, d.d, d.h, d.w, d.k, tuple_of(d.kernel), tuple_of(d.stride), padding_value(d.padding),
+                        side_value(d.padding, true), side_value(d.padding, false),
+                        tuple_of(d.dilation), d.groups, d.bias, precision_name(d.precision),
+                        static_cast<int>(d.dtype), static_cast<int>(d.layout));
+}
+
+std::string desc_repr(const Conv3dDesc& d) {
+  const std::string pad =
+      d.padding.mode == Padding::Mode::PerSide
+          ? fmt::format("padding_before={}, padding_after={}", repr_text(side_value(d.padding, true)),
+                        repr_text(side_value(d.padding, false)))
+          : "padding=" + repr_text(padding_value(d.padding));
+  return fmt::format(
+      "Conv3dDesc(input_shape=({}, {}, {}, {}, {}), out_channels={}, kernel_size=({}, {}, {}), stride=({}, {}, {}), "
+      "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}')",
+      d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h, d.stride.w, pad,
+      d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias ? "True" : "False", precision_name(d.precision));
+}
+
+nb::tuple output_shape(const Conv3dDesc& d) {
+  const OutputExtents o = output_extents(d);
+  return nb::make_tuple(o.n, o.k, o.d, o.h, o.w);
+}
+
+}  // namespace
+
+void bind_desc(nb::module_& m) {
+  nb::class_<Validation>(m, "Validation", "The outcome of validate(): ok, or the error conv3d() would raise.")
+      .def_ro("ok", &Validation::ok)
+      .def_prop_ro("category", [](const Validation& v) -> nb::object {
+        return v.ok ? nb::object(nb::none()) : nb::object(nb::str(to_string(v.category)));
+      }, "The error category's name ('invalid_argument', ...), None when ok.")
+      .def_ro("message", &Validation::message)
+      .def("__bool__", [](const Validation& v) { return v.ok; })
+      .def("__repr__", [](const Validation& v) {
+        return v.ok ? std::string("Validation(ok=True)")
+                    : fmt::format("Validation(ok=False, category='{}', message={})", to_string(v.category),
+                                  repr_text(nb::str(v.message.c_str())));
+      });
+
+  nb::class_<Conv3dDesc>(m, "Conv3dDesc",
+                         "One convolution with nn.Conv3d's semantics: what nn.Conv3d(C, out_channels, kernel_size, "
+                         "stride, padding, dilation, groups, bias) applied to an N x C x D x H x W input means. "
+                         "Immutable and hashable.")
+      .def("__init__",
+           [](Conv3dDesc* self, nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
+              nb::handle padding, nb::handle dilation, nb::handle groups, bool bias, const std::string& precision,
+              const std::string& dtype, const std::string& layout, nb::handle padding_before,
+              nb::handle padding_after) {
+             new (self) Conv3dDesc(make_desc(input, out_channels, kernel_size, stride, padding, dilation, groups,
+                                             bias, precision, dtype, layout, padding_before, padding_after));
+           },
+           "input_shape"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
+           "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw",
+           nb::kw_only(), "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none())
+      .def_prop_ro("input_shape", [](const Conv3dDesc& d) { return nb::make_tuple(d.n, d.c, d.d, d.h, d.w); })
+      .def_prop_ro("in_channels", [](const Conv3dDesc& d) { return d.c; })
+      .def_prop_ro("out_channels", [](const Conv3dDesc& d) { return d.k; })
+      .def_prop_ro("kernel_size", [](const Conv3dDesc& d) { return tuple_of(d.kernel); })
+      .def_prop_ro("stride", [](const Conv3dDesc& d) { return tuple_of(d.stride); })
+      .def_prop_ro("padding", [](const Conv3dDesc& d) { return padding_value(d.padding); },
+                   "(D, H, W) amounts, 'same' / 'valid', or 'per_side' (see padding_before / padding_after).")
+      .def_prop_ro("padding_before", [](const Conv3dDesc& d) { return side_value(d.padding, true); },
+                   "Per-side padding before each axis (D, H, W), as F.pad takes it; None otherwise.")
+      .def_prop_ro("padding_after", [](const Conv3dDesc& d) { return side_value(d.padding, false); })
+      .def_prop_ro("dilation", [](const Conv3dDesc& d) { return tuple_of(d.dilation); })
+      .def_ro("groups", &Conv3dDesc::groups)
+      .def_ro("bias", &Conv3dDesc::bias)
+      .def_prop_ro("precision", [](const Conv3dDesc& d) { return precision_name(d.precision); })
+      .def_prop_ro("dtype", [](const Conv3dDesc& d) { return dtype_name(d.dtype); })
+      .def_prop_ro("layout", [](const Conv3dDesc& d) { return layout_name(d.layout); })
+      .def_prop_ro("weight_shape", [](const Conv3dDesc& d) {
+        return nb::make_tuple(d.k, d.groups > 0 ? d.c / d.groups : 0, d.kernel.d, d.kernel.h, d.kernel.w);
+      }, "(K, C / groups, KD, KH, KW).")
+      .def_prop_ro("output_shape", &output_shape, "(N, K, OD, OH, OW); raises InvalidArgument if invalid.")
+      .def("__repr__", &desc_repr)
+      .def("__str__", [](const Conv3dDesc& d) { return describe(d); })
+      .def("__eq__", [](const Conv3dDesc& a, nb::handle b) {
+        return nb::isinstance<Conv3dDesc>(b) && fields_of(a).equal(fields_of(nb::cast<const Conv3dDesc&>(b)));
+      })
+      .def("__hash__", [](const Conv3dDesc& d) { return nb::hash(fields_of(d)); });
+
+  m.def("validate",
+        [](const Conv3dDesc& desc, std::optional<InArray> input, std::optional<InArray> weight,
+           std::optional<InArray> bias, std::optional<OutArray> out) {
+          if (!input && !weight && !bias && !out) return validate(desc);
+          if (!input || !weight) invalid("validate: input and weight are needed to check arrays");
+          return check_arrays(desc, arrays_of(*input, *weight, bias, out));
+        },
+        "desc"_a, "input"_a.none() = nb::none(), "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
+        "out"_a.none() = nb::none(),
+        "Checks a description (and, if given, its arrays) without raising.");
+  m.def("output_shape", &output_shape, "desc"_a, "(N, K, OD, OH, OW) of a valid description.");
+  m.def("resolved_padding", [](const Conv3dDesc& d) {
+    const ResolvedPadding p = resolved_padding(d);
+    return nb::make_tuple(tuple_of(p.before), tuple_of(p.after));
+  }, "desc"_a, "((D, H, W) before, (D, H, W) after): 'same' puts an odd total's extra element at the end.");
+  m.def("describe", [](const Conv3dDesc& d) { return describe(d); }, "desc"_a);
+}
+
+}  // namespace conv3djit::python

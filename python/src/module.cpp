@@ -1,0 +1,197 @@
+// conv3djit._ext: the public C++ API (include/conv3djit) for Python. Thin by design: it parses
+// arguments into Conv3dDesc (desc.cpp) and EngineOptions, checks arrays (tensors.cpp), binds the
+// results (results.cpp) and calls the library; the conveniences (allocating outputs, choosing
+// streams), the exception classes and the PyTorch integration are Python (python/conv3djit).
+// This file: the error translation, the Engine, the CPU reference and the module itself.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <conv3djit/conv3d.hpp>
+#include <conv3djit/engine.hpp>
+#include <conv3djit/error.hpp>
+#include <conv3djit/reference.hpp>
+
+#include "bindings.hpp"
+#include "tensors.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace conv3djit::python {
+namespace {
+
+// conv3djit._errors.BY_CATEGORY: the exception class of each category's name. Kept (never released)
+// for the life of the interpreter, like the module itself.
+PyObject* error_classes = nullptr;
+
+void translate(const std::exception_ptr& error, void*) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    PyObject* cls = PyDict_GetItemString(error_classes, to_string(e.category()));
+    PyErr_SetString(cls ? cls : PyExc_RuntimeError, e.what());
+  }
+}
+
+void check_or_throw(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double = false) {
+  const Validation v = check_arrays(desc, arrays, out_double);
+  if (!v) throw Error(v.category, v.message);
+}
+
+// Host arrays for the CPU reference: float32, C order (nanobind converts numpy arrays that are not).
+using HostIn = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
+
+void check_host(const char* name, const HostIn& a, std::initializer_list<int64_t> expected) {
+  std::vector<int64_t> want(expected), got(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) got[i] = static_cast<int64_t>(a.shape(i));
+  if (got != want) invalid(fmt::format("{}: shape ({}) does not match the description, which needs ({})", name,
+                                       fmt::join(got, ", "), fmt::join(want, ", ")));
+}
+
+nb::ndarray<nb::numpy, double> reference(const Conv3dDesc& d, const HostIn& input, const HostIn& weight,
+                                         const std::optional<HostIn>& bias) {
+  if (d.bias != bias.has_value()) invalid(d.bias ? "bias: the description has bias = True, but no bias array was given"
+                                                 : "bias: an array was given, but the description has bias = False");
+  const OutputExtents o = output_extents(d);
+  check_host("input", input, {d.n, d.c, d.d, d.h, d.w});
+  check_host("weight", weight, {d.k, d.c / d.groups, d.kernel.d, d.kernel.h, d.kernel.w});
+  if (bias) check_host("bias", *bias, {d.k});
+  auto* result = new double[static_cast<size_t>(o.elements())];
+  nb::capsule owner(result, [](void* p) noexcept { delete[] static_cast<double*>(p); });
+  {
+    nb::gil_scoped_release release;
+    reference_conv3d(d, input.data(), weight.data(), bias ? bias->data() : nullptr, result);
+  }
+  const size_t shape[5] = {size_t(o.n), size_t(o.k), size_t(o.d), size_t(o.h), size_t(o.w)};
+  return nb::ndarray<nb::numpy, double>(result, 5, shape, owner);
+}
+
+Comparison compare_arrays(const nb::ndarray<const float, nb::device::cpu, nb::c_contig>& got,
+                          const nb::ndarray<const double, nb::device::cpu, nb::c_contig>& ref, const Tolerance& tol) {
+  if (got.size() != ref.size()) invalid(fmt::format("got: {} elements, reference: {}", got.size(), ref.size()));
+  nb::gil_scoped_release release;
+  return compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tol);
+}
+
+void bind_engine(nb::module_& m) {
+  using Release = nb::call_guard<nb::gil_scoped_release>;
+  nb::class_<Engine>(m, "Engine",
+                     "The kernel caches and settings behind conv3d(). default_engine() is the process-wide one; a "
+                     "separate Engine gives a separate cache folder, limit or compile mode.")
+      .def("__init__",
+           [](Engine* self, const std::string& cache_dir, uint64_t cache_limit_bytes, bool disk_cache,
+              const std::string& kernel_config, const std::optional<std::string>& compile_mode,
+              bool trust_shared_cache, bool check_allocations) {
+             EngineOptions o;
+             o.cache_dir = cache_dir;
+             o.cache_limit_bytes = cache_limit_bytes;
+             o.disk_cache = disk_cache;
+             o.kernel_config = kernel_config;
+             o.compile_mode = compile_mode_of(compile_mode);
+             o.trust_shared_cache = trust_shared_cache;
+             o.check_allocations = check_allocations;
+             new (self) Engine(o);
+           },
+           nb::kw_only(), "cache_dir"_a = "", "cache_limit_bytes"_a = EngineOptions{}.cache_limit_bytes,
+           "disk_cache"_a = true, "kernel_config"_a = "", "compile_mode"_a.none() = nb::none(),
+           "trust_shared_cache"_a = false, "check_allocations"_a = true)
+      .def("run",
+           [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
+              const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
+             const Stream s = stream_of(stream);
+             const CallArrays arrays = arrays_of(input, weight, bias, out);
+             check_or_throw(desc, arrays);
+             // The arrays' own shapes were checked against desc: the allocation check would only
+             // repeat that, and PyTorch's expandable segments report pieces smaller than a tensor.
+             Conv3dTensors t = tensors_of(arrays);
+             t.shapes_checked = true;
+             nb::gil_scoped_release release;
+             e.run(desc, t, s);
+           },
+           "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
+           nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
+           "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). Arrays are "
+           "checked first; a wrong call raises and writes nothing.")
+      .def("run_pointers",
+           [](Engine& e, const Conv3dDesc& desc, uintptr_t input, uintptr_t weight, uintptr_t bias, uintptr_t out,
+              uintptr_t stream) {
+             Conv3dTensors t;
+             t.input = reinterpret_cast<const void*>(input);
+             t.weight = reinterpret_cast<const void*>(weight);
+             t.bias = reinterpret_cast<const void*>(bias);
+             t.output = reinterpret_cast<void*>(out);
+             e.run(desc, t, reinterpret_cast<Stream>(stream));
+           },
+           "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, Release(),
+           "As run(), on raw device pointers (ints; bias 0 when desc.bias is False) and a CUstream handle, "
+           "without array checks: the caller guarantees contiguous tensors of the description's shapes.")
+      .def("run_reference",
+           [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
+              const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
+             const Stream s = stream_of(stream);
+             const CallArrays arrays = arrays_of(input, weight, bias, out);
+             check_or_throw(desc, arrays, /*out_double=*/true);
+             Conv3dTensors t = tensors_of(arrays);
+             t.shapes_checked = true;
+             nb::gil_scoped_release release;
+             e.run_reference(desc, t, s);
+           },
+           "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
+           nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
+           "The float64 reference on the GPU: like run(), out is a float64 array.")
+      .def("precompile", &Engine::precompile, "desc"_a, "arch"_a = "", Release(),
+           "Compiles (or finds in the disk cache) every kernel desc needs on `arch` ('sm_90', ...; empty: the "
+           "current device's). Needs no GPU when arch is given.")
+      .def("kernel_for", &Engine::kernel_for, "desc"_a, "arch"_a = "", Release())
+      .def("resources",
+           [](Engine& e, const Conv3dDesc& desc, nb::handle stream, bool aligned_input) {
+             const Stream s = stream_of(stream);
+             nb::gil_scoped_release release;
+             return e.resources(desc, s, aligned_input);
+           },
+           "desc"_a, "stream"_a.none() = nb::none(), "aligned_input"_a = true)
+      .def("stats", &Engine::stats)
+      .def("cache_entries", &Engine::cache_entries, Release())
+      .def("cache_info", &Engine::cache_info, Release())
+      .def("cache_clear", &Engine::cache_clear, Release(), "Removes every entry; returns how many.")
+      .def("cache_export", &Engine::cache_export, "archive_path"_a, Release(),
+           "Writes every valid entry into one archive file; returns the entry count.")
+      .def("cache_import", &Engine::cache_import, "archive_path"_a, Release(),
+           "Verifies every entry of an archive, then adds them; returns the entry count.");
+
+  m.def("default_engine", &Engine::global, nb::rv_policy::reference, "The process-wide Engine conv3d() uses.");
+}
+
+}  // namespace
+}  // namespace conv3djit::python
+
+NB_MODULE(_ext, m) {
+  using namespace conv3djit;
+  using namespace conv3djit::python;
+  m.doc() = "conv3djit's C++ API; use the conv3djit package, which wraps it.";
+  // Descriptions live on in caches that PyTorch (torch.compile, autograd graphs) does not free
+  // before the interpreter exits; nanobind would report each as a leak then.
+  nb::set_leak_warnings(false);
+  error_classes = nb::object(nb::module_::import_("conv3djit._errors").attr("BY_CATEGORY")).release().ptr();
+  nb::register_exception_translator(&translate);
+
+  bind_desc(m);
+  bind_results(m);
+  bind_engine(m);
+
+  m.def("reference_conv3d", &reference, "desc"_a, "input"_a, "weight"_a, "bias"_a.none() = nb::none(),
+        "The float64 CPU reference (float64 accumulation, all cores) of host float32 arrays; returns a numpy "
+        "float64 array N x K x OD x OH x OW.");
+  m.def("tolerance", [](const std::string& precision) { return tolerance(precision_of(precision)); }, "precision"_a);
+  m.def("compare", &compare_arrays, "got"_a, "reference"_a, "tolerance"_a);
+  m.def("nvrtc_version", &nvrtc_version);
+  m.def("supported_archs", &supported_archs, "The archs this NVRTC compiles for: 'sm_75', ..., 'sm_90a', ...");
+  m.def("check_arch", &check_arch, "arch"_a,
+        "Raises InvalidArgument for a malformed arch name, Unsupported for one this NVRTC cannot compile for.");
+  m.def("current_device", &current_device, "The device of the current context (or device 0); None without one.");
+  m.def("version", []() { return std::string(conv3djit::version()); });
+}

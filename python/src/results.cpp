@@ -1,0 +1,126 @@
+// The library's result structs (precompile results, statistics, cache listings, device and kernel
+// facts, accuracy checks) as read-only Python classes with readable reprs.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <conv3djit/engine.hpp>
+#include <conv3djit/reference.hpp>
+
+#include "bindings.hpp"
+
+namespace conv3djit::python {
+namespace {
+
+std::string fields_repr(const char* name, std::initializer_list<std::pair<const char*, std::string>> fields) {
+  std::string text = std::string(name) + "(";
+  bool first = true;
+  for (const auto& [key, value] : fields) {
+    text += fmt::format("{}{}={}", first ? "" : ", ", key, value);
+    first = false;
+  }
+  return text + ")";
+}
+
+std::string quoted(const std::string& s) { return repr_text(nb::str(s.c_str())); }
+
+}  // namespace
+
+void bind_results(nb::module_& m) {
+  nb::class_<PrecompiledKernel>(m, "PrecompiledKernel", "One kernel precompile() made sure of.")
+      .def_ro("key", &PrecompiledKernel::key)
+      .def_ro("kernel", &PrecompiledKernel::kernel)
+      .def_ro("compiled", &PrecompiledKernel::compiled)
+      .def_ro("on_disk", &PrecompiledKernel::on_disk)
+      .def_ro("compile_ms", &PrecompiledKernel::compile_ms)
+      .def_ro("compiler_notes", &PrecompiledKernel::compiler_notes)
+      .def("__repr__", [](const PrecompiledKernel& k) {
+        return fields_repr("PrecompiledKernel",
+                                              {{"kernel", quoted(k.kernel)}, {"compiled", k.compiled ? "True" : "False"},
+                                               {"on_disk", k.on_disk ? "True" : "False"},
+                                               {"compile_ms", fmt::format("{:.1f}", k.compile_ms)}});
+      });
+  nb::class_<PrecompileResult>(m, "PrecompileResult",
+                               "Every kernel a description's plan launches: the main kernel first, then helpers.")
+      .def_ro("kernels", &PrecompileResult::kernels)
+      .def_prop_ro("main", [](const PrecompileResult& r) { return r.main(); })
+      .def("__repr__", [](const PrecompileResult& r) { return fmt::format("PrecompileResult({} kernels)", r.kernels.size()); });
+  nb::class_<EngineStats>(m, "EngineStats", "Counters since the Engine was made.")
+      .def_ro("memory_hits", &EngineStats::memory_hits)
+      .def_ro("disk_hits", &EngineStats::disk_hits)
+      .def_ro("compiles", &EngineStats::compiles)
+      .def_ro("compile_ms", &EngineStats::compile_ms)
+      .def_ro("module_loads", &EngineStats::module_loads)
+      .def_ro("refused_compiles", &EngineStats::refused_compiles)
+      .def("__repr__", [](const EngineStats& s) {
+        return fmt::format("EngineStats(memory_hits={}, disk_hits={}, compiles={}, compile_ms={:.1f}, module_loads={}, "
+                           "refused_compiles={})",
+                           s.memory_hits, s.disk_hits, s.compiles, s.compile_ms, s.module_loads, s.refused_compiles);
+      });
+  nb::class_<CacheEntry>(m, "CacheEntry", "One disk cache entry.")
+      .def_ro("key", &CacheEntry::key)
+      .def_ro("kernel", &CacheEntry::kernel)
+      .def_ro("path", &CacheEntry::path)
+      .def_ro("bytes", &CacheEntry::bytes)
+      .def_ro("last_use_unix", &CacheEntry::last_use_unix)
+      .def("__repr__", [](const CacheEntry& e) {
+        return fmt::format("CacheEntry(kernel={}, bytes={})", quoted(e.kernel), e.bytes);
+      });
+  nb::class_<CacheInfo>(m, "CacheInfo", "The disk cache folder and its use.")
+      .def_ro("dir", &CacheInfo::dir)
+      .def_ro("exists", &CacheInfo::exists)
+      .def_ro("writable", &CacheInfo::writable)
+      .def_ro("problem", &CacheInfo::problem)
+      .def_ro("bytes", &CacheInfo::bytes)
+      .def_ro("entries", &CacheInfo::entries)
+      .def_ro("limit_bytes", &CacheInfo::limit_bytes)
+      .def("__repr__", [](const CacheInfo& c) {
+        return fmt::format("CacheInfo(dir={}, exists={}, writable={}, entries={}, bytes={}, limit_bytes={}{})",
+                           quoted(c.dir), c.exists ? "True" : "False", c.writable ? "True" : "False", c.entries,
+                           c.bytes, c.limit_bytes, c.problem.empty() ? "" : ", problem=" + quoted(c.problem));
+      });
+  nb::class_<KernelResources>(m, "KernelResources", "What the kernel of a description costs the device.")
+      .def_ro("kernel", &KernelResources::kernel)
+      .def_ro("registers", &KernelResources::registers)
+      .def_ro("local_bytes", &KernelResources::local_bytes)
+      .def_ro("static_shared_bytes", &KernelResources::static_shared_bytes)
+      .def_ro("dynamic_shared_bytes", &KernelResources::dynamic_shared_bytes)
+      .def_ro("grid", &KernelResources::grid)
+      .def_ro("block", &KernelResources::block)
+      .def("__repr__", [](const KernelResources& r) {
+        return fmt::format("KernelResources(kernel={}, registers={}, local_bytes={}, grid={}, block={})",
+                           quoted(r.kernel), r.registers, r.local_bytes, r.grid, r.block);
+      });
+  nb::class_<DeviceInfo>(m, "DeviceInfo", "The GPU a context runs on.")
+      .def_ro("ordinal", &DeviceInfo::ordinal)
+      .def_ro("name", &DeviceInfo::name)
+      .def_ro("arch", &DeviceInfo::arch)
+      .def_ro("sm_count", &DeviceInfo::sm_count)
+      .def_ro("driver_version", &DeviceInfo::driver_version)
+      .def("__repr__", [](const DeviceInfo& d) {
+        return fmt::format("DeviceInfo(ordinal={}, name={}, arch='{}', sm_count={}, driver_version={})", d.ordinal,
+                           quoted(d.name), d.arch, d.sm_count, d.driver_version);
+      });
+  nb::class_<Tolerance>(m, "Tolerance", "Thresholds of an accuracy class; negative atol/rtol = not checked.")
+      .def_ro("rel_l2", &Tolerance::rel_l2)
+      .def_ro("atol", &Tolerance::atol)
+      .def_ro("rtol", &Tolerance::rtol)
+      .def("__repr__", [](const Tolerance& t) {
+        return fmt::format("Tolerance(rel_l2={}, atol={}, rtol={})", t.rel_l2, t.atol, t.rtol);
+      });
+  nb::class_<Comparison>(m, "Comparison", "How far a result is from the float64 reference.")
+      .def_ro("rel_l2", &Comparison::rel_l2)
+      .def_ro("max_abs_error", &Comparison::max_abs_error)
+      .def_ro("outside_tolerance", &Comparison::outside_tolerance)
+      .def_ro("non_finite", &Comparison::non_finite)
+      .def_ro("passed", &Comparison::passed)
+      .def("__bool__", [](const Comparison& c) { return c.passed; })
+      .def("__repr__", [](const Comparison& c) {
+        return fmt::format("Comparison(passed={}, rel_l2={:.3g}, max_abs_error={:.3g}, outside_tolerance={}, "
+                           "non_finite={})",
+                           c.passed ? "True" : "False", c.rel_l2, c.max_abs_error, c.outside_tolerance, c.non_finite);
+      });
+}
+
+}  // namespace conv3djit::python

@@ -1,0 +1,215 @@
+// Array checks: everything PyTorch's F.conv3d would refuse, and everything conv3djit does not
+// serve yet, is an error naming the array and its value before any launch.
+#include "tensors.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace conv3djit::python {
+namespace {
+
+namespace dl = nb::dlpack;
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  return dims.size() == 1 ? fmt::format("({},)", dims[0]) : fmt::format("({})", fmt::join(dims, ", "));
+}
+
+template <class Array>
+std::vector<int64_t> shape_of(const Array& a) {
+  std::vector<int64_t> dims(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) dims[i] = static_cast<int64_t>(a.shape(i));
+  return dims;
+}
+
+template <class Array>
+std::vector<int64_t> strides_of(const Array& a) {
+  std::vector<int64_t> dims(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) dims[i] = a.stride(i);
+  return dims;
+}
+
+std::string dtype_name(dl::dtype t) {
+  const char* kind = "unknown";
+  switch (static_cast<dl::dtype_code>(t.code)) {
+    case dl::dtype_code::Int: kind = "int"; break;
+    case dl::dtype_code::UInt: kind = "uint"; break;
+    case dl::dtype_code::Float: kind = "float"; break;
+    case dl::dtype_code::Bfloat: kind = "bfloat"; break;
+    case dl::dtype_code::Complex: kind = "complex"; break;
+    case dl::dtype_code::Bool: return "bool";
+    default: break;
+  }
+  return t.lanes == 1 ? fmt::format("{}{}", kind, t.bits) : fmt::format("{}{}x{}", kind, t.bits, t.lanes);
+}
+
+// The DLPack element type of each DataType conv3djit serves; a new element type is one line here.
+dl::dtype element_of(DataType type) {
+  switch (type) {
+    case DataType::Float32: return nb::dtype<float>();
+  }
+  return {};
+}
+constexpr DataType kServed[] = {DataType::Float32};
+
+std::string device_text(int type, int32_t id) {
+  if (type == nb::device::cuda::value) return fmt::format("cuda:{}", id);
+  if (type == nb::device::cuda_managed::value) return fmt::format("cuda:{} (managed)", id);
+  if (type == nb::device::cpu::value) return "cpu";
+  if (type == nb::device::cuda_host::value) return "cuda_host (pinned host memory)";
+  return fmt::format("DLPack device type {}", type);
+}
+
+bool on_cuda(int type) { return type == nb::device::cuda::value || type == nb::device::cuda_managed::value; }
+
+// C order: each stride is the product of the later extents; size-1 axes may have any stride
+// (PyTorch gives them arbitrary ones).
+template <class Array>
+bool c_contiguous(const Array& a) {
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+struct Checked {
+  const char* name;
+  const void* data;
+  size_t bytes;
+  int device_type;
+  int32_t device_id;
+  dl::dtype dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  bool contiguous;
+};
+
+template <class Array>
+Checked checked(const char* name, const Array& a) {
+  return {name, a.data(), a.nbytes(), a.device_type(), a.device_id(), a.dtype(),
+          shape_of(a), strides_of(a), c_contiguous(a)};
+}
+
+Validation fail(ErrorCategory category, std::string message) { return {false, category, std::move(message)}; }
+
+bool overlaps(const Checked& a, const Checked& b) {
+  const auto* a0 = static_cast<const char*>(a.data);
+  const auto* b0 = static_cast<const char*>(b.data);
+  return a.bytes && b.bytes && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+}
+
+}  // namespace
+
+Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double) {
+  if (desc.bias != (arrays.bias != nullptr)) {
+    return fail(ErrorCategory::InvalidArgument,
+                desc.bias ? "bias: the description has bias = True, but no bias array was given"
+                          : "bias: an array was given, but the description has bias = False");
+  }
+  const Validation valid = validate(desc);
+  if (!valid) return valid;
+  const OutputExtents out = output_extents(desc);
+  const int64_t g = desc.groups;
+
+  std::vector<Checked> all = {checked("input", *arrays.input), checked("weight", *arrays.weight)};
+  std::vector<std::vector<int64_t>> expected = {
+      {desc.n, desc.c, desc.d, desc.h, desc.w},
+      {desc.k, desc.c / g, desc.kernel.d, desc.kernel.h, desc.kernel.w}};
+  if (arrays.bias) {
+    all.push_back(checked("bias", *arrays.bias));
+    expected.push_back({desc.k});
+  }
+  if (arrays.out) {
+    all.push_back(checked("out", *arrays.out));
+    expected.push_back({out.n, out.k, out.d, out.h, out.w});
+  }
+
+  // Shapes first, then element types, strides, and where the arrays lie.
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].shape != expected[i]) {
+      return fail(ErrorCategory::InvalidArgument,
+                  fmt::format("{}: shape {} does not match the description, which needs {}", all[i].name,
+                              shape_text(all[i].shape), shape_text(expected[i])));
+    }
+  }
+  // The input's element type must be one conv3djit serves (else Unsupported); every other array
+  // must then match the call (else InvalidArgument, as PyTorch refuses mixed types).
+  for (const Checked& a : all) {
+    const bool double_out = out_double && std::string(a.name) == "out";
+    const dl::dtype want = double_out ? nb::dtype<double>() : element_of(desc.dtype);
+    if (a.dtype == want) continue;
+    bool served = false;
+    for (DataType t : kServed) served |= element_of(t) == a.dtype;
+    if (&a == &all.front() && !served) {
+      return fail(ErrorCategory::Unsupported,
+                  fmt::format("input: dtype {}: conv3djit serves {}", dtype_name(a.dtype), dtype_name(want)));
+    }
+    return fail(ErrorCategory::InvalidArgument,
+                fmt::format("{}: dtype {}, but the call needs {}", a.name, dtype_name(a.dtype), dtype_name(want)));
+  }
+  for (const Checked& a : all) {
+    if (!a.contiguous) {
+      return fail(ErrorCategory::Unsupported,
+                  fmt::format("{}: not contiguous (strides {} elements for shape {}): conv3djit reads and writes "
+                              "contiguous NCDHW arrays; pass a contiguous copy",
+                              a.name, shape_text(a.strides), shape_text(a.shape)));
+    }
+  }
+  const Checked& first = all.front();
+  for (const Checked& a : all) {
+    if (!on_cuda(a.device_type)) {
+      return fail(ErrorCategory::Unsupported, fmt::format("{}: on {}: conv3djit runs on CUDA arrays", a.name,
+                                                          device_text(a.device_type, a.device_id)));
+    }
+    if (a.device_id != first.device_id) {
+      return fail(ErrorCategory::InvalidArgument,
+                  fmt::format("{}: on {}, but input is on {}: all arrays must be on one device", a.name,
+                              device_text(a.device_type, a.device_id), device_text(first.device_type, first.device_id)));
+    }
+  }
+  if (arrays.out) {
+    const Checked& o = all.back();
+    for (size_t i = 0; i + 1 < all.size(); ++i) {
+      if (overlaps(o, all[i])) {
+        return fail(ErrorCategory::InvalidArgument, fmt::format("out: overlaps {} in memory", all[i].name));
+      }
+    }
+  }
+  if (!arrays.out) return {};
+  Conv3dTensors tensors = tensors_of(arrays);
+  return validate(desc, &tensors);
+}
+
+CallArrays arrays_of(const InArray& input, const InArray& weight, const std::optional<InArray>& bias,
+                     const std::optional<OutArray>& out) {
+  return {&input, &weight, bias ? &*bias : nullptr, out ? &*out : nullptr};
+}
+
+Conv3dTensors tensors_of(const CallArrays& arrays) {
+  Conv3dTensors t;
+  t.input = arrays.input->data();
+  t.weight = arrays.weight->data();
+  t.bias = arrays.bias ? arrays.bias->data() : nullptr;
+  t.output = arrays.out ? arrays.out->data() : nullptr;
+  return t;
+}
+
+Stream stream_of(nb::handle stream) {
+  auto handle = [](nb::handle value) {
+    return reinterpret_cast<Stream>(static_cast<uintptr_t>(nb::cast<uint64_t>(value)));
+  };
+  if (stream.is_none()) return nullptr;
+  if (PyLong_Check(stream.ptr()) && !PyBool_Check(stream.ptr())) return handle(stream);
+  if (nb::hasattr(stream, "__cuda_stream__")) return handle(nb::tuple(stream.attr("__cuda_stream__")())[1]);
+  if (nb::hasattr(stream, "cuda_stream")) return handle(stream.attr("cuda_stream"));
+  if (nb::hasattr(stream, "ptr")) return handle(stream.attr("ptr"));
+  throw Error(ErrorCategory::InvalidArgument,
+              fmt::format("stream: expected None, an int handle or a stream object (with __cuda_stream__, "
+                          "cuda_stream or ptr), got {}",
+                          nb::type_name(stream.type()).c_str()));
+}
+
+}  // namespace conv3djit::python

@@ -1,0 +1,45 @@
+#pragma once
+// Arrays from Python (any DLPack producer: PyTorch, CuPy, JAX, ...) checked against a description,
+// as PyTorch checks its own arguments, before anything is launched.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <optional>
+#include <string>
+
+#include <conv3djit/conv3d.hpp>
+
+namespace conv3djit::python {
+
+namespace nb = nanobind;
+
+/// Read-only view of an input (inputs may come from frameworks whose arrays are immutable).
+using InArray = nb::ndarray<nb::ro>;
+/// Writable view of an output.
+using OutArray = nb::ndarray<>;
+
+/// The arrays of one call. bias is null exactly when the call has none.
+struct CallArrays {
+  const InArray* input = nullptr;
+  const InArray* weight = nullptr;
+  const InArray* bias = nullptr;
+  const OutArray* out = nullptr;
+};
+
+/// What is wrong with the arrays for desc (device, dtype, shape, contiguity, overlap), naming the
+/// array and the value: an InvalidArgument or Unsupported failure, or an ok Validation.
+/// `out_double`: out holds float64 (the GPU reference).
+Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double = false);
+
+/// The arrays of a call as bound functions receive them.
+CallArrays arrays_of(const InArray& input, const InArray& weight, const std::optional<InArray>& bias,
+                     const std::optional<OutArray>& out);
+
+/// The Conv3dTensors of arrays that passed check_arrays().
+Conv3dTensors tensors_of(const CallArrays& arrays);
+
+/// A stream argument as a CUstream: None (the legacy default stream), an int handle, or an object
+/// with __cuda_stream__ (CUDA stream protocol), cuda_stream (torch.cuda.Stream) or ptr (CuPy).
+Stream stream_of(nb::handle stream);
+
+}  // namespace conv3djit::python
