@@ -10,6 +10,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <conv3djit/conv3d.hpp>
 #include <conv3djit/engine.hpp>
 #include <conv3djit/error.hpp>
@@ -22,6 +25,18 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace conv3djit::python {
+
+// Arrays passed through this binding gave wrong results and then illegal addresses in the GPU
+// tests on an H200, while the same kernels pass the C++ GPU tests; until that is found, the array
+// path runs only when asked for, for testing. Raw pointers (run_pointers) are the C++ path.
+void require_array_path() {
+  const char* enabled = std::getenv("CONV3DJIT_PYTHON_GPU");
+  if (enabled == nullptr || std::string(enabled) != "1") {
+    throw Error(ErrorCategory::Unsupported,
+                "running on arrays is disabled in this version: its GPU tests do not pass yet (docs/python.md, "
+                "'Status'); CONV3DJIT_PYTHON_GPU=1 runs it anyway, for testing; Engine.run_pointers is not affected");
+  }
+}
 namespace {
 
 // conv3djit._errors.BY_CATEGORY: the exception class of each category's name. Kept (never released)
@@ -107,6 +122,7 @@ void bind_engine(nb::module_& m) {
              check_or_throw(desc, arrays);
              // The arrays' own shapes were checked against desc: the allocation check would only
              // repeat that, and PyTorch's expandable segments report pieces smaller than a tensor.
+             require_array_path();
              Conv3dTensors t = tensors_of(arrays);
              t.shapes_checked = true;
              nb::gil_scoped_release release;
@@ -135,6 +151,7 @@ void bind_engine(nb::module_& m) {
              const Stream s = stream_of(stream);
              const CallArrays arrays = arrays_of(input, weight, bias, out);
              check_or_throw(desc, arrays, /*out_double=*/true);
+             require_array_path();
              Conv3dTensors t = tensors_of(arrays);
              t.shapes_checked = true;
              nb::gil_scoped_release release;
