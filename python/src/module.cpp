@@ -37,6 +37,7 @@ void require_array_path() {
                 "'Status'); CONV3DJIT_PYTHON_GPU=1 runs it anyway, for testing; Engine.run_pointers is not affected");
   }
 }
+
 namespace {
 
 // conv3djit._errors.BY_CATEGORY: the exception class of each category's name. Kept (never released)
@@ -55,6 +56,22 @@ void translate(const std::exception_ptr& error, void*) {
 void check_or_throw(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double = false) {
   const Validation v = check_arrays(desc, arrays, out_double);
   if (!v) throw Error(v.category, v.message);
+}
+
+// Engine::run or run_reference on checked arrays (out_double: the reference's float64 output).
+template <void (Engine::*Run)(const Conv3dDesc&, const Conv3dTensors&, Stream), bool out_double>
+void on_arrays(Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
+               const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
+  const Stream s = stream_of(stream);
+  const CallArrays arrays = arrays_of(input, weight, bias, out);
+  check_or_throw(desc, arrays, out_double);
+  require_array_path();
+  // The arrays' own shapes were checked against desc: the allocation check would only repeat
+  // that, and PyTorch's allocator reports pieces smaller than a tensor.
+  Conv3dTensors t = tensors_of(arrays);
+  t.shapes_checked = true;
+  nb::gil_scoped_release release;
+  (e.*Run)(desc, t, s);
 }
 
 // Host arrays for the CPU reference: float32, C order (nanobind converts numpy arrays that are not).
@@ -114,20 +131,7 @@ void bind_engine(nb::module_& m) {
            nb::kw_only(), "cache_dir"_a = "", "cache_limit_bytes"_a = EngineOptions{}.cache_limit_bytes,
            "disk_cache"_a = true, "kernel_config"_a = "", "compile_mode"_a.none() = nb::none(),
            "trust_shared_cache"_a = false, "check_allocations"_a = true)
-      .def("run",
-           [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
-              const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
-             const Stream s = stream_of(stream);
-             const CallArrays arrays = arrays_of(input, weight, bias, out);
-             check_or_throw(desc, arrays);
-             // The arrays' own shapes were checked against desc: the allocation check would only
-             // repeat that, and PyTorch's expandable segments report pieces smaller than a tensor.
-             require_array_path();
-             Conv3dTensors t = tensors_of(arrays);
-             t.shapes_checked = true;
-             nb::gil_scoped_release release;
-             e.run(desc, t, s);
-           },
+      .def("run", on_arrays<&Engine::run, false>,
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
            "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). Arrays are "
@@ -145,18 +149,7 @@ void bind_engine(nb::module_& m) {
            "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, Release(),
            "As run(), on raw device pointers (ints; bias 0 when desc.bias is False) and a CUstream handle, "
            "without array checks: the caller guarantees contiguous tensors of the description's shapes.")
-      .def("run_reference",
-           [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
-              const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
-             const Stream s = stream_of(stream);
-             const CallArrays arrays = arrays_of(input, weight, bias, out);
-             check_or_throw(desc, arrays, /*out_double=*/true);
-             require_array_path();
-             Conv3dTensors t = tensors_of(arrays);
-             t.shapes_checked = true;
-             nb::gil_scoped_release release;
-             e.run_reference(desc, t, s);
-           },
+      .def("run_reference", on_arrays<&Engine::run_reference, true>,
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
            "The float64 reference on the GPU: like run(), out is a float64 array.")
