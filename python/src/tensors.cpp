@@ -183,9 +183,8 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
   return validate(desc, &tensors);
 }
 
-CallArrays arrays_of(const InArray& input, const InArray& weight, const std::optional<InArray>& bias,
-                     const std::optional<OutArray>& out) {
-  return {&input, &weight, bias ? &*bias : nullptr, out ? &*out : nullptr};
+CallArrays arrays_of(const InArray& input, const InArray& weight, const InArray* bias, const OutArray* out) {
+  return {&input, &weight, bias, out};
 }
 
 Conv3dTensors tensors_of(const CallArrays& arrays) {

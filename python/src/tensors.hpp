@@ -31,9 +31,15 @@ struct CallArrays {
 /// `out_double`: out holds float64 (the GPU reference).
 Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double = false);
 
-/// The arrays of a call as bound functions receive them.
-CallArrays arrays_of(const InArray& input, const InArray& weight, const std::optional<InArray>& bias,
-                     const std::optional<OutArray>& out);
+/// The arrays of a call. Pointers, not optionals: an optional parameter would accept a plain
+/// array by copying it into a temporary, whose address would outlive it.
+CallArrays arrays_of(const InArray& input, const InArray& weight, const InArray* bias, const OutArray* out);
+
+/// The array an optional argument holds, or null.
+template <class Array>
+const Array* given(const std::optional<Array>& a) {
+  return a ? &*a : nullptr;
+}
 
 /// The Conv3dTensors of arrays that passed check_arrays().
 Conv3dTensors tensors_of(const CallArrays& arrays);

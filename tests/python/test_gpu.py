@@ -118,6 +118,49 @@ def test_suite_layers_against_float64(desc, suite_compiled):
     _check(desc, out, _reference(desc, x, w, b))
 
 
+GUARD = 12345.0
+
+
+def _carved(desc, guard=1024):
+    """The call's arrays as views of one pool with `guard` elements of GUARD between them, as a
+    framework's allocator packs tensors: a write outside out lands in a guard or an input."""
+    shapes = [desc.input_shape, desc.weight_shape] + ([(desc.out_channels,)] if desc.bias else [])
+    shapes.append(desc.output_shape)
+    sizes = [int(torch.Size(s).numel()) for s in shapes]
+    starts, at = [], guard
+    for n in sizes:
+        starts.append(at)
+        at += (n + 15) // 16 * 16 + guard  # 64-byte aligned views
+    pool = torch.full((at,), GUARD, device="cuda")
+    views = [pool[a:a + n].view(s) for a, n, s in zip(starts, sizes, shapes)]
+    for v in views[:-1]:
+        v.uniform_(-1, 1)
+    views[-1].fill_(float("nan"))
+    outside = torch.ones(at, dtype=torch.bool, device="cuda")
+    for a, n in zip(starts, sizes):
+        outside[a:a + n] = False
+    return pool, outside, views
+
+
+@pytest.mark.parametrize("path", ["arrays", "pointers"])
+@pytest.mark.parametrize("desc", RANDOM[:8], ids=str)
+def test_writes_nothing_outside_out(desc, path, random_compiled):
+    pool, outside, views = _carved(desc)
+    x, w, b, out = views[0], views[1], views[2] if desc.bias else None, views[-1]
+    inputs = [v.clone() for v in views[:-1]]
+    ref = _reference(desc, x, w, b)
+    engine = conv3djit.default_engine()
+    if path == "arrays":
+        engine.run(desc, x, w, b, out=out)
+    else:
+        engine.run_pointers(desc, x.data_ptr(), w.data_ptr(), 0 if b is None else b.data_ptr(), out.data_ptr(), 0)
+    torch.cuda.synchronize()
+    assert int((pool[outside] != GUARD).sum()) == 0, "a guard between the arrays was written"
+    for before, after in zip(inputs, views[:-1]):
+        assert torch.equal(before, after), "an input was written"
+    _check(desc, out, ref)
+
+
 def test_allocates_output_and_uses_current_stream():
     desc = Conv3dDesc((2, 8, 9, 10, 11), 16, 3, padding=1, bias=True)
     x, w, b, _ = _inputs(desc)

@@ -37,12 +37,20 @@ def record_shapes(model=None):
     ShapeRecorder). With `model`, each is named after its module (e.g. 'encoder.conv1')."""
     recorder = ShapeRecorder()
     hooks = []
+    # Hooks return None: a forward hook's result would replace the module's output.
+    def enter(name):
+        def hook(_module, _args):
+            recorder._current.append(name)
+        return hook
+
+    def leave(_module, _args, _out):
+        recorder._current.pop()
+
     if model is not None:
         for name, module in model.named_modules():
             if isinstance(module, Conv3d):
-                hooks.append(module.register_forward_pre_hook(
-                    lambda _m, _args, name=name: recorder._current.append(name)))
-                hooks.append(module.register_forward_hook(lambda _m, _args, _out: recorder._current.pop()))
+                hooks.append(module.register_forward_pre_hook(enter(name)))
+                hooks.append(module.register_forward_hook(leave))
     previous, _op._recorder = _op._recorder, recorder
     try:
         yield recorder
