@@ -22,6 +22,7 @@
 #include "core/problem.hpp"
 #include "driver/driver_api.hpp"
 #include "driver/module_loader.hpp"
+#include "driver/scratch.hpp"
 #include "jit/codegen.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/family.hpp"
@@ -59,22 +60,6 @@ using FunctionKey = InContext<SpecKey, SpecKeyHash>;
 
 using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
-// Stream-ordered scratch memory for one call: concurrent calls on other streams and graph capture
-// stay safe. Freed on the stream once the call's work is queued, or when a step throws.
-class Scratch {
- public:
-  Scratch(uint64_t bytes, CUstream stream) : stream_(stream) {
-    check_cu(driver().cuMemAllocAsync(&ptr_, bytes, stream), "cuMemAllocAsync");
-  }
-  ~Scratch() { driver().cuMemFreeAsync(ptr_, stream_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  CUdeviceptr ptr() const { return ptr_; }
-
- private:
-  CUdeviceptr ptr_ = 0;
-  CUstream stream_;
-};
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
@@ -342,7 +327,7 @@ struct Engine::Impl {
     // boxes, prepared weights.
     auto prepare = [&](const PrepPlan& step, std::optional<Scratch>& scratch) {
       CUfunction step_fn = function(step.key, 0, ctx);
-      void* to = reinterpret_cast<void*>(scratch.emplace(step.workspace_bytes, stream).ptr());
+      void* to = reinterpret_cast<void*>(scratch.emplace(step.workspace_bytes, stream, context_info(ctx).device).ptr());
       void* step_args[] = {&in, &wt, &bias, &to, &params};
       check_cu(driver().cuLaunchKernel(step_fn, step.grid, 1, 1, step.block, 1, 1, 0, stream, step_args, nullptr),
                "cuLaunchKernel");

@@ -12,6 +12,7 @@
 #include "catch.hpp"
 #include "conv3djit/engine.hpp"
 #include "driver/driver_api.hpp"
+#include "driver/scratch.hpp"
 
 using namespace conv3djit;
 
@@ -28,7 +29,8 @@ struct FakeState {
   std::mutex mutex;
   std::map<int, int> module_loads;  // per context
   std::atomic<int> launches{0}, wrong_context_launches{0}, next_module{0};
-  std::atomic<int> allocations{0}, frees{0}, maps{0};
+  std::atomic<int> allocations{0}, frees{0}, maps{0}, default_pool_allocations{0};
+  std::map<int, uint64_t> pool_keep;  // per device: its scratch pool's release threshold
   std::map<int, unsigned long long> generation;  // per context: its ID is 100 * generation + index
   std::map<uintptr_t, int> modules;              // live module -> context
   std::atomic<int> stale_launches{0};
@@ -99,10 +101,27 @@ CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, 
   return CUDA_SUCCESS;
 }
 
-// Stream-ordered scratch memory (the wgmma kernel's prepared weights and pitched input copies).
-CUresult mem_alloc_async(CUdeviceptr* p, size_t bytes, CUstream) {
+// Stream-ordered scratch memory (the wgmma kernel's prepared weights and pitched input copies),
+// from conv3djit's pool of each device (handle: 0x100 + device), not the driver's default pool.
+CUresult mem_pool_create(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  *pool = reinterpret_cast<CUmemoryPool>(static_cast<uintptr_t>(0x100 + props->location.id));
+  return CUDA_SUCCESS;
+}
+CUresult mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (attribute == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+    state.pool_keep[static_cast<int>(reinterpret_cast<uintptr_t>(pool) - 0x100)] = *static_cast<cuuint64_t*>(value);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult mem_alloc_from_pool_async(CUdeviceptr* p, size_t bytes, CUmemoryPool, CUstream) {
   *p = bytes > 0 ? 0x1000 : 0;
   ++state.allocations;
+  return CUDA_SUCCESS;
+}
+CUresult mem_alloc_async(CUdeviceptr* p, size_t bytes, CUstream) {
+  *p = bytes > 0 ? 0x1000 : 0;
+  ++state.default_pool_allocations;
   return CUDA_SUCCESS;
 }
 CUresult mem_free_async(CUdeviceptr, CUstream) {
@@ -163,6 +182,9 @@ detail::DriverApi fake_driver() {
   api.cuModuleGetFunction = module_get_function;
   api.cuFuncSetAttribute = func_set_attribute;
   api.cuLaunchKernel = launch;
+  api.cuMemPoolCreate = mem_pool_create;
+  api.cuMemPoolSetAttribute = mem_pool_set_attribute;
+  api.cuMemAllocFromPoolAsync = mem_alloc_from_pool_async;
   api.cuMemAllocAsync = mem_alloc_async;
   api.cuMemFreeAsync = mem_free_async;
   api.cuTensorMapEncodeTiled = tensor_map_encode;
@@ -231,6 +253,9 @@ TEST_CASE("two contexts: one compile per kernel, one load per kernel and context
   CHECK(state.maps.load() >= 2);  // the input maps of the copies
   CHECK(state.allocations.load() == chunked_calls + pitched_calls);
   CHECK(state.frees.load() == chunked_calls + pitched_calls);
+  // Scratch comes from the pool of each device, which keeps its memory across synchronizations.
+  CHECK(state.default_pool_allocations.load() == 0);
+  CHECK(state.pool_keep == std::map<int, uint64_t>{{0, detail::kScratchKeepBytes}, {1, detail::kScratchKeepBytes}});
   CHECK(s.memory_hits == launches - 2 * kernels);
 }
 
