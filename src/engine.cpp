@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,9 +64,16 @@ using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
-using DescFields = std::array<int64_t, 27>;
+using DescFields = std::array<int64_t, 35>;
 DescFields desc_fields(const Conv3dDesc& d) {
-  return {d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
+  const Epilogue& e = d.epilogue;
+  auto bits = [](float f) {
+    uint32_t u = 0;
+    std::memcpy(&u, &f, sizeof u);
+    return static_cast<int64_t>(u);
+  };
+  return {static_cast<int64_t>(e.activation), e.residual, bits(e.alpha), bits(e.slope), bits(e.clamp_min),
+          bits(e.clamp_max), bits(e.gamma), bits(e.beta), d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
           d.stride.w, static_cast<int64_t>(d.padding.mode), d.padding.amount.d, d.padding.amount.h,
           d.padding.amount.w, d.padding.after.d, d.padding.after.h, d.padding.after.w,
           d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
@@ -151,7 +159,8 @@ void check_allocations(const Problem& prob, const Conv3dDesc& desc, const Conv3d
   const Tensor tensors[] = {{"input", t.input, prob.input_elements, bytes},
                             {"weight", t.weight, prob.weight_elements, bytes},
                             {"bias", desc.bias ? t.bias : nullptr, desc.k, bytes},
-                            {"output", t.output, prob.output_elements, output_bytes}};
+                            {"output", t.output, prob.output_elements, output_bytes},
+                            {"residual", desc.epilogue.residual ? t.residual : nullptr, prob.output_elements, bytes}};
   for (const Tensor& x : tensors) {
     if (x.ptr == nullptr) continue;  // validate() has refused a missing tensor already
     const auto ptr = reinterpret_cast<CUdeviceptr>(x.ptr);
@@ -322,6 +331,7 @@ struct Engine::Impl {
     // The kernels read bias only when has_bias; any valid pointer will do otherwise.
     const void* bias = t.bias != nullptr ? t.bias : t.weight;
     ConvParams params = plan.params;
+    params.residual = reinterpret_cast<uintptr_t>(t.residual);
     // A step before the convolution writes scratch memory from the call's tensors, which the
     // convolution then reads instead: a copy of the input in rows of 16-byte multiples for TMA
     // boxes, prepared weights.

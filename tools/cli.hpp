@@ -109,6 +109,11 @@ std::string read_padding_word(const std::string& word, Padding& out);
 std::string read_padding_side(const std::vector<int64_t>& values, bool after, Padding& out);
 std::string read_count(int64_t value, int64_t& out);  ///< out_channels, groups: >= 1
 std::string read_precision(const std::string& word, Precision& out);
+/// An activation's name (identity, relu, leaky_relu, gelu, gelu_tanh, silu, sigmoid, tanh,
+/// hardswish, clamp).
+std::string read_activation(const std::string& word, Activation& out);
+/// An epilogue scalar: any finite number.
+std::string read_scalar(double value, float& out);
 
 /// Throws the Error that conv3d() would throw for an invalid description.
 void require_valid(const Conv3dDesc& desc);

@@ -114,6 +114,12 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
   // cuDNN pads both sides of an axis alike; `same` with an even kernel extent does not.
   const ResolvedPadding pad = resolved_padding(desc);
   if (!(pad.before == pad.after)) throw std::runtime_error("asymmetric padding (cuDNN pads symmetrically)");
+  // Its result would be the convolution alone; python/benchmarks/bench_fusion.py times the fused
+  // call against cuDNN followed by PyTorch's pointwise kernels.
+  if (desc.epilogue.activation != Activation::Identity || desc.epilogue.residual || desc.epilogue.alpha != 1.f ||
+      desc.epilogue.gamma != 1.f) {
+    throw std::runtime_error("an epilogue (cuDNN here runs the convolution alone)");
+  }
 
   const OutputExtents out = output_extents(desc);
   set_tensor(api, x_.get(), {desc.n, desc.c, desc.d, desc.h, desc.w});

@@ -92,6 +92,8 @@ ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, 
   weight = random_values(weight_elements, rng);
   if (desc.bias) bias = random_values(desc.k, rng);
   output_elements = output_extents(desc).elements();
+  if (desc.epilogue.residual) residual = random_values(output_elements, rng);
+  d_residual = upload(residual);
   d_input = upload(input, input_offset);
   d_weight = upload(weight);
   d_bias = upload(bias);
@@ -115,11 +117,12 @@ Conv3dTensors ProblemData::tensors() const {
   t.weight = d_weight.ptr();
   t.bias = d_bias.ptr();
   t.output = d_output.ptr();
+  t.residual = d_residual.ptr();
   return t;
 }
 
 uint64_t ProblemData::traffic_bytes() const {
-  return input.size() * sizeof(float) + d_weight.bytes() + d_bias.bytes() + d_output.bytes();
+  return input.size() * sizeof(float) + d_weight.bytes() + d_bias.bytes() + d_output.bytes() + d_residual.bytes();
 }
 
 std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,
@@ -127,7 +130,8 @@ std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, con
   std::vector<double> reference(static_cast<size_t>(data.output_elements));
   if (!on_gpu) {
     reference_conv3d(desc, data.input.data(), data.weight.data(),
-                     desc.bias ? data.bias.data() : nullptr, reference.data());
+                     desc.bias ? data.bias.data() : nullptr, desc.epilogue.residual ? data.residual.data() : nullptr,
+                     reference.data());
     return reference;
   }
   DeviceBuffer device_reference(reference.size() * sizeof(double));

@@ -76,20 +76,20 @@ struct ValueRange {
 };
 
 /// A description's tensors on the device, uniformly random from `seed`: inputs in `input_range`,
-/// weights and bias in [-1, 1); the host copies stay for a CPU reference. The device input starts
+/// weights, bias and the residual (if the epilogue has one) in [-1, 1); the host copies stay for a CPU reference. The device input starts
 /// `input_offset` floats into its buffer (1: an input that is only 4-byte aligned, as a view into a
 /// larger tensor can be).
 struct ProblemData {
   ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t input_offset = 0, ValueRange input_range = {});
 
   Conv3dTensors tensors() const;
-  /// Bytes a convolution must at least move: inputs read once, output written once.
+  /// Bytes a convolution must at least move: inputs (and residual) read once, output written once.
   uint64_t traffic_bytes() const;
 
-  std::vector<float> input, weight, bias;
+  std::vector<float> input, weight, bias, residual;
   int64_t output_elements = 0;
   int64_t input_offset = 0;
-  DeviceBuffer d_input, d_weight, d_bias, d_output;
+  DeviceBuffer d_input, d_weight, d_bias, d_output, d_residual;
 };
 
 /// The float64 oracle for data's inputs: reference_conv3d on the CPU, or Engine::run_reference

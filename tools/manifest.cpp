@@ -138,6 +138,17 @@ json parse_json(const std::string& line) {
   }
 }
 
+// The epilogue's number field named `key`, or null.
+float* epilogue_scalar(Epilogue& e, const std::string& key) {
+  const std::pair<const char*, float*> fields[] = {{"alpha", &e.alpha},         {"slope", &e.slope},
+                                                   {"clamp_min", &e.clamp_min}, {"clamp_max", &e.clamp_max},
+                                                   {"gamma", &e.gamma},         {"beta", &e.beta}};
+  for (const auto& [name, field] : fields) {
+    if (key == name) return field;
+  }
+  return nullptr;
+}
+
 NamedDesc parse_line(const json& line) {
   if (!line.is_object()) throw KeyError{"", fmt::format("expected a JSON object, got {}", shown(line))};
   for (const char* key : {"input", "out_channels", "kernel"}) {
@@ -169,11 +180,20 @@ NamedDesc parse_line(const json& line) {
       d.bias = value.get<bool>();
     } else if (key == "precision") {
       check(key, read_precision(text(value, key), d.precision));
+    } else if (key == "activation") {
+      check(key, read_activation(text(value, key), d.epilogue.activation));
+    } else if (key == "residual") {
+      if (!value.is_boolean()) throw KeyError{key, fmt::format("expected true or false, got {}", shown(value))};
+      d.epilogue.residual = value.get<bool>();
+    } else if (float* scalar = epilogue_scalar(d.epilogue, key)) {
+      if (!value.is_number()) throw KeyError{key, fmt::format("expected a number, got {}", shown(value))};
+      check(key, read_scalar(value.get<double>(), *scalar));
     } else if (key == "name") {
       out.name = text(value, key);
     } else {
       throw KeyError{key, "unknown key; expected input, out_channels, kernel, stride, padding, padding_before, "
-                          "padding_after, dilation, groups, bias, precision or name"};
+                          "padding_after, dilation, groups, bias, precision, activation, slope, clamp_min, "
+                          "clamp_max, alpha, gamma, residual, beta or name"};
     }
   }
   return out;

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 
 #include "cli.hpp"
 #include "device.hpp"
@@ -145,6 +147,23 @@ std::string read_precision(const std::string& word, Precision& out) {
   return {};
 }
 
+std::string read_activation(const std::string& word, Activation& out) {
+  if (const std::optional<Activation> a = parse_activation(word)) {
+    out = *a;
+    return {};
+  }
+  return fmt::format("expected identity, relu, leaky_relu, gelu, gelu_tanh, silu, sigmoid, tanh, hardswish or "
+                     "clamp, got '{}'", word);
+}
+
+std::string read_scalar(double value, float& out) {
+  if (!std::isfinite(value) || std::abs(value) > std::numeric_limits<float>::max()) {
+    return fmt::format("expected a finite number within float's range, got {}", value);
+  }
+  out = static_cast<float>(value);
+  return {};
+}
+
 void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
   Conv3dDesc& desc = flags.desc;
   // Reads a comma list, then hands it to one of the shared checks.
@@ -199,6 +218,32 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
   flags.options.push_back(add_list_flag(
       cmd, "--precision", "fp32|tf32", "accuracy class (default fp32)",
       [&desc](const std::string& text) { return read_precision(text, desc.precision); }));
+  // The epilogue: out = act(alpha * conv + bias) * gamma + beta * residual, in the kernel's store.
+  Epilogue& e = desc.epilogue;
+  auto scalar = [](float& out) {
+    return [&out](const std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size()) return fmt::format("expected a number, got '{}'", text);
+      return read_scalar(v, out);
+    };
+  };
+  flags.options.push_back(add_list_flag(
+      cmd, "--activation", "NAME",
+      "epilogue activation: identity (default), relu, leaky_relu, gelu, gelu_tanh, silu, sigmoid, tanh, hardswish, clamp",
+      [&e](const std::string& text) { return read_activation(text, e.activation); }));
+  flags.options.push_back(add_list_flag(cmd, "--slope", "X", "leaky_relu's slope below zero (default 0.01)", scalar(e.slope)));
+  flags.options.push_back(add_list_flag(cmd, "--clamp", "MIN,MAX", "clamp's bounds (default 0,6)",
+                                        [&e](const std::string& text) -> std::string {
+                                          if (!split_two_floats(text, e.clamp_min, e.clamp_max)) {
+                                            return fmt::format("expected MIN,MAX, got '{}'", text);
+                                          }
+                                          return {};
+                                        }));
+  flags.options.push_back(add_list_flag(cmd, "--alpha", "X", "scale of the convolution before the bias (default 1)", scalar(e.alpha)));
+  flags.options.push_back(add_list_flag(cmd, "--gamma", "X", "scale after the activation (default 1)", scalar(e.gamma)));
+  flags.options.push_back(cmd.add_flag("--residual", e.residual, "add beta * a residual tensor of the output's shape"));
+  flags.options.push_back(add_list_flag(cmd, "--beta", "X", "scale of the residual (default 1)", scalar(e.beta)));
   for (CLI::Option* option : flags.options) option->group("Shape");
   if (required) {
     for (CLI::Option* option : {flags.input, flags.out_channels, flags.kernel}) option->required();

@@ -45,6 +45,25 @@ struct Padding {
   }
 };
 
+/// The activation of an Epilogue. Gelu is the exact (erf) form, GeluTanh PyTorch's
+/// approximate='tanh'; Hardswish is x * relu6(x + 3) / 6; Clamp bounds to [clamp_min, clamp_max].
+enum class Activation { Identity, Relu, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, Hardswish, Clamp };
+
+/// What the kernel does with each output before it stores it, instead of separate passes over the
+/// output: out = act(alpha * conv(x, w) + bias) * gamma + beta * residual. The activation and
+/// whether there is a residual are compiled into the kernel; the scalars are run-time arguments,
+/// so one kernel serves every value of them. The default is the plain convolution (plus bias).
+struct Epilogue {
+  Activation activation = Activation::Identity;
+  float alpha = 1.f;        ///< scales the convolution's sum, before the bias
+  float slope = 0.01f;      ///< LeakyRelu: the slope below zero (nn.LeakyReLU's negative_slope)
+  float clamp_min = 0.f;    ///< Clamp: the bounds (the defaults are ReLU6's)
+  float clamp_max = 6.f;
+  float gamma = 1.f;        ///< scales the activation's result
+  bool residual = false;    ///< add beta * residual, a tensor of the output's shape and layout
+  float beta = 1.f;
+};
+
 enum class DataType { Float32 };
 enum class Layout { NCDHW };
 
@@ -69,6 +88,7 @@ struct Conv3dDesc {
   Dims3 dilation{1};    ///< dilation per axis, >= 1
   int64_t groups = 1;   ///< C and K must both be divisible by groups; groups == C is depthwise
   bool bias = false;    ///< add bias[k] to every output of channel k
+  Epilogue epilogue{};  ///< activation, scales and residual applied in the kernel's store
   DataType dtype = DataType::Float32;
   Layout layout = Layout::NCDHW;
   Precision precision = Precision::Fp32;
@@ -76,12 +96,14 @@ struct Conv3dDesc {
 
 /// Device pointers (CUdeviceptr values or cudaMalloc results) to contiguous NCDHW tensors:
 /// input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (only if desc.bias),
-/// output N x K x OD x OH x OW.
+/// output N x K x OD x OH x OW, residual (only if desc.epilogue.residual) as the output; the
+/// residual may be the output itself (each output is read, then written, by one thread).
 struct Conv3dTensors {
   const void* input = nullptr;
   const void* weight = nullptr;
   const void* bias = nullptr;
   void* output = nullptr;
+  const void* residual = nullptr;
   /// The caller has checked each tensor's shape against the description (a binding holding the
   /// arrays' shapes does): the check of the pointers against their allocations is then skipped.
   bool shapes_checked = false;
@@ -129,7 +151,14 @@ CONV3DJIT_API ResolvedPadding resolved_padding(const Conv3dDesc& desc);
 /// Throws Error; on an invalid call nothing is launched or written.
 CONV3DJIT_API void conv3d(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream stream = nullptr);
 
-/// "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32": a readable one-line name.
+/// "identity", "relu", "leaky_relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "hardswish",
+/// "clamp": the names the CLI, manifests and the Python package use.
+CONV3DJIT_API const char* activation_name(Activation a) noexcept;
+/// The Activation of a name above (any case), or nothing.
+CONV3DJIT_API std::optional<Activation> parse_activation(const std::string& name) noexcept;
+
+/// "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32": a readable one-line name;
+/// an epilogue other than the plain one adds its parts ("_silu", "_a0.5", "_res").
 CONV3DJIT_API std::string describe(const Conv3dDesc& desc);
 
 }  // namespace conv3djit

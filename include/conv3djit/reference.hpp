@@ -7,9 +7,13 @@
 
 namespace conv3djit {
 
-/// Exact (float64 accumulation) conv3d of host tensors laid out as Conv3dTensors describes; bias
-/// may be null when desc.bias is false. output holds N x K x OD x OH x OW doubles. Uses all cores.
-/// Throws Error(InvalidArgument) for an invalid description.
+/// Exact (float64 accumulation) conv3d of host tensors laid out as Conv3dTensors describes, with
+/// the description's epilogue in float64; bias may be null when desc.bias is false, residual when
+/// desc.epilogue.residual is false. output holds N x K x OD x OH x OW doubles. Uses all cores.
+/// Throws Error(InvalidArgument) for an invalid description or a missing tensor.
+CONV3DJIT_API void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
+                                    const float* bias, const float* residual, double* output);
+/// The same for a description without a residual.
 CONV3DJIT_API void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
                                     const float* bias, double* output);
 

@@ -24,6 +24,11 @@ struct ConvParams {
   int dd, dh, dw;
   int pad_d, pad_h, pad_w;   // padding before each axis (after-padding only shortens the output)
   int has_bias;
+  // The epilogue's run-time scalars (common/epilogue.cuh): act_a is LeakyRelu's slope or Clamp's
+  // lower bound, act_b Clamp's upper bound. residual: the tensor's address, read where the kernel
+  // was built with a residual.
+  float alpha, gamma, beta, act_a, act_b;
+  unsigned long long residual;
 };
 
 /// Returns a % b and leaves a / b in a (a >= 0, b > 0), in 32-bit arithmetic when both fit: a

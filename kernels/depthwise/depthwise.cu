@@ -11,7 +11,7 @@
 // element, for an input that is not 16-byte aligned).
 // See DepthwiseGeometry (depthwise/geometry.cuh) for the lane layout.
 #pragma once
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 #include "depthwise/geometry.cuh"
 
 namespace conv3djit {
@@ -147,19 +147,22 @@ depthwise(const typename Spec::element* __restrict__ in, const typename Spec::el
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const float v = acc[set][t][(j + S) % 4];
-          o[j] = (j + S < 4 ? v : __shfl_down_sync(0xffffffffu, v, 1)) + bk;
+          o[j] = epilogue::value<Spec>(j + S < 4 ? v : __shfl_down_sync(0xffffffffu, v, 1), bk, p);
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[set][t][j] = 0.f;
         const int oh = oh_first + t;
         if (!stores || oh >= OH || ow >= OW) continue;
         float* dst = plane_out + static_cast<long long>(oh) * OW + ow;
+        const long long at = dst - out;
         if (vec_out) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) o[j] = epilogue::finish<Spec>(o[j], at + j, p);
           __stcs(reinterpret_cast<float4*>(dst), make_float4(o[0], o[1], o[2], o[3]));
         } else {
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            if (ow + j < OW) __stcs(dst + j, o[j]);
+            if (ow + j < OW) __stcs(dst + j, epilogue::finish<Spec>(o[j], at + j, p));
         }
       }
     }

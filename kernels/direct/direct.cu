@@ -2,7 +2,7 @@
 // Compile-time: channels per group, kernel, stride, dilation and TW, the run of consecutive
 // outputs along W one thread computes. Run-time: everything else, through ConvParams.
 #pragma once
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 
 namespace conv3djit {
 
@@ -72,10 +72,10 @@ direct(const typename Spec::element* __restrict__ in, const typename Spec::eleme
       for (int i = 0; i < TW; ++i) acc[i] += part[i];
     }
     const float b = p.has_bias ? __ldg(bias + k) : 0.f;
-    float* o = out + (((n * p.k + k) * p.od + od) * p.oh + oh) * p.ow;
+    const long long row = (((n * p.k + k) * p.od + od) * p.oh + oh) * p.ow;
 #pragma unroll
     for (int i = 0; i < TW; ++i) {
-      if (ow0 + i < p.ow) o[ow0 + i] = acc[i] + b;
+      if (ow0 + i < p.ow) out[row + ow0 + i] = epilogue::apply<Spec>(acc[i], b, row + ow0 + i, p);
     }
   }
 }

@@ -21,7 +21,7 @@
 // Only the (kw, output, channel) loops are unrolled; the (c, kd, kh) loop stays rolled so that
 // NVRTC compiles a specialisation in well under a second and the kernel does not spill.
 #pragma once
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 #include "common/async_copy.cuh"
 #include "direct_tiled/geometry.cuh"
 
@@ -197,7 +197,10 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
 #pragma unroll
         for (int j = 0; j < TW; ++j) {
           const int idx = j * 32 + lane;
-          if (d.inside >> j & 1) o[offset[j]] = stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w] + b;
+          if (d.inside >> j & 1) {
+            o[offset[j]] = epilogue::apply<Spec>(stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w], b,
+                                                 o + offset[j] - out, p);
+          }
         }
       }
       o += volume;

@@ -8,7 +8,7 @@
 // of up to TH rows; its stores go straight from registers (16-byte when the rows allow).
 #pragma once
 #include "common/async_copy.cuh"
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 #include "grouped/geometry.cuh"
 
 namespace conv3djit {
@@ -157,17 +157,18 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
         const int oh = oh0 + rg * TH + t;
         if (oh >= OH) continue;
         float* dst = out_t + (static_cast<long long>(j * OD + s) * OH + t) * OW;
+        const long long at = dst - out;
+        auto result = [&](int x) { return epilogue::apply<Spec>(total[j][t][x], bk[j], at + x, p); };
         if (vec_out && ow + TW <= OW) {
 #pragma unroll
           for (int v = 0; v < TW / 4; ++v) {
             __stcs(reinterpret_cast<float4*>(dst) + v,
-                   make_float4(total[j][t][4 * v] + bk[j], total[j][t][4 * v + 1] + bk[j],
-                               total[j][t][4 * v + 2] + bk[j], total[j][t][4 * v + 3] + bk[j]));
+                   make_float4(result(4 * v), result(4 * v + 1), result(4 * v + 2), result(4 * v + 3)));
           }
         } else {
 #pragma unroll
           for (int x = 0; x < TW; ++x) {
-            if (ow + x < OW) __stcs(dst + x, total[j][t][x] + bk[j]);
+            if (ow + x < OW) __stcs(dst + x, result(x));
           }
         }
       }

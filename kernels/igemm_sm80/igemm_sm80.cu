@@ -16,7 +16,7 @@
 // drifts; each slice's mma chain starts from zero and is added to the running sum with a
 // round-to-nearest FADD, and every 32 slices (512 terms) that sum joins a separate total.
 #pragma once
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 #include "common/tf32.cuh"
 #include "igemm_sm80/geometry.cuh"
 
@@ -216,7 +216,8 @@ igemm_sm80(const typename Spec::element* __restrict__ in, const typename Spec::e
           float v;
           if constexpr (BLOCKED) v = total[i][j][half * 2 + e];
           else v = sum[i][j][half * 2 + e];
-          out[(n * p.k + k) * out_vol + s] = v + (p.has_bias ? __ldg(bias + k) : 0.f);
+          const long long at = (n * p.k + k) * out_vol + s;
+          out[at] = epilogue::apply<Spec>(v, p.has_bias ? __ldg(bias + k) : 0.f, at, p);
         }
     }
 }

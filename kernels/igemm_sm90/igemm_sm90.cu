@@ -66,7 +66,7 @@
 // problem: 0.658 -> 0.601 ms (docs/kernels/igemm_sm90.md).
 #pragma once
 #include "common/async_copy.cuh"
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 #include "common/tf32.cuh"
 #include "igemm_sm90/geometry.cuh"
 #include "common/tma.cuh"
@@ -186,7 +186,8 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
-  const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
+  // A residual is read at each output's address as it is stored: the warps copy their boxes out.
+  const bool bulk = STAGED && !Spec::residual && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -635,7 +636,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
           // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
           auto value = [&](int y, int half) {
             const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
-            return acc[PL - 1 - d][i] + (e ? b.y : b.x);
+            return epilogue::value<Spec>(acc[PL - 1 - d][i], e ? b.y : b.x, p);
           };
 #pragma unroll
           for (int y = 0; y < 2 * PL; ++y) {
@@ -678,10 +679,13 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
               const int y = 2 * v * j + lane / lanes, c = y / PL, d = y % PL;
               if (inside && o.od + d < OD && k0 + c < K) {
                 float* const dst = run + c * channel + d * plane;
+                const long long offset = dst - out;
                 if (v == 2) {
-                  *reinterpret_cast<float2*>(dst) = *reinterpret_cast<const float2*>(box + y * 16 + at);
+                  const float2 x = *reinterpret_cast<const float2*>(box + y * 16 + at);
+                  *reinterpret_cast<float2*>(dst) =
+                      make_float2(epilogue::finish<Spec>(x.x, offset, p), epilogue::finish<Spec>(x.y, offset + 1, p));
                 } else {
-                  *dst = box[y * 16 + at];
+                  *dst = epilogue::finish<Spec>(box[y * 16 + at], offset, p);
                 }
               }
             }
@@ -716,9 +720,14 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
           for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
             const int k = kb * BN + j * 8 + 2 * t;
             const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-            if (k < K) *reinterpret_cast<float2*>(d0) = make_float2(sum[j * 4] + b.x, sum[j * 4 + 2] + b.x);
+            const long long at0 = d0 - out, at1 = at0 + out_vol;
+            if (k < K) {
+              *reinterpret_cast<float2*>(d0) = make_float2(epilogue::apply<Spec>(sum[j * 4], b.x, at0, p),
+                                                           epilogue::apply<Spec>(sum[j * 4 + 2], b.x, at0 + 1, p));
+            }
             if (k + 1 < K) {
-              *reinterpret_cast<float2*>(d0 + out_vol) = make_float2(sum[j * 4 + 1] + b.y, sum[j * 4 + 3] + b.y);
+              *reinterpret_cast<float2*>(d0 + out_vol) = make_float2(epilogue::apply<Spec>(sum[j * 4 + 1], b.y, at1, p),
+                                                                     epilogue::apply<Spec>(sum[j * 4 + 3], b.y, at1 + 1, p));
             }
           }
           continue;
@@ -732,8 +741,9 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
           for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
             const int k = kb * BN + j * 8 + 2 * t;
             const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-            if (k < K) d0[0] = sum[j * 4 + half * 2] + b.x;
-            if (k + 1 < K) d0[out_vol] = sum[j * 4 + half * 2 + 1] + b.y;
+            const long long at = d0 - out;
+            if (k < K) d0[0] = epilogue::apply<Spec>(sum[j * 4 + half * 2], b.x, at, p);
+            if (k + 1 < K) d0[out_vol] = epilogue::apply<Spec>(sum[j * 4 + half * 2 + 1], b.y, at + out_vol, p);
           }
         }
       }

@@ -1,7 +1,8 @@
 // Float64 reference on the GPU: one thread per output, double accumulation, every shape
-// parameter at run time. Obviously correct rather than fast; the oracle for big problems.
+// parameter at run time, the epilogue in double. Obviously correct rather than fast; the oracle for
+// big problems.
 #pragma once
-#include "common/common.cuh"
+#include "common/epilogue.cuh"
 
 namespace conv3djit {
 
@@ -20,7 +21,7 @@ __global__ void reference_fp64(const typename Spec::element* __restrict__ in,
     const long long k = t % p.k;
     const long long n = t / p.k;
     const long long g = k / p.k_per_group;
-    double acc = p.has_bias ? (double)bias[k] : 0.0;
+    double acc = 0.0;
     for (int c = 0; c < p.c_per_group; ++c) {
       for (int kd = 0; kd < p.kd; ++kd) {
         const long long id = od * p.sd - p.pad_d + (long long)kd * p.dd;
@@ -38,7 +39,7 @@ __global__ void reference_fp64(const typename Spec::element* __restrict__ in,
         }
       }
     }
-    out[idx] = acc;
+    out[idx] = epilogue::apply<Spec>(acc, p.has_bias ? (double)bias[k] : 0.0, idx, p);
   }
 }
 

@@ -1,8 +1,48 @@
 #include <fmt/format.h>
 
+#include <cctype>
+#include <utility>
+
 #include "conv3djit/conv3d.hpp"
 
 namespace conv3djit {
+
+namespace {
+constexpr std::pair<Activation, const char*> kActivations[] = {
+    {Activation::Identity, "identity"}, {Activation::Relu, "relu"},           {Activation::LeakyRelu, "leaky_relu"},
+    {Activation::Gelu, "gelu"},         {Activation::GeluTanh, "gelu_tanh"}, {Activation::Silu, "silu"},
+    {Activation::Sigmoid, "sigmoid"},   {Activation::Tanh, "tanh"},           {Activation::Hardswish, "hardswish"},
+    {Activation::Clamp, "clamp"}};
+
+// The parts of an epilogue that differ from the plain convolution's, in formula order.
+std::string epilogue_suffix(const Epilogue& e) {
+  const Epilogue plain;
+  std::string s;
+  if (e.alpha != plain.alpha) s += fmt::format("_a{}", e.alpha);
+  if (e.activation == Activation::LeakyRelu) s += fmt::format("_leaky_relu{}", e.slope);
+  else if (e.activation == Activation::Clamp) s += fmt::format("_clamp{}-{}", e.clamp_min, e.clamp_max);
+  else if (e.activation != Activation::Identity) s += fmt::format("_{}", activation_name(e.activation));
+  if (e.gamma != plain.gamma) s += fmt::format("_g{}", e.gamma);
+  if (e.residual) s += e.beta == plain.beta ? std::string("_res") : fmt::format("_res{}", e.beta);
+  return s;
+}
+}  // namespace
+
+const char* activation_name(Activation a) noexcept {
+  for (const auto& [value, name] : kActivations) {
+    if (value == a) return name;
+  }
+  return "unknown";
+}
+
+std::optional<Activation> parse_activation(const std::string& name) noexcept {
+  std::string lower;
+  for (char ch : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const auto& [value, known] : kActivations) {
+    if (lower == known) return value;
+  }
+  return std::nullopt;
+}
 
 std::string describe(const Conv3dDesc& d) {
   std::string pad;
@@ -17,10 +57,11 @@ std::string describe(const Conv3dDesc& d) {
                         d.padding.after.h, d.padding.amount.w, d.padding.after.w);
       break;
   }
-  return fmt::format("N{}_C{}_D{}_H{}_W{}_K{}_k{}x{}x{}_s{}x{}x{}_p{}_d{}x{}x{}_g{}_{}_{}", d.n, d.c,
+  return fmt::format("N{}_C{}_D{}_H{}_W{}_K{}_k{}x{}x{}_s{}x{}x{}_p{}_d{}x{}x{}_g{}_{}_{}{}", d.n, d.c,
                      d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
                      d.stride.w, pad, d.dilation.d, d.dilation.h, d.dilation.w, d.groups,
-                     d.bias ? "bias" : "nobias", d.precision == Precision::Tf32 ? "tf32" : "fp32");
+                     d.bias ? "bias" : "nobias", d.precision == Precision::Tf32 ? "tf32" : "fp32",
+                     epilogue_suffix(d.epilogue));
 }
 
 }  // namespace conv3djit

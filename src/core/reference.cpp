@@ -33,9 +33,28 @@ Range valid_outputs(int64_t offset, int64_t stride, int64_t extent, int64_t out_
 struct Tensors {
   const float* input;
   const float* weight;
-  const float* bias;  // null when the description has no bias
+  const float* bias;      // null when the description has no bias
+  const float* residual;  // null without a residual
   double* output;
 };
+
+// The epilogue, written out as the formula in conv3d.hpp says (the kernels share another
+// definition, kernels/common/epilogue.cuh, which this checks).
+double activate(const Epilogue& e, double v) {
+  switch (e.activation) {
+    case Activation::Identity: return v;
+    case Activation::Relu: return std::max(v, 0.0);
+    case Activation::LeakyRelu: return v >= 0 ? v : v * e.slope;
+    case Activation::Gelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case Activation::GeluTanh: return 0.5 * v * (1 + std::tanh(0.79788456080286535588 /* sqrt(2 / pi) */ * (v + 0.044715 * v * v * v)));
+    case Activation::Silu: return v / (1 + std::exp(-v));
+    case Activation::Sigmoid: return 1 / (1 + std::exp(-v));
+    case Activation::Tanh: return std::tanh(v);
+    case Activation::Hardswish: return v * std::clamp(v + 3, 0.0, 6.0) / 6;
+    case Activation::Clamp: return std::clamp(v, double{e.clamp_min}, double{e.clamp_max});
+  }
+  return v;
+}
 
 // One output plane (n, k, od): OH x OW doubles, small enough to stay in cache while every
 // (c, kd, kh, kw) tap adds into it. Planes are independent, so threads never share outputs.
@@ -49,7 +68,7 @@ void compute_plane(const detail::Problem& p, const Tensors& t, int64_t plane) {
   const int64_t sh = d.stride.h, sw = d.stride.w;
 
   double* out = t.output + plane * oh_count * ow_count;
-  std::fill(out, out + oh_count * ow_count, t.bias ? static_cast<double>(t.bias[k]) : 0.0);
+  std::fill(out, out + oh_count * ow_count, 0.0);
 
   for (int64_t c = 0; c < p.c_per_group; ++c) {
     const float* in_channel = t.input + (n * d.c + c_first + c) * d.d * d.h * d.w;
@@ -77,18 +96,32 @@ void compute_plane(const detail::Problem& p, const Tensors& t, int64_t plane) {
       }
     }
   }
+  const Epilogue& e = d.epilogue;
+  const double bias = t.bias ? static_cast<double>(t.bias[k]) : 0.0;
+  const float* residual = t.residual ? t.residual + plane * oh_count * ow_count : nullptr;
+  for (int64_t i = 0; i < oh_count * ow_count; ++i) {
+    double v = activate(e, double{e.alpha} * out[i] + bias) * double{e.gamma};
+    if (residual) v += double{e.beta} * residual[i];
+    out[i] = v;
+  }
 }
 
 }  // namespace
 
 void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
                       const float* bias, double* output) {
+  reference_conv3d(desc, input, weight, bias, nullptr, output);
+}
+
+void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
+                      const float* bias, const float* residual, double* output) {
   const detail::Problem p = detail::make_problem(desc);
-  if (!input || !weight || !output || (desc.bias && !bias)) {
+  if (!input || !weight || !output || (desc.bias && !bias) || (desc.epilogue.residual && !residual)) {
     throw Error(ErrorCategory::InvalidArgument,
-                "reference_conv3d: input, weight, output (and bias if desc.bias) must be non-null");
+                "reference_conv3d: input, weight, output (and bias if desc.bias, residual if "
+                "desc.epilogue.residual) must be non-null");
   }
-  const Tensors t{input, weight, desc.bias ? bias : nullptr, output};
+  const Tensors t{input, weight, desc.bias ? bias : nullptr, desc.epilogue.residual ? residual : nullptr, output};
   const int64_t planes = p.out.n * p.out.k * p.out.d;
 
   const int64_t hardware = std::max(1u, std::thread::hardware_concurrency());

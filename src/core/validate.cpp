@@ -2,6 +2,8 @@
 // names the field and its value. make_problem() is the throwing form the pipeline uses.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/problem.hpp"
 
 namespace conv3djit {
@@ -36,6 +38,22 @@ std::optional<Fail> checked_size(const char* what, std::initializer_list<int64_t
     return invalid(fmt::format("{} = {} elements: byte size overflows int64", what, total));
   }
   *out = total;
+  return std::nullopt;
+}
+
+std::optional<Fail> check_epilogue(const Epilogue& e) {
+  if (static_cast<int>(e.activation) < 0 || static_cast<int>(e.activation) > static_cast<int>(Activation::Clamp)) {
+    return invalid(fmt::format("epilogue.activation = {}: not an Activation", static_cast<int>(e.activation)));
+  }
+  const std::pair<const char*, float> scalars[] = {{"alpha", e.alpha}, {"slope", e.slope}, {"clamp_min", e.clamp_min},
+                                                   {"clamp_max", e.clamp_max}, {"gamma", e.gamma}, {"beta", e.beta}};
+  for (const auto& [name, v] : scalars) {
+    if (!std::isfinite(v)) return invalid(fmt::format("epilogue.{} = {}: must be finite", name, v));
+  }
+  if (e.activation == Activation::Clamp && e.clamp_min > e.clamp_max) {
+    return invalid(fmt::format("epilogue.clamp_min = {} > epilogue.clamp_max = {}: the clamp's bounds are reversed",
+                               e.clamp_min, e.clamp_max));
+  }
   return std::nullopt;
 }
 
@@ -92,6 +110,7 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
                                  "convolutions (as in PyTorch)", kAxis[a], d.stride[a]));
     }
   }
+  if (auto f = check_epilogue(d.epilogue)) return f;
   if (d.c / d.groups > 65536) {
     return invalid(fmt::format("c / groups = {}: channels per group must be <= 65536", d.c / d.groups));
   }
@@ -148,6 +167,12 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
     if (t->output == nullptr) return invalid("tensors.output = null: a device pointer is required");
     if (d.bias && t->bias == nullptr) {
       return invalid("tensors.bias = null: desc.bias is true, so a bias pointer is required");
+    }
+    if (d.epilogue.residual && t->residual == nullptr) {
+      return invalid("tensors.residual = null: desc.epilogue.residual is true, so a residual pointer is required");
+    }
+    if (!d.epilogue.residual && t->residual != nullptr) {
+      return invalid("tensors.residual is given but desc.epilogue.residual is false: it would not be read");
     }
   }
   if (p != nullptr) *p = prob;

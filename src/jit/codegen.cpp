@@ -27,6 +27,11 @@ std::string traits_struct(const SpecKey& k, const std::string& name) {
                               element_type(k.dtype));
   auto constant = [&s](const char* field, int64_t value) { s += fmt::format("  static constexpr int {} = {};\n", field, value); };
   if (uses & kUsesClass) constant("fp32_class", k.precision == Precision::Fp32 ? 1 : 0);  // 3xTF32 or TF32
+  if (uses & kUsesEpilogue) {  // common/epilogue.cuh numbers the activations as the enum does
+    constant("act", static_cast<int>(k.epilogue.activation));
+    constant("scaled", k.epilogue.scaled ? 1 : 0);
+    constant("residual", k.epilogue.residual ? 1 : 0);
+  }
   if (uses & kUsesKernelExtents) {
     constant("cg", k.c_per_group);
     constant("kd", k.kd), constant("kh", k.kh), constant("kw", k.kw);

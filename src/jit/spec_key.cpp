@@ -27,11 +27,12 @@ const char* to_string(Layout l) noexcept {
 
 const char* to_string(Precision p) noexcept { return p == Precision::Tf32 ? "tf32" : "fp32"; }
 
-const char* to_string(Epilogue e) noexcept {
-  switch (e) {
-    case Epilogue::Bias: return "bias";
-  }
-  return "unknown";
+std::string to_string(EpilogueKind e) {
+  std::string text = "bias";
+  if (e.scaled) text += "+scale";
+  if (e.activation != Activation::Identity) text += fmt::format("+{}", activation_name(e.activation));
+  if (e.residual) text += "+res";
+  return text;
 }
 
 int32_t SpecKey::field(const char* name) const {
@@ -59,7 +60,8 @@ size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
   };
   mix(reinterpret_cast<uintptr_t>(k.kernel));
   mix(static_cast<uint64_t>(k.dtype) | static_cast<uint64_t>(k.layout) << 8 | static_cast<uint64_t>(k.precision) << 16 |
-      static_cast<uint64_t>(k.epilogue) << 24);
+      static_cast<uint64_t>(k.epilogue.activation) << 24 | static_cast<uint64_t>(k.epilogue.residual) << 32 |
+      static_cast<uint64_t>(k.epilogue.scaled) << 33);
   for (int32_t f : {k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw}) mix(static_cast<uint32_t>(f));
   for (int32_t f : k.config) mix(static_cast<uint32_t>(f));
   return static_cast<size_t>(h);

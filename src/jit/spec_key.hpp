@@ -16,9 +16,17 @@
 
 namespace conv3djit::detail {
 
-/// What a kernel computes after the convolution's sum. Only `Bias` today: bias[k] added where the
-/// call has one (a run-time flag), nothing else.
-enum class Epilogue : uint8_t { Bias };
+/// What of the epilogue a kernel bakes in: the activation, whether it scales (alpha or gamma is
+/// not 1) and whether it reads a residual. Bias is a run-time flag and the scalars' values are
+/// run-time arguments (ConvParams), so they are not in the key.
+struct EpilogueKind {
+  Activation activation = Activation::Identity;
+  bool scaled = false;
+  bool residual = false;
+  bool operator==(const EpilogueKind& o) const noexcept {
+    return activation == o.activation && scaled == o.scaled && residual == o.residual;
+  }
+};
 
 /// Whether a field of a configuration is chosen (by the planner, or forced by `--config`) or
 /// derived from the chosen ones and the problem (in the key, never forced).
@@ -59,7 +67,7 @@ struct SpecKey {
   DataType dtype = DataType::Float32;
   Layout layout = Layout::NCDHW;
   Precision precision = Precision::Fp32;
-  Epilogue epilogue = Epilogue::Bias;
+  EpilogueKind epilogue{};
   int32_t c_per_group = 0;
   int32_t kd = 0, kh = 0, kw = 0;
   int32_t sd = 0, sh = 0, sw = 0;
@@ -80,14 +88,16 @@ struct SpecKeyHash {
 const char* to_string(DataType t) noexcept;
 const char* to_string(Layout l) noexcept;
 const char* to_string(Precision p) noexcept;
-const char* to_string(Epilogue e) noexcept;
+/// "bias", "bias+silu", "bias+scale+relu+res": bias (a run-time flag), scaling, the activation,
+/// the residual.
+std::string to_string(EpilogueKind e);
 
 /// One line naming every field the kernel uses:
 /// "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 ...".
 std::string canonical_text(const SpecKey& key);
 
 /// Version of the key text layout below; bump when it changes meaning.
-inline constexpr int kKeyFormatVersion = 7;  // 7: named fields, element type, layout, epilogue
+inline constexpr int kKeyFormatVersion = 8;  // 8: the epilogue's activation and residual
 
 /// The disk cache key: canonical_text + arch + NVRTC version + the hash of the kernel's source
 /// and the headers it includes + the NVRTC options (in the order passed) + library version + key

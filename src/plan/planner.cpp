@@ -24,6 +24,12 @@ ConvParams make_params(const Problem& prob) {
   p.pad_h = static_cast<int>(prob.pad.before.h);
   p.pad_w = static_cast<int>(prob.pad.before.w);
   p.has_bias = d.bias ? 1 : 0;
+  const Epilogue& e = d.epilogue;
+  p.alpha = e.alpha;
+  p.gamma = e.gamma;
+  p.beta = e.residual ? e.beta : 0.f;
+  p.act_a = e.activation == Activation::Clamp ? e.clamp_min : e.slope;
+  p.act_b = e.clamp_max;
   return p;
 }
 
@@ -34,6 +40,10 @@ SpecKey shape_key(const Problem& prob, const KernelDef& def) {
   k.layout = prob.desc.layout;
   const Conv3dDesc& d = prob.desc;
   if (def.uses & kUsesClass) k.precision = d.precision;
+  if (def.uses & kUsesEpilogue) {
+    const Epilogue& e = d.epilogue;
+    k.epilogue = {e.activation, e.alpha != 1.f || e.gamma != 1.f, e.residual};
+  }
   if (def.uses & kUsesKernelExtents) {
     k.c_per_group = static_cast<int32_t>(prob.c_per_group);
     k.kd = static_cast<int32_t>(d.kernel.d), k.kh = static_cast<int32_t>(d.kernel.h);

@@ -94,7 +94,8 @@ const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
 }
 
 bool uses_output_map(const Plan& plan, const void* output) {
-  return plan.store_channels > 0 &&
+  // A kernel with a residual stores each output itself, reading the residual there (igemm_sm90.cu).
+  return plan.store_channels > 0 && !plan.key.epilogue.residual &&
          sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output));
 }
 

@@ -5,12 +5,11 @@
 namespace conv3djit::detail {
 
 Plan make_reference_plan(const Problem& prob, const DeviceLimits& limits) {
-  static const KernelDef def{"reference_fp64", "reference_fp64/reference_fp64.cu", 0, false, {}};
+  // The epilogue is the one thing it bakes in (one kernel per activation and residual).
+  static const KernelDef def{"reference_fp64", "reference_fp64/reference_fp64.cu", kUsesEpilogue, false, {}};
   Plan plan;
   plan.params = make_params(prob);
-  plan.key.kernel = &def;
-  plan.key.dtype = prob.desc.dtype;
-  plan.key.layout = prob.desc.layout;
+  plan.key = shape_key(prob, def);
   plan.block = 256;
   plan.grid = stride_grid(prob.output_elements, plan.block, limits, 16);
   return plan;

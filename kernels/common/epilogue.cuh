@@ -1,0 +1,78 @@
+#pragma once
+// The epilogue every convolution kernel applies in its store path, from this one definition:
+// out = act(alpha * sum + bias) * gamma + beta * residual. Spec::act (an Activation's number),
+// Spec::scaled (alpha or gamma is not 1) and Spec::residual are compile-time: they change the code,
+// and the plain convolution's stores stay exactly sum + bias. The values of alpha, gamma, beta and
+// the activation's parameters are run-time (ConvParams): one kernel serves every value of them.
+// Templated on the arithmetic type, so that the float64 reference kernel runs the same formulas.
+#include "common/common.cuh"
+
+namespace conv3djit::epilogue {
+
+// The numbers of conv3djit::Activation (conv3d.hpp), which the host writes into Spec::act.
+enum : int { kIdentity, kRelu, kLeakyRelu, kGelu, kGeluTanh, kSilu, kSigmoid, kTanh, kHardswish, kClamp };
+
+__device__ __forceinline__ float exp_of(float x) { return expf(x); }
+__device__ __forceinline__ double exp_of(double x) { return exp(x); }
+__device__ __forceinline__ float erf_of(float x) { return erff(x); }
+__device__ __forceinline__ double erf_of(double x) { return erf(x); }
+__device__ __forceinline__ float tanh_of(float x) { return tanhf(x); }
+__device__ __forceinline__ double tanh_of(double x) { return tanh(x); }
+
+template <int ACT, class T>
+__device__ __forceinline__ T activate(T v, const ConvParams& p) {
+  if constexpr (ACT == kRelu) {
+    return v > T(0) ? v : T(0);
+  } else if constexpr (ACT == kLeakyRelu) {
+    return v >= T(0) ? v : v * T(p.act_a);
+  } else if constexpr (ACT == kGelu) {
+    return T(0.5) * v * (T(1) + erf_of(v * T(0.70710678118654752440)));
+  } else if constexpr (ACT == kGeluTanh) {
+    const T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
+    return T(0.5) * v * (T(1) + tanh_of(inner));
+  } else if constexpr (ACT == kSilu) {
+    return v / (T(1) + exp_of(-v));
+  } else if constexpr (ACT == kSigmoid) {
+    return T(1) / (T(1) + exp_of(-v));
+  } else if constexpr (ACT == kTanh) {
+    return tanh_of(v);
+  } else if constexpr (ACT == kHardswish) {
+    const T r = v + T(3);
+    return v * (r < T(0) ? T(0) : r > T(6) ? T(6) : r) / T(6);
+  } else if constexpr (ACT == kClamp) {
+    return v < T(p.act_a) ? T(p.act_a) : v > T(p.act_b) ? T(p.act_b) : v;
+  } else {
+    return v;
+  }
+}
+
+/// act(alpha * sum + bias) * gamma: what depends on the output's value only. A kernel that
+/// stages its outputs before storing them applies this when staging, finish() when storing.
+template <class Spec, class T>
+__device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
+  if constexpr (Spec::scaled != 0) {
+    return activate<Spec::act>(T(p.alpha) * sum + bias, p) * T(p.gamma);
+  } else {
+    return activate<Spec::act>(sum + bias, p);
+  }
+}
+
+/// v + beta * residual[offset], where offset is the output's own (the residual has the output's
+/// shape and layout); v unchanged without a residual.
+template <class Spec, class T>
+__device__ __forceinline__ T finish(T v, long long offset, const ConvParams& p) {
+  if constexpr (Spec::residual != 0) {
+    const auto* residual = reinterpret_cast<const typename Spec::element*>(p.residual);
+    return v + T(p.beta) * T(residual[offset]);
+  } else {
+    return v;
+  }
+}
+
+/// The whole epilogue of the output at `offset`.
+template <class Spec, class T>
+__device__ __forceinline__ T apply(T sum, T bias, long long offset, const ConvParams& p) {
+  return finish<Spec>(value<Spec>(sum, bias, p), offset, p);
+}
+
+}  // namespace conv3djit::epilogue
