@@ -46,6 +46,10 @@ __device__ __forceinline__ T activate(T v, const ConvParams& p) {
   }
 }
 
+/// Whether the epilogue is the plain convolution's: sum + bias.
+template <class Spec>
+inline constexpr bool plain = Spec::act == kIdentity && Spec::scaled == 0 && Spec::residual == 0;
+
 /// act(alpha * sum + bias) * gamma: what depends on the output's value only. A kernel that
 /// stages its outputs before storing them applies this when staging, finish() when storing.
 template <class Spec, class T>

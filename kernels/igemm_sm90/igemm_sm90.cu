@@ -186,8 +186,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
-  // A residual is read at each output's address as it is stored: the warps copy their boxes out.
-  const bool bulk = STAGED && !Spec::residual && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
+  const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -636,7 +635,9 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
           // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
           auto value = [&](int y, int half) {
             const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
-            return epilogue::value<Spec>(acc[PL - 1 - d][i], e ? b.y : b.x, p);
+            // Other epilogues than the plain one run over the filled box (below): touching the
+            // accumulators with more than an add here made ptxas serialise two-plane kernels' wgmmas.
+            return epilogue::plain<Spec> ? acc[PL - 1 - d][i] + (e ? b.y : b.x) : acc[PL - 1 - d][i];
           };
 #pragma unroll
           for (int y = 0; y < 2 * PL; ++y) {
@@ -651,6 +652,23 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
               dst[8] = hi;
             }
           }
+        }
+        if constexpr (!epilogue::plain<Spec>) {
+          // Box row y = c * PL + d holds positions first .. first + 15 of channel k0 + c, plane
+          // o.od + d: each lane takes every 32nd of them, in order (conflict-free, and the
+          // residual's reads are 64-byte runs).
+          __syncwarp();
+          const int k0 = kb * BN + r * BOXC;
+          const long long plane = static_cast<long long>(OH) * OW;
+#pragma unroll 1
+          for (int i = lane; i < BOX; i += 32) {
+            const int y = i / 16, at = i % 16, c = y / PL, d = y % PL;
+            if (first + at < OH * OW && o.od + d < OD && k0 + c < K) {
+              const long long offset = ((static_cast<long long>(o.n) * K + k0 + c) * OD + o.od + d) * plane + first + at;
+              box[i] = epilogue::apply<Spec>(box[i], bias_s[r * BOXC + c], offset, p);
+            }
+          }
+          __syncwarp();
         }
         if (bulk) {
           tma::fence_shared_to_async();
@@ -679,13 +697,10 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
               const int y = 2 * v * j + lane / lanes, c = y / PL, d = y % PL;
               if (inside && o.od + d < OD && k0 + c < K) {
                 float* const dst = run + c * channel + d * plane;
-                const long long offset = dst - out;
                 if (v == 2) {
-                  const float2 x = *reinterpret_cast<const float2*>(box + y * 16 + at);
-                  *reinterpret_cast<float2*>(dst) =
-                      make_float2(epilogue::finish<Spec>(x.x, offset, p), epilogue::finish<Spec>(x.y, offset + 1, p));
+                  *reinterpret_cast<float2*>(dst) = *reinterpret_cast<const float2*>(box + y * 16 + at);
                 } else {
-                  *dst = epilogue::finish<Spec>(box[y * 16 + at], offset, p);
+                  *dst = box[y * 16 + at];
                 }
               }
             }

@@ -1,6 +1,7 @@
 // conv3d on the GPU against the float64 reference: varied descriptions (every feature, odd
 // extents that end mid-tile, large reductions), threads, graph capture and replay. Skipped
 // (exit 77) without a device. Fresh random inputs each run; outputs NaN-poisoned.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -247,6 +248,76 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   }
 }
 
+TEST_CASE("every activation, scaling and the residual match the reference in every family's store path") {
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  for (const test::ConfigCase& c : test::epilogue_store_cases()) {
+    EngineOptions options;
+    options.kernel_config = c.config;
+    options.disk_cache = false;
+    Engine engine(options);
+    for (Conv3dDesc d : c.descs) {
+      for (const Epilogue& e : test::epilogue_cases()) {
+        d.epilogue = e;
+        DYNAMIC_SECTION(c.config << " " << describe(d)) {
+          require_pass(test::check_against_reference(engine, d, seeds(), stream));
+        }
+      }
+    }
+  }
+  // The planner's choices with an epilogue (the reference problem's check runs on the GPU oracle).
+  for (Conv3dDesc d : {listed_descriptions()[1], listed_descriptions()[5], listed_descriptions()[10]}) {
+    for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      d.precision = precision;
+      d.epilogue = test::epilogue_cases()[5];  // SiLU, scaled, with a residual
+      DYNAMIC_SECTION("auto " << describe(d)) {
+        require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));
+      }
+    }
+  }
+}
+
+TEST_CASE("the GPU oracle's epilogue is the CPU reference's") {
+  cli::make_context_current();
+  cli::Stream stream;
+  for (const Epilogue& e : test::epilogue_cases()) {
+    Conv3dDesc d = make(2, 5, {6, 7, 9}, 6, {3, 3, 3}, 1, 1, 1, 1, true);
+    d.epilogue = e;
+    INFO(describe(d));
+    const cli::ProblemData data(d, 3);
+    const std::vector<double> cpu = cli::reference_output(Engine::global(), d, data, stream, false);
+    const std::vector<double> gpu = cli::reference_output(Engine::global(), d, data, stream, true);
+    double worst = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) worst = std::max(worst, std::abs(cpu[i] - gpu[i]));
+    CHECK(worst < 1e-12);
+  }
+}
+
+TEST_CASE("the residual may be the output itself: each output is read, then overwritten") {
+  cli::make_context_current();
+  cli::Stream stream;
+  // The planner's kernels for a wgmma-sized problem, a depthwise one and one with H = 1.
+  for (const Conv3dDesc& base : {listed_descriptions()[0], listed_descriptions()[10], listed_descriptions()[21]}) {
+    Conv3dDesc d = base;
+    d.epilogue.activation = Activation::Relu;
+    d.epilogue.residual = true;
+    d.epilogue.beta = 0.5f;
+    INFO(describe(d) << " on " << Engine::global().kernel_for(d));
+    const cli::ProblemData data(d, 17);
+    const std::vector<double> ref = cli::reference_output(Engine::global(), d, data, stream, false);
+    Conv3dTensors t = data.tensors();
+    t.output = const_cast<void*>(t.residual);
+    Engine::global().run(d, t, stream.get());
+    stream.synchronize();
+    std::vector<float> got(static_cast<size_t>(data.output_elements));
+    cli::copy_to_host(data.d_residual, got.data());
+    const Comparison c = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(d.precision));
+    INFO("rel-L2 " << c.rel_l2);
+    CHECK(c.passed);
+  }
+}
+
 TEST_CASE("the kernels the planner picks keep every value in registers: no local memory") {
   // Each plan's kernel and, where it has one, its twin for inputs not 16-byte aligned (the tf32
   // reference's former cp.async twin spilled 44 bytes before it staged its outputs).
@@ -260,6 +331,14 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
   same.precision = Precision::Tf32;
   descs.push_back(same);
   for (const Conv3dDesc& d : test::pair_load_cases()) descs.push_back(d);
+  // With the heaviest epilogues: GELU's erf and a residual, in both classes.
+  for (Conv3dDesc d : {same, listed_descriptions()[1], listed_descriptions()[10], listed_descriptions()[11]}) {
+    d.epilogue = test::epilogue_cases()[3];
+    d.epilogue.residual = true;
+    descs.push_back(d);
+    d.precision = Precision::Fp32;
+    descs.push_back(d);
+  }
   for (const Conv3dDesc& d : descs) {
     for (bool aligned : {true, false}) {
       const KernelResources r = Engine::global().resources(d, stream.get(), aligned);

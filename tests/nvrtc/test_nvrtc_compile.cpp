@@ -145,6 +145,40 @@ TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxa
   }
 }
 
+TEST_CASE("epilogues compile for sm_90, without ptxas notes on the store paths the GPU suite checks") {
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  // Every activation, scaling and residual in the two-plane wgmma kernel of the C = 4 layer. (Its
+  // wgmmas are serialised (C7513) with any epilogue but the plain one: docs/kernels/igemm_sm90.md.)
+  Conv3dDesc two_planes = test::make(8, 4, {32, 64, 64}, 64, {3, 3, 3}, 1, 1);
+  two_planes.precision = Precision::Tf32;
+  for (const Epilogue& e : test::epilogue_cases()) {
+    two_planes.epilogue = e;
+    const PrecompileResult r = engine.precompile(two_planes, "sm_90");
+    INFO(r.main().kernel);
+    CHECK(r.main().compiled);
+    CHECK(r.main().kernel.find(" planes=2 ") != std::string::npos);
+  }
+  // GELU with a residual on every store path the GPU suite checks.
+  for (const test::ConfigCase& c : test::epilogue_store_cases()) {
+    EngineOptions forced = options;
+    forced.kernel_config = c.config;
+    Engine forced_engine(forced);
+    Conv3dDesc d = c.descs[0];
+    d.epilogue = test::epilogue_cases()[3];
+    d.epilogue.residual = true;
+    const PrecompileResult r = forced_engine.precompile(d, "sm_90");
+    INFO(c.config << " " << describe(d) << ": " << r.main().kernel << "\ncompiler notes: " << r.main().compiler_notes);
+    CHECK(r.main().compiled);
+    CHECK(r.main().kernel.find("epi=bias+scale+gelu+res ") != std::string::npos);
+    CHECK(r.main().compiler_notes.empty());
+  }
+  Conv3dDesc plain = two_planes;
+  plain.epilogue = Epilogue{};
+  CHECK(engine.kernel_for(plain, "sm_90").find(" epi=bias cg=4 ") != std::string::npos);
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {

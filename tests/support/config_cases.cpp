@@ -237,6 +237,55 @@ ConfigCases config_cases() {
        tma_tf32}};
 }
 
+std::vector<Epilogue> epilogue_cases() {
+  std::vector<Epilogue> out;
+  for (int a = 0; a <= static_cast<int>(Activation::Clamp); ++a) {
+    Epilogue e;
+    e.activation = static_cast<Activation>(a);
+    e.alpha = 0.75f;
+    e.gamma = 1.25f;
+    e.slope = 0.2f;
+    e.clamp_min = -0.3f;
+    e.clamp_max = 0.4f;
+    e.residual = a % 2 == 1;
+    e.beta = -0.5f;
+    out.push_back(e);
+  }
+  Epilogue residual_alone;
+  residual_alone.residual = true;
+  out.push_back(residual_alone);
+  return out;
+}
+
+std::vector<ConfigCase> epilogue_store_cases() {
+  const ConfigCases all = config_cases();
+  // The first case of each of these configurations, by its text in config_cases().
+  const char* configs[] = {
+      "generic",              // direct
+      "tiled:8,1,4,1,8",      // direct_tiled's staged rows
+      "grouped:8,64,2,4,4",   // element stores
+      "depthwise:2,16,2,4",   // 16-byte and element stores
+      "igemm:128,64",         // fp32 and tf32
+      "sm90:3,64,64,512",     // single stores of each accumulator
+      "sm90:2,64,64,4,1,1",   // staged boxes of row tiles: TMA stores, or the warps' copies
+      "sm90:4,64,64,512,1,1,2",
+      "sm90:2,64,64,512,1,0,2",  // paired 8-byte stores
+  };
+  // The first description of the first list of each (configuration, class): every epilogue
+  // compiles once per case, so the count stays small.
+  std::vector<ConfigCase> out;
+  for (const char* config : configs) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      for (const ConfigCase& c : all.forced) {
+        if (c.config != config || c.descs[0].precision != precision) continue;
+        out.push_back({c.config, {c.descs[0]}});
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };

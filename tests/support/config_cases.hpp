@@ -27,6 +27,15 @@ ConfigCases config_cases();
 /// sm90:4,64,64,512,1,1,2) load paired inputs in pairs: box shifts of both parities, odd and even KW.
 std::vector<Conv3dDesc> pair_load_cases();
 
+/// Epilogues that between them take every activation, scaling and the residual through a store
+/// path: each activation with alpha and gamma not 1 (odd ones with a residual too), a residual
+/// alone, LeakyRelu's slope and Clamp's bounds not the defaults.
+std::vector<Epilogue> epilogue_cases();
+
+/// One forced configuration per store path of every family (staged boxes, paired and single
+/// stores, 16-byte and element stores), with the descriptions that reach it, both classes.
+std::vector<ConfigCase> epilogue_store_cases();
+
 /// Upper bounds of random_depthwise's draws (lower bounds: 1 image, 2 channels, extent 1, tap 1,
 /// stride 1, padding 0, dilation 1).
 struct DepthwiseRanges {

@@ -94,8 +94,7 @@ const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
 }
 
 bool uses_output_map(const Plan& plan, const void* output) {
-  // A kernel with a residual stores each output itself, reading the residual there (igemm_sm90.cu).
-  return plan.store_channels > 0 && !plan.key.epilogue.residual &&
+  return plan.store_channels > 0 &&
          sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output));
 }
 
