@@ -2,6 +2,7 @@
 // hand-computed numbers, algebraic identities and an independent naive loop. Inputs are
 // multiples of 1/8 in [-1, 1]: every product and sum is then exact in float64, so results must
 // match bit for bit whatever the summation order.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -335,6 +336,60 @@ TEST_CASE("reference: bias adds one value per output channel", "[reference]") {
   std::vector<double> want(plain.size());
   for (size_t i = 0; i < plain.size(); ++i) want[i] = plain[i] + bias[i / out_s % d.k];
   require_same(biased, want);
+}
+
+TEST_CASE("reference: the epilogue is act(alpha * conv + bias) * gamma + beta * residual", "[reference]") {
+  std::mt19937 rng(29);
+  Conv3dDesc d;
+  d.n = 2, d.c = 3, d.k = 4, d.d = 3, d.h = 4, d.w = 5;
+  d.kernel = Dims3{2, 2, 3};
+  d.padding = Dims3{1, 0, 1};
+  d.bias = true;
+  const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
+  const std::vector<float> w = dyadic(rng, weight_count(d));
+  const std::vector<float> bias = {0.5f, -1.0f, 0.25f, 2.0f};
+  const std::vector<double> conv = run_reference(d, in, w, bias);  // conv + bias
+  const OutputExtents e = output_extents(d);
+  const int64_t out_s = e.d * e.h * e.w;
+  const std::vector<float> residual = dyadic(rng, e.elements());
+  // Each activation as PyTorch defines it, written out here independently.
+  const std::pair<Activation, double (*)(double)> cases[] = {
+      {Activation::Identity, [](double v) { return v; }},
+      {Activation::Relu, [](double v) { return v > 0 ? v : 0.0; }},
+      {Activation::LeakyRelu, [](double v) { return v > 0 ? v : 0.125 * v; }},
+      {Activation::Gelu, [](double v) { return v * 0.5 * std::erfc(-v / std::sqrt(2.0)); }},
+      {Activation::GeluTanh, [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * std::pow(v, 3)))); }},
+      {Activation::Silu, [](double v) { return v * (1 / (1 + std::exp(-v))); }},
+      {Activation::Sigmoid, [](double v) { return std::exp(v) / (1 + std::exp(v)); }},
+      {Activation::Tanh, [](double v) { return (std::exp(2 * v) - 1) / (std::exp(2 * v) + 1); }},
+      {Activation::Hardswish, [](double v) { return v <= -3 ? 0.0 : v >= 3 ? v : v * (v + 3) / 6; }},
+      {Activation::Clamp, [](double v) { return v < -0.75 ? -0.75 : v > 1.5 ? 1.5 : v; }},
+  };
+  for (const auto& [act, f] : cases) {
+    Conv3dDesc fused = d;
+    fused.epilogue.activation = act;
+    fused.epilogue.slope = 0.125f;
+    fused.epilogue.clamp_min = -0.75f;
+    fused.epilogue.clamp_max = 1.5f;
+    fused.epilogue.alpha = 0.5f;
+    fused.epilogue.gamma = 2.0f;
+    fused.epilogue.residual = true;
+    fused.epilogue.beta = -0.25f;
+    std::vector<double> got(e.elements());
+    reference_conv3d(fused, in.data(), w.data(), bias.data(), residual.data(), got.data());
+    INFO(activation_name(act));
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double b = bias[i / out_s % d.k];
+      const double want = f(0.5 * (conv[i] - b) + b) * 2.0 - 0.25 * residual[i];
+      worst = std::max(worst, std::abs(got[i] - want));
+    }
+    CHECK(worst < 1e-12);
+  }
+  Conv3dDesc needs_residual = d;
+  needs_residual.epilogue.residual = true;
+  std::vector<double> out(e.elements());
+  CHECK_THROWS_AS(reference_conv3d(needs_residual, in.data(), w.data(), bias.data(), out.data()), Error);
 }
 
 TEST_CASE("reference: invalid descriptions and missing tensors throw InvalidArgument",

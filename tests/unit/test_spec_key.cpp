@@ -77,6 +77,10 @@ TEST_CASE("changing any single field changes the key, the text and (here) the ha
       [](SpecKey& k) { k.config[6] = 1; },
       [](SpecKey& k) { k.config[7] = 1; }, [](SpecKey& k) { k.config[8] = 1; },
       [](SpecKey& k) { k.config[9] = 1; }, [](SpecKey& k) { k.config[10] = 1; },
+      [](SpecKey& k) { k.epilogue.activation = Activation::Silu; },
+      [](SpecKey& k) { k.epilogue.activation = Activation::Clamp; },
+      [](SpecKey& k) { k.epilogue.scaled = true; },
+      [](SpecKey& k) { k.epilogue.residual = true; },
   };
   const SpecKey base = base_key();
   std::set<std::string> texts{canonical_text(base)};
@@ -136,6 +140,36 @@ TEST_CASE("codegen declares the specialisation as a traits struct of named const
   SpecKey other = base_key();
   other.config[0] = 2;
   CHECK(generate(other, "sm_90").name_expression != g.name_expression);
+}
+
+TEST_CASE("the epilogue's kind is in the key and the traits, its scalar values are not") {
+  Conv3dDesc d = reference_problem();
+  d.epilogue.activation = Activation::LeakyRelu;
+  d.epilogue.slope = 0.2f;
+  d.epilogue.residual = true;
+  const Plan plan = make_plan(make_problem(d), limits_for_arch("sm_90"));
+  CHECK(canonical_text(plan.key).find(" epi=bias+leaky_relu+res cg=3 ") != std::string::npos);
+  CHECK(plan.params.act_a == 0.2f);
+  CHECK(plan.params.beta == 1.f);
+  Conv3dDesc other_slope = d;
+  other_slope.epilogue.slope = 0.1f;
+  other_slope.epilogue.beta = 0.5f;
+  CHECK(make_plan(make_problem(other_slope), limits_for_arch("sm_90")).key == plan.key);
+  // alpha or gamma other than 1 compile the scaling in; their values stay run-time.
+  Conv3dDesc scaled = d;
+  scaled.epilogue.gamma = 2.f;
+  const Plan scaled_plan = make_plan(make_problem(scaled), limits_for_arch("sm_90"));
+  CHECK(canonical_text(scaled_plan.key).find(" epi=bias+scale+leaky_relu+res ") != std::string::npos);
+  CHECK(scaled_plan.params.gamma == 2.f);
+  const GeneratedKernel g = generate(scaled_plan.key, "sm_90");
+  for (const char* line : {"static constexpr int act = 2;", "static constexpr int scaled = 1;",
+                           "static constexpr int residual = 1;"}) {
+    INFO(line);
+    CHECK(g.source.find(line) != std::string::npos);
+  }
+  // The plain convolution keeps the key text it always had.
+  CHECK(canonical_text(make_plan(make_problem(reference_problem()), limits_for_arch("sm_90")).key).find(" epi=bias cg=3 ") !=
+        std::string::npos);
 }
 
 TEST_CASE("batch size and depth do not change the key; channels per group do") {

@@ -174,6 +174,53 @@ TEST_CASE("null pointers are refused") {
   CHECK(validate(d, &t).ok);  // no bias wanted, none given
 }
 
+TEST_CASE("epilogue scalars, clamp bounds and the residual tensor are checked by name") {
+  Conv3dDesc d = reference_problem();
+  d.epilogue.alpha = std::numeric_limits<float>::quiet_NaN();
+  expect_invalid(d, "epilogue.alpha = nan: must be finite", ErrorCategory::InvalidArgument);
+  d = reference_problem();
+  d.epilogue.beta = std::numeric_limits<float>::infinity();
+  expect_invalid(d, "epilogue.beta = inf: must be finite", ErrorCategory::InvalidArgument);
+  d = reference_problem();
+  d.epilogue.activation = Activation::Clamp;
+  d.epilogue.clamp_min = 1.f;
+  d.epilogue.clamp_max = -1.f;
+  expect_invalid(d, "epilogue.clamp_min = 1 > epilogue.clamp_max = -1", ErrorCategory::InvalidArgument);
+  d.epilogue.activation = Activation::Relu;  // the bounds matter to Clamp only
+  CHECK(validate(d).ok);
+  d = reference_problem();
+  d.epilogue.activation = static_cast<Activation>(42);
+  expect_invalid(d, "epilogue.activation = 42: not an Activation", ErrorCategory::InvalidArgument);
+  d = reference_problem();
+  d.epilogue.residual = true;
+  Conv3dTensors t = some_tensors();
+  expect_invalid(d, "tensors.residual = null: desc.epilogue.residual is true", ErrorCategory::InvalidArgument, &t);
+  t.residual = t.output;  // in place is allowed
+  CHECK(validate(d, &t).ok);
+  d.epilogue.residual = false;
+  expect_invalid(d, "tensors.residual is given but desc.epilogue.residual is false", ErrorCategory::InvalidArgument, &t);
+}
+
+TEST_CASE("activation names: every one round-trips, any case, and describe names the epilogue") {
+  for (int a = 0; a <= static_cast<int>(Activation::Clamp); ++a) {
+    const Activation act = static_cast<Activation>(a);
+    INFO(activation_name(act));
+    CHECK(parse_activation(activation_name(act)) == act);
+  }
+  CHECK(parse_activation("SiLU") == Activation::Silu);
+  CHECK_FALSE(parse_activation("swish").has_value());
+  Conv3dDesc d = reference_problem();
+  const std::string plain = describe(d);
+  d.epilogue.activation = Activation::Silu;
+  d.epilogue.alpha = 0.5f;
+  d.epilogue.residual = true;
+  CHECK(describe(d) == plain + "_a0.5_silu_res");
+  d.epilogue.activation = Activation::Clamp;
+  d.epilogue.alpha = 1.f;
+  d.epilogue.beta = 2.f;
+  CHECK(describe(d) == plain + "_clamp0-6_res2");
+}
+
 TEST_CASE("sizes that overflow int64 are refused") {
   Conv3dDesc d = reference_problem();
   d.n = int64_t{1} << 50;  // input: 2^50 * 3 * 64^3 elements
