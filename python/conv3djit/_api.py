@@ -25,7 +25,13 @@ def _plain(array):
 
 def validate(desc=None, input=None, weight=None, bias=None, out=None, *, residual=None, **kwargs):
     """Checks a description (a Conv3dDesc or its keyword arguments) and, if given, its arrays,
-    without raising: a Validation (ok, category, message)."""
+    without raising: a Validation (ok, category, message). bias and residual are arrays; in the
+    keyword form, True or False is the description's own field of that name."""
+    if desc is None:
+        if isinstance(bias, bool):
+            kwargs["bias"], bias = bias, None
+        if isinstance(residual, bool):
+            kwargs["residual"], residual = residual, None
     input, weight, bias, out, residual = (None if a is None else _plain(a) for a in (input, weight, bias, out, residual))
     return _ext.validate(_desc_of(desc, kwargs), input, weight, bias, out, residual=residual)
 

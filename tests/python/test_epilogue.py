@@ -137,6 +137,16 @@ def test_residual_array_checks():
     assert np.isnan(out).all()
 
 
+def test_keyword_form_of_validate_takes_the_flags():
+    x, w, b, r, out = _arrays(_desc(residual=True))
+    assert conv3djit.validate(**SHAPE, activation="relu", residual=True)  # SHAPE has bias=True
+    assert not conv3djit.validate(**SHAPE, residual=True, beta=float("inf"))
+    v = conv3djit.validate(_desc(residual=True), x, w, b, out)
+    assert not v and "no residual array was given" in v.message
+    v = conv3djit.validate(_desc(residual=True), x, w, b, out, residual=r)
+    assert not v and "input: on cpu" in v.message  # every other check passed
+
+
 def test_array_call_builds_the_epilogue():
     x, w, b, r, out = _arrays(_desc(residual=True))
     # A valid call on host arrays gets past every check of the epilogue and the residual to the device.
