@@ -64,7 +64,7 @@ def _check_tensor(name, t, input):
         raise InvalidArgument(f"{name}: dtype {t.dtype}, but input is {input.dtype}")
 
 
-def activation_of(activation):
+def _activation_of(activation):
     """conv3djit's name of an activation, given in any case; InvalidArgument for an unknown one."""
     name = activation.lower() if isinstance(activation, str) else activation
     if name not in _ACTIVATIONS:
@@ -286,7 +286,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         kind, amounts = "explicit", _triple(padding, "padding")
     conv = (input, weight, bias, _triple(stride, "stride"), amounts, kind, _triple(dilation, "dilation"), groups,
             precision_of(precision))
-    epilogue = (activation_of(activation), float(alpha), float(slope), float(clamp_min), float(clamp_max),
+    epilogue = (_activation_of(activation), float(alpha), float(slope), float(clamp_min), float(clamp_max),
                 float(gamma), float(beta))
     if not _plain_epilogue(residual, epilogue) and _needs_grad(input, weight, bias, residual):
         return _composed(conv, residual, epilogue)
