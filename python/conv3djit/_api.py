@@ -23,11 +23,17 @@ def _plain(array):
     return array.detach() if getattr(array, "requires_grad", False) else array
 
 
-def validate(desc=None, input=None, weight=None, bias=None, out=None, **kwargs):
+def validate(desc=None, input=None, weight=None, bias=None, out=None, *, residual=None, **kwargs):
     """Checks a description (a Conv3dDesc or its keyword arguments) and, if given, its arrays,
-    without raising: a Validation (ok, category, message)."""
-    input, weight, bias, out = (None if a is None else _plain(a) for a in (input, weight, bias, out))
-    return _ext.validate(_desc_of(desc, kwargs), input, weight, bias, out)
+    without raising: a Validation (ok, category, message). bias and residual are arrays; in the
+    keyword form, True or False is the description's own field of that name."""
+    if desc is None:
+        if isinstance(bias, bool):
+            kwargs["bias"], bias = bias, None
+        if isinstance(residual, bool):
+            kwargs["residual"], residual = residual, None
+    input, weight, bias, out, residual = (None if a is None else _plain(a) for a in (input, weight, bias, out, residual))
+    return _ext.validate(_desc_of(desc, kwargs), input, weight, bias, out, residual=residual)
 
 
 def output_shape(desc=None, **kwargs):
@@ -83,26 +89,33 @@ def _current_stream(input):
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, out=None, stream=None,
-           precision="fp32", engine=None):
-    """F.conv3d on CUDA arrays of any DLPack framework, through conv3djit.
+           precision="fp32", engine=None, residual=None, activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0,
+           clamp_max=6.0, gamma=1.0, beta=1.0):
+    """F.conv3d on CUDA arrays of any DLPack framework, through conv3djit, with what follows it fused
+    into the kernel's store: out = act(alpha * conv + bias) * gamma + beta * residual.
 
-    input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (or None): contiguous
-    float32 arrays on one CUDA device. The result goes into `out` (N x K x OD x OH x OW; allocated
-    for PyTorch and CuPy inputs when None) and is returned. Runs asynchronously on `stream` (an int
-    handle or a stream object; None: the current stream of the input's framework, else the legacy
-    default stream). precision: 'fp32' (default) or 'tf32'. A wrong call raises and writes nothing.
-    For autograd and torch.compile use conv3djit.torch.conv3d.
+    input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (or None), residual (or None)
+    of the output's shape: contiguous float32 arrays on one CUDA device. The result goes into `out`
+    (N x K x OD x OH x OW; allocated for PyTorch and CuPy inputs when None; it may be the residual
+    itself) and is returned. activation: 'identity', 'relu', 'leaky_relu' (slope), 'gelu', 'gelu_tanh',
+    'silu', 'sigmoid', 'tanh', 'hardswish' or 'clamp' (clamp_min, clamp_max). Runs asynchronously on
+    `stream` (an int handle or a stream object; None: the current stream of the input's framework,
+    else the legacy default stream). precision: 'fp32' (default) or 'tf32'. A wrong call raises and
+    writes nothing. For autograd and torch.compile use conv3djit.torch.conv3d.
     """
     in_shape = _shape(input, "input")
     w_shape = _shape(weight, "weight")
     if len(w_shape) != 5:
         raise InvalidArgument(f"weight: shape {w_shape}: expected 5 dims (K, C / groups, KD, KH, KW)")
     desc = _ext.Conv3dDesc(in_shape, w_shape[0], w_shape[2:], stride, padding, dilation, groups,
-                           bias is not None, precision)
+                           bias is not None, precision, activation=activation, alpha=alpha, slope=slope,
+                           clamp_min=clamp_min, clamp_max=clamp_max, gamma=gamma, residual=residual is not None,
+                           beta=beta)
     if out is None:
         out = _new_output(input, desc.output_shape)
     if stream is None:
         stream = _current_stream(input)
     (engine or _ext.default_engine()).run(desc, _plain(input), _plain(weight), None if bias is None else _plain(bias),
-                                          out=_plain(out), stream=stream)
+                                          out=_plain(out), residual=None if residual is None else _plain(residual),
+                                          stream=stream)
     return out

@@ -1,14 +1,19 @@
 """Manifests: the JSON-lines shape lists `conv3djit precompile --manifest` reads (tools/manifest.cpp),
 one convolution per line with the keys input, out_channels, kernel and optional stride, padding,
-dilation, groups, bias, precision, name. Written by conv3djit.torch's warm-up, read here and by the
-CLI, so a deployment precompiles exactly the layers its model runs."""
+dilation, groups, bias, precision, the epilogue's activation, slope, clamp_min, clamp_max, alpha,
+gamma, residual, beta, and name. Written by conv3djit.torch's warm-up, read here and by the CLI, so
+a deployment precompiles exactly the layers its model runs."""
 import json
 
 from . import _ext
 from ._errors import InvalidArgument
 
+# The epilogue's keys with the plain convolution's values: a line carries only those that differ.
+_EPILOGUE = {"activation": "identity", "slope": 0.01, "clamp_min": 0.0, "clamp_max": 6.0, "alpha": 1.0, "gamma": 1.0,
+             "residual": False, "beta": 1.0}
+
 _KEYS = ("input", "out_channels", "kernel", "stride", "padding", "padding_before", "padding_after", "dilation",
-         "groups", "bias", "precision", "name")
+         "groups", "bias", "precision", *_EPILOGUE, "name")
 
 
 def manifest_line(desc, name=None):
@@ -21,6 +26,10 @@ def manifest_line(desc, name=None):
     if desc.padding_before is not None:  # per side, as F.pad gives it
         del line["padding"]
         line["padding_before"], line["padding_after"] = list(desc.padding_before), list(desc.padding_after)
+    for key, plain in _EPILOGUE.items():
+        value = getattr(desc, key)
+        if value != plain:
+            line[key] = value
     if name:
         line["name"] = name
     return line
@@ -47,10 +56,18 @@ def _desc_of_line(line):
     for key in ("input", "out_channels", "kernel"):
         if key not in line:
             raise InvalidArgument(f"key '{key}': missing")
+    epilogue = {key: line.get(key, plain) for key, plain in _EPILOGUE.items()}
+    for key, value in epilogue.items():
+        # The CLI's types: a string, true or false, numbers (JSON's true is no number here).
+        kind = type(_EPILOGUE[key])
+        if not (isinstance(value, kind) or (kind is float and type(value) is int)):
+            wanted = {str: "a string", bool: "true or false", float: "a number"}[kind]
+            raise InvalidArgument(f"key '{key}': expected {wanted}, got {json.dumps(value)}")
     return _ext.Conv3dDesc(line["input"], line["out_channels"], line["kernel"], line.get("stride", 1),
                            line.get("padding", 0), line.get("dilation", 1), line.get("groups", 1),
                            bool(line.get("bias", False)), line.get("precision", "fp32"),
-                           padding_before=line.get("padding_before"), padding_after=line.get("padding_after"))
+                           padding_before=line.get("padding_before"), padding_after=line.get("padding_after"),
+                           **epilogue)
 
 
 def read_manifest(path):

@@ -1,12 +1,15 @@
 // Conv3dDesc for Python: nn.Conv3d's argument conventions (an int or three ints, 'same' / 'valid',
-// names for the accuracy class, element type and layout) parsed into the C++ description, with
-// errors that name the field and the value.
+// names for the accuracy class, element type, layout and activation) and the epilogue's keyword
+// arguments parsed into the C++ description, with errors that name the field and the value.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include <conv3djit/conv3d.hpp>
@@ -93,6 +96,33 @@ const char* layout_name(Layout) { return "ncdhw"; }
 
 nb::tuple tuple_of(Dims3 d) { return nb::make_tuple(d.d, d.h, d.w); }
 
+// The epilogue's scalars, by their keyword names.
+constexpr std::pair<const char*, float Epilogue::*> kScalars[] = {
+    {"alpha", &Epilogue::alpha}, {"slope", &Epilogue::slope}, {"clamp_min", &Epilogue::clamp_min},
+    {"clamp_max", &Epilogue::clamp_max}, {"gamma", &Epilogue::gamma}, {"beta", &Epilogue::beta}};
+
+// The activations' names, for the message that refuses another one.
+std::string activation_names() {
+  std::string names;
+  for (int a = 0; a <= static_cast<int>(Activation::Clamp); ++a) {
+    names += fmt::format("{}'{}'", a ? ", " : "", activation_name(static_cast<Activation>(a)));
+  }
+  return names;
+}
+
+Activation activation_of(const std::string& name) {
+  if (std::optional<Activation> a = parse_activation(name)) return *a;
+  invalid(fmt::format("activation = '{}': expected one of {}", name, activation_names()));
+}
+
+// The shortest decimal that reads back as the same float: slope=0.2 reads 0.2, not
+// 0.20000000298023224, in properties, repr and manifests.
+double scalar_value(float v) { return std::strtod(fmt::format("{}", v).c_str(), nullptr); }
+
+std::string scalar_text(float v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : fmt::format("float('{}')", v);
+}
+
 nb::object padding_value(const Padding& p) {
   switch (p.mode) {
     case Padding::Mode::Same: return nb::str("same");
@@ -111,7 +141,7 @@ nb::object side_value(const Padding& p, bool before) {
 Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
                      nb::handle padding, nb::handle dilation, nb::handle groups, bool bias,
                      const std::string& precision, const std::string& dtype, const std::string& layout,
-                     nb::handle padding_before, nb::handle padding_after) {
+                     nb::handle padding_before, nb::handle padding_after, const Epilogue& epilogue) {
   Conv3dDesc d;
   auto shape = ints_of(input, 5);
   if (!shape) invalid(fmt::format("input_shape = {}: expected 5 ints (N, C, D, H, W)", repr_text(input)));
@@ -140,6 +170,7 @@ Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kerne
   d.precision = precision_of(precision);
   d.dtype = dtype_of(dtype);
   d.layout = layout_of(layout);
+  d.epilogue = epilogue;
   return d;
 }
 
@@ -148,7 +179,23 @@ nb::tuple fields_of(const Conv3dDesc& d) {
   return nb::make_tuple(d.n, d.c, d.d, d.h, d.w, d.k, tuple_of(d.kernel), tuple_of(d.stride), padding_value(d.padding),
                         side_value(d.padding, true), side_value(d.padding, false),
                         tuple_of(d.dilation), d.groups, d.bias, precision_name(d.precision),
-                        static_cast<int>(d.dtype), static_cast<int>(d.layout));
+                        static_cast<int>(d.dtype), static_cast<int>(d.layout),
+                        activation_name(d.epilogue.activation), d.epilogue.alpha, d.epilogue.slope,
+                        d.epilogue.clamp_min, d.epilogue.clamp_max, d.epilogue.gamma, d.epilogue.residual,
+                        d.epilogue.beta);
+}
+
+// The epilogue's fields that differ from the plain convolution's, as keyword arguments: most
+// descriptions have none, and their repr stays short.
+std::string epilogue_repr(const Epilogue& e) {
+  const Epilogue plain;
+  std::string text;
+  if (e.activation != plain.activation) text += fmt::format(", activation='{}'", activation_name(e.activation));
+  if (e.residual) text += ", residual=True";
+  for (const auto& [name, field] : kScalars) {
+    if (!(e.*field == plain.*field)) text += fmt::format(", {}={}", name, scalar_text(e.*field));  // NaN too
+  }
+  return text;
 }
 
 std::string desc_repr(const Conv3dDesc& d) {
@@ -159,9 +206,10 @@ std::string desc_repr(const Conv3dDesc& d) {
           : "padding=" + repr_text(padding_value(d.padding));
   return fmt::format(
       "Conv3dDesc(input_shape=({}, {}, {}, {}, {}), out_channels={}, kernel_size=({}, {}, {}), stride=({}, {}, {}), "
-      "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}')",
+      "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}'{})",
       d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h, d.stride.w, pad,
-      d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias ? "True" : "False", precision_name(d.precision));
+      d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias ? "True" : "False", precision_name(d.precision),
+      epilogue_repr(d.epilogue));
 }
 
 nb::tuple output_shape(const Conv3dDesc& d) {
@@ -185,21 +233,30 @@ void bind_desc(nb::module_& m) {
                                   repr_text(nb::str(v.message.c_str())));
       });
 
-  nb::class_<Conv3dDesc>(m, "Conv3dDesc",
-                         "One convolution with nn.Conv3d's semantics: what nn.Conv3d(C, out_channels, kernel_size, "
-                         "stride, padding, dilation, groups, bias) applied to an N x C x D x H x W input means. "
-                         "Immutable and hashable.")
-      .def("__init__",
-           [](Conv3dDesc* self, nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
-              nb::handle padding, nb::handle dilation, nb::handle groups, bool bias, const std::string& precision,
-              const std::string& dtype, const std::string& layout, nb::handle padding_before,
-              nb::handle padding_after) {
-             new (self) Conv3dDesc(make_desc(input, out_channels, kernel_size, stride, padding, dilation, groups,
-                                             bias, precision, dtype, layout, padding_before, padding_after));
-           },
-           "input_shape"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
-           "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw",
-           nb::kw_only(), "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none())
+  const Epilogue plain;
+  nb::class_<Conv3dDesc> cls(m, "Conv3dDesc",
+                             "One convolution with nn.Conv3d's semantics: what nn.Conv3d(C, out_channels, "
+                             "kernel_size, stride, padding, dilation, groups, bias) applied to an N x C x D x H x W "
+                             "input means, and what its store does with each output (the epilogue). Immutable and "
+                             "hashable.");
+  cls.def("__init__",
+          [](Conv3dDesc* self, nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
+             nb::handle padding, nb::handle dilation, nb::handle groups, bool bias, const std::string& precision,
+             const std::string& dtype, const std::string& layout, nb::handle padding_before,
+             nb::handle padding_after, const std::string& activation, float alpha, float slope, float clamp_min,
+             float clamp_max, float gamma, bool residual, float beta) {
+            const Epilogue e{activation_of(activation), alpha, slope, clamp_min, clamp_max, gamma, residual, beta};
+            new (self) Conv3dDesc(make_desc(input, out_channels, kernel_size, stride, padding, dilation, groups,
+                                            bias, precision, dtype, layout, padding_before, padding_after, e));
+          },
+          "input_shape"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
+          "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw",
+          nb::kw_only(), "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none(),
+          "activation"_a = "identity", "alpha"_a = scalar_value(plain.alpha), "slope"_a = scalar_value(plain.slope),
+          "clamp_min"_a = scalar_value(plain.clamp_min), "clamp_max"_a = scalar_value(plain.clamp_max),
+          "gamma"_a = scalar_value(plain.gamma), "residual"_a = false, "beta"_a = scalar_value(plain.beta),
+          "The epilogue (out = act(alpha * conv + bias) * gamma + beta * residual) is keyword-only: activation "
+          "(any case), the scalars, and residual, whether a residual array of the output's shape is added.")
       .def_prop_ro("input_shape", [](const Conv3dDesc& d) { return nb::make_tuple(d.n, d.c, d.d, d.h, d.w); })
       .def_prop_ro("in_channels", [](const Conv3dDesc& d) { return d.c; })
       .def_prop_ro("out_channels", [](const Conv3dDesc& d) { return d.k; })
@@ -216,6 +273,10 @@ void bind_desc(nb::module_& m) {
       .def_prop_ro("precision", [](const Conv3dDesc& d) { return precision_name(d.precision); })
       .def_prop_ro("dtype", [](const Conv3dDesc& d) { return dtype_name(d.dtype); })
       .def_prop_ro("layout", [](const Conv3dDesc& d) { return layout_name(d.layout); })
+      .def_prop_ro("activation", [](const Conv3dDesc& d) { return activation_name(d.epilogue.activation); },
+                   "The epilogue's activation: 'identity', 'relu', 'leaky_relu', 'gelu', ...")
+      .def_prop_ro("residual", [](const Conv3dDesc& d) { return d.epilogue.residual; },
+                   "Whether beta * residual (an array of the output's shape) is added.")
       .def_prop_ro("weight_shape", [](const Conv3dDesc& d) {
         return nb::make_tuple(d.k, d.groups > 0 ? d.c / d.groups : 0, d.kernel.d, d.kernel.h, d.kernel.w);
       }, "(K, C / groups, KD, KH, KW).")
@@ -226,16 +287,19 @@ void bind_desc(nb::module_& m) {
         return nb::isinstance<Conv3dDesc>(b) && fields_of(a).equal(fields_of(nb::cast<const Conv3dDesc&>(b)));
       })
       .def("__hash__", [](const Conv3dDesc& d) { return nb::hash(fields_of(d)); });
+  for (const auto& [name, field] : kScalars) {
+    cls.def_prop_ro(name, [field = field](const Conv3dDesc& d) { return scalar_value(d.epilogue.*field); });
+  }
 
   m.def("validate",
         [](const Conv3dDesc& desc, std::optional<InArray> input, std::optional<InArray> weight,
-           std::optional<InArray> bias, std::optional<OutArray> out) {
-          if (!input && !weight && !bias && !out) return validate(desc);
+           std::optional<InArray> bias, std::optional<OutArray> out, std::optional<InArray> residual) {
+          if (!input && !weight && !bias && !out && !residual) return validate(desc);
           if (!input || !weight) invalid("validate: input and weight are needed to check arrays");
-          return check_arrays(desc, arrays_of(*input, *weight, given(bias), given(out)));
+          return check_arrays(desc, arrays_of(*input, *weight, given(bias), given(out), given(residual)));
         },
         "desc"_a, "input"_a.none() = nb::none(), "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
-        "out"_a.none() = nb::none(),
+        "out"_a.none() = nb::none(), nb::kw_only(), "residual"_a.none() = nb::none(),
         "Checks a description (and, if given, its arrays) without raising.");
   m.def("output_shape", &output_shape, "desc"_a, "(N, K, OD, OH, OW) of a valid description.");
   m.def("resolved_padding", [](const Conv3dDesc& d) {

@@ -48,9 +48,10 @@ void check_or_throw(const Conv3dDesc& desc, const CallArrays& arrays, bool out_d
 // Engine::run or run_reference on checked arrays (out_double: the reference's float64 output).
 template <void (Engine::*Run)(const Conv3dDesc&, const Conv3dTensors&, Stream), bool out_double>
 void on_arrays(Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
-               const std::optional<InArray>& bias, const OutArray& out, nb::handle stream) {
+               const std::optional<InArray>& bias, const OutArray& out, const std::optional<InArray>& residual,
+               nb::handle stream) {
   const Stream s = stream_of(stream);
-  const CallArrays arrays = arrays_of(input, weight, given(bias), &out);
+  const CallArrays arrays = arrays_of(input, weight, given(bias), &out, given(residual));
   check_or_throw(desc, arrays, out_double);
   // The arrays' own shapes were checked against desc: the allocation check would only repeat
   // that, and PyTorch's allocator reports pieces smaller than a tensor.
@@ -71,18 +72,24 @@ void check_host(const char* name, const HostIn& a, std::initializer_list<int64_t
 }
 
 nb::ndarray<nb::numpy, double> reference(const Conv3dDesc& d, const HostIn& input, const HostIn& weight,
-                                         const std::optional<HostIn>& bias) {
+                                         const std::optional<HostIn>& bias, const std::optional<HostIn>& residual) {
   if (d.bias != bias.has_value()) invalid(d.bias ? "bias: the description has bias = True, but no bias array was given"
                                                  : "bias: an array was given, but the description has bias = False");
+  if (d.epilogue.residual != residual.has_value()) {
+    invalid(d.epilogue.residual ? "residual: the description has residual = True, but no residual array was given"
+                                : "residual: an array was given, but the description has residual = False");
+  }
   const OutputExtents o = output_extents(d);
   check_host("input", input, {d.n, d.c, d.d, d.h, d.w});
   check_host("weight", weight, {d.k, d.c / d.groups, d.kernel.d, d.kernel.h, d.kernel.w});
   if (bias) check_host("bias", *bias, {d.k});
+  if (residual) check_host("residual", *residual, {o.n, o.k, o.d, o.h, o.w});
   auto* result = new double[static_cast<size_t>(o.elements())];
   nb::capsule owner(result, [](void* p) noexcept { delete[] static_cast<double*>(p); });
   {
     nb::gil_scoped_release release;
-    reference_conv3d(d, input.data(), weight.data(), bias ? bias->data() : nullptr, result);
+    reference_conv3d(d, input.data(), weight.data(), bias ? bias->data() : nullptr,
+                     residual ? residual->data() : nullptr, result);
   }
   const size_t shape[5] = {size_t(o.n), size_t(o.k), size_t(o.d), size_t(o.h), size_t(o.w)};
   return nb::ndarray<nb::numpy, double>(result, 5, shape, owner);
@@ -119,26 +126,31 @@ void bind_engine(nb::module_& m) {
            "trust_shared_cache"_a = false, "check_allocations"_a = true)
       .def("run", on_arrays<&Engine::run, false>,
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
-           nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
-           "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). Arrays are "
-           "checked first; a wrong call raises and writes nothing.")
+           nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
+           "stream"_a.none() = nb::none(),
+           "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). residual: the "
+           "array of the output's shape that desc.residual adds (it may be out itself). Arrays are checked first; "
+           "a wrong call raises and writes nothing.")
       .def("run_pointers",
            [](Engine& e, const Conv3dDesc& desc, uintptr_t input, uintptr_t weight, uintptr_t bias, uintptr_t out,
-              uintptr_t stream) {
+              uintptr_t stream, uintptr_t residual) {
              Conv3dTensors t;
              t.input = reinterpret_cast<const void*>(input);
              t.weight = reinterpret_cast<const void*>(weight);
              t.bias = reinterpret_cast<const void*>(bias);
              t.output = reinterpret_cast<void*>(out);
+             t.residual = reinterpret_cast<const void*>(residual);
              e.run(desc, t, reinterpret_cast<Stream>(stream));
            },
-           "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, Release(),
-           "As run(), on raw device pointers (ints; bias 0 when desc.bias is False) and a CUstream handle, "
-           "without array checks: the caller guarantees contiguous tensors of the description's shapes.")
+           "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, nb::kw_only(), "residual"_a = 0, Release(),
+           "As run(), on raw device pointers (ints; bias 0 when desc.bias is False, residual 0 when desc.residual "
+           "is False) and a CUstream handle, without array checks: the caller guarantees contiguous tensors of the "
+           "description's shapes.")
       .def("run_reference", on_arrays<&Engine::run_reference, true>,
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
-           nb::kw_only(), "out"_a.noconvert(), "stream"_a.none() = nb::none(),
-           "The float64 reference on the GPU: like run(), out is a float64 array.")
+           nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
+           "stream"_a.none() = nb::none(),
+           "The float64 reference on the GPU: like run(), out is a float64 array (the residual float32).")
       .def("precompile", &Engine::precompile, "desc"_a, "arch"_a = "", Release(),
            "Compiles (or finds in the disk cache) every kernel desc needs on `arch` ('sm_90', ...; empty: the "
            "current device's). Needs no GPU when arch is given.")
@@ -180,8 +192,9 @@ NB_MODULE(_ext, m) {
   bind_engine(m);
 
   m.def("reference_conv3d", &reference, "desc"_a, "input"_a, "weight"_a, "bias"_a.none() = nb::none(),
-        "The float64 CPU reference (float64 accumulation, all cores) of host float32 arrays; returns a numpy "
-        "float64 array N x K x OD x OH x OW.");
+        nb::kw_only(), "residual"_a.none() = nb::none(),
+        "The float64 CPU reference (float64 accumulation and epilogue, all cores) of host float32 arrays; returns "
+        "a numpy float64 array N x K x OD x OH x OW.");
   m.def("tolerance", [](const std::string& precision) { return tolerance(precision_of(precision)); }, "precision"_a);
   m.def("compare", &compare_arrays, "got"_a, "reference"_a, "tolerance"_a);
   m.def("nvrtc_version", &nvrtc_version);

@@ -101,6 +101,8 @@ bool overlaps(const Checked& a, const Checked& b) {
   return a.bytes && b.bytes && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
 }
 
+bool same_memory(const Checked& a, const Checked& b) { return a.data == b.data && a.bytes == b.bytes; }
+
 }  // namespace
 
 Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double) {
@@ -108,6 +110,11 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
     return fail(ErrorCategory::InvalidArgument,
                 desc.bias ? "bias: the description has bias = True, but no bias array was given"
                           : "bias: an array was given, but the description has bias = False");
+  }
+  if (desc.epilogue.residual != (arrays.residual != nullptr)) {
+    return fail(ErrorCategory::InvalidArgument,
+                desc.epilogue.residual ? "residual: the description has residual = True, but no residual array was given"
+                                       : "residual: an array was given, but the description has residual = False");
   }
   const Validation valid = validate(desc);
   if (!valid) return valid;
@@ -121,6 +128,11 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
   if (arrays.bias) {
     all.push_back(checked("bias", *arrays.bias));
     expected.push_back({desc.k});
+  }
+  const size_t residual_at = all.size();  // the arrays before it are the inputs
+  if (arrays.residual) {
+    all.push_back(checked("residual", *arrays.residual));
+    expected.push_back({out.n, out.k, out.d, out.h, out.w});
   }
   if (arrays.out) {
     all.push_back(checked("out", *arrays.out));
@@ -170,12 +182,26 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
                               device_text(a.device_type, a.device_id), device_text(first.device_type, first.device_id)));
     }
   }
+  // out is written while the others are read, so it overlaps none of them, except a residual that
+  // is out itself (each output is read, then written, by the thread that computes it). The residual
+  // may be an input too (a block's shortcut), but not part of one: that is a mistaken view.
+  const Checked* residual = arrays.residual ? &all[residual_at] : nullptr;
   if (arrays.out) {
     const Checked& o = all.back();
     for (size_t i = 0; i + 1 < all.size(); ++i) {
-      if (overlaps(o, all[i])) {
-        return fail(ErrorCategory::InvalidArgument, fmt::format("out: overlaps {} in memory", all[i].name));
+      const bool in_place = &all[i] == residual && same_memory(o, all[i]);
+      if (overlaps(o, all[i]) && !in_place) {
+        return fail(ErrorCategory::InvalidArgument,
+                    fmt::format("out: overlaps {} in memory{}", all[i].name,
+                                &all[i] == residual ? " (the residual may be out itself, but not part of it)" : ""));
       }
+    }
+  }
+  for (size_t i = 0; residual && i < residual_at; ++i) {
+    if (overlaps(*residual, all[i]) && !same_memory(*residual, all[i])) {
+      return fail(ErrorCategory::InvalidArgument,
+                  fmt::format("residual: overlaps {} in memory (it may be {} itself, but not part of it)", all[i].name,
+                              all[i].name));
     }
   }
   if (!arrays.out) return {};
@@ -183,8 +209,9 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
   return validate(desc, &tensors);
 }
 
-CallArrays arrays_of(const InArray& input, const InArray& weight, const InArray* bias, const OutArray* out) {
-  return {&input, &weight, bias, out};
+CallArrays arrays_of(const InArray& input, const InArray& weight, const InArray* bias, const OutArray* out,
+                     const InArray* residual) {
+  return {&input, &weight, bias, out, residual};
 }
 
 Conv3dTensors tensors_of(const CallArrays& arrays) {
@@ -193,6 +220,7 @@ Conv3dTensors tensors_of(const CallArrays& arrays) {
   t.weight = arrays.weight->data();
   t.bias = arrays.bias ? arrays.bias->data() : nullptr;
   t.output = arrays.out ? arrays.out->data() : nullptr;
+  t.residual = arrays.residual ? arrays.residual->data() : nullptr;
   return t;
 }
 

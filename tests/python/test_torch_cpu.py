@@ -14,6 +14,10 @@ import conv3djit  # noqa: E402
 import conv3djit.torch as ct  # noqa: E402
 from conv3djit.torch import _module, _op  # noqa: E402
 
+# The op's epilogue arguments for the plain convolution: activation, alpha, slope, clamp_min,
+# clamp_max, gamma, beta.
+PLAIN_EPILOGUE = ("identity", 1.0, 0.01, 0.0, 6.0, 1.0, 1.0)
+
 CASES = [  # (input, weight, bias, stride, padding, dilation, groups)
     ((2, 4, 9, 10, 11), (6, 4, 3, 3, 3), True, 1, 1, 1, 1),
     ((1, 6, 8, 9, 7), (6, 2, 2, 3, 4), False, (1, 2, 1), (0, 1, 2), (2, 1, 1), 3),
@@ -105,7 +109,8 @@ def test_backward_formula_matches_autograd(case):
 
     kind, amounts = (padding, [0, 0, 0]) if isinstance(padding, str) else ("explicit", _op._triple(padding, "p"))
     ctx = _Ctx([True, True, b is not None])
-    inputs = (x, w, b, _op._triple(stride, "s"), amounts, kind, _op._triple(dilation, "d"), groups, "fp32")
+    inputs = (x, w, b, _op._triple(stride, "s"), amounts, kind, _op._triple(dilation, "d"), groups, "fp32", None,
+              *PLAIN_EPILOGUE)
     _op._setup_context(ctx, inputs, None)
     gx, gw, gb, *rest = _op._backward(ctx, grad_out)
     torch.testing.assert_close(gx, xs.grad)
@@ -194,9 +199,13 @@ def test_dispatcher_only_where_needed(monkeypatch):
     w = torch.nn.Parameter(torch.empty(2, 2, 1, 1, 1, device="meta"))
     with torch.no_grad():
         assert ct.conv3d(x, w, precision="fp32") == "direct"  # a plain inference call
-    assert len(calls) == 1 and calls[0][3:] == ([1, 1, 1], [0, 0, 0], "explicit", [1, 1, 1], 1, "fp32")
+    assert len(calls) == 1 and calls[0][3:] == ([1, 1, 1], [0, 0, 0], "explicit", [1, 1, 1], 1, "fp32", None,
+                                                PLAIN_EPILOGUE)
     assert not _op._direct(x, w, None)  # the weight requires grad
     assert _op._direct(x, w.detach(), None)
+    r = torch.empty(1, 2, 4, 4, 4, device="meta")
+    assert _op._direct(x, w.detach(), None, r)
+    assert not _op._direct(x, w.detach(), None, r.requires_grad_())
     assert not _op._direct(x.requires_grad_(), w.detach(), None)
 
 

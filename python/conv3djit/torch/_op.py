@@ -1,6 +1,9 @@
-"""The conv3djit::conv3d custom op: its CUDA implementation (conv3djit on PyTorch's current stream),
+"""The conv3djit::conv3d custom op: its CUDA implementation (conv3djit on PyTorch's current stream,
+with the epilogue out = act(alpha * conv + bias) * gamma + beta * residual in the kernel's store),
 its fake implementation (shapes only: torch.compile traces through it) and its autograd formula
-(PyTorch's own convolution backward)."""
+(PyTorch's own convolution backward, for the plain convolution). conv3d() runs the fused kernel
+when no gradient is needed, and otherwise the plain convolution followed by the epilogue as
+PyTorch's ops, which autograd differentiates."""
 from typing import Optional, Sequence
 
 import torch
@@ -16,6 +19,23 @@ _recorder = None
 # description and its checks. Cleared when it grows past _MAX_DESCS (many dynamic shapes).
 _descs = {}
 _MAX_DESCS = 4096
+
+# The op's epilogue arguments after the residual, in order; epilogue tuples hold their values.
+_EPILOGUE_ARGS = ("activation", "alpha", "slope", "clamp_min", "clamp_max", "gamma", "beta")
+
+# Each activation (conv3djit's names) as PyTorch's function of y, slope, clamp_min, clamp_max.
+_ACTIVATIONS = {
+    "identity": lambda y, *_: y,
+    "relu": lambda y, *_: F.relu(y),
+    "leaky_relu": lambda y, slope, *_: F.leaky_relu(y, slope),
+    "gelu": lambda y, *_: F.gelu(y),
+    "gelu_tanh": lambda y, *_: F.gelu(y, approximate="tanh"),
+    "silu": lambda y, *_: F.silu(y),
+    "sigmoid": lambda y, *_: torch.sigmoid(y),
+    "tanh": lambda y, *_: torch.tanh(y),
+    "hardswish": lambda y, *_: F.hardswish(y),
+    "clamp": lambda y, _, low, high: torch.clamp(y, low, high),
+}
 
 
 def _triple(value, name):
@@ -44,9 +64,17 @@ def _check_tensor(name, t, input):
         raise InvalidArgument(f"{name}: dtype {t.dtype}, but input is {input.dtype}")
 
 
-def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+def _activation_of(activation):
+    """conv3djit's name of an activation, given in any case; InvalidArgument for an unknown one."""
+    name = activation.lower() if isinstance(activation, str) else activation
+    if name not in _ACTIVATIONS:
+        raise InvalidArgument(f"activation = {activation!r}: expected one of {', '.join(map(repr, _ACTIVATIONS))}")
+    return name
+
+
+def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue):
     key = (input.shape, weight.shape, None if bias is None else bias.shape, tuple(stride), tuple(padding),
-           padding_kind, tuple(dilation), groups, precision)
+           padding_kind, tuple(dilation), groups, precision, None if residual is None else residual.shape, epilogue)
     desc = _descs.get(key)
     if desc is not None:
         return desc
@@ -56,7 +84,8 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
         raise InvalidArgument(f"weight: shape {tuple(weight.shape)}: expected 5 dims (K, C / groups, KD, KH, KW)")
     desc = _ext.Conv3dDesc(tuple(input.shape), weight.shape[0], tuple(weight.shape[2:]), stride,
                            padding if padding_kind == "explicit" else padding_kind, dilation, groups,
-                           bias is not None, precision)
+                           bias is not None, precision, residual=residual is not None,
+                           **dict(zip(_EPILOGUE_ARGS, epilogue)))
     valid = _ext.validate(desc)
     if not valid:
         raise InvalidArgument(valid.message)
@@ -65,13 +94,15 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
                               f"groups = {groups}, which needs {desc.weight_shape}")
     if bias is not None and tuple(bias.shape) != (desc.out_channels,):
         raise InvalidArgument(f"bias: shape {tuple(bias.shape)}, but the weight needs ({desc.out_channels},)")
+    if residual is not None and tuple(residual.shape) != desc.output_shape:
+        raise InvalidArgument(f"residual: shape {tuple(residual.shape)}, but the output is {desc.output_shape}")
     if len(_descs) >= _MAX_DESCS:
         _descs.clear()
     _descs[key] = desc
     return desc
 
 
-def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue):
     """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream."""
     if not input.is_cuda:
         raise Unsupported(f"input: on {input.device}: conv3djit runs on CUDA tensors")
@@ -80,15 +111,19 @@ def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups
     _check_tensor("weight", weight, input)
     if bias is not None:
         _check_tensor("bias", bias, input)
-    desc = _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision)
+    if residual is not None:
+        _check_tensor("residual", residual, input)
+    desc = _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue)
     # Any strides are accepted: a tensor that is not contiguous NCDHW (channels_last_3d, a slice)
     # is copied into one first.
     input, weight = input.contiguous(), weight.contiguous()
     bias = None if bias is None else bias.contiguous()
+    residual = None if residual is None else residual.contiguous()
     out = torch.empty(desc.output_shape, dtype=input.dtype, device=input.device)
     stream = torch.cuda.current_stream(input.device).cuda_stream
     _ext.default_engine().run_pointers(desc, input.data_ptr(), weight.data_ptr(),
-                                       0 if bias is None else bias.data_ptr(), out.data_ptr(), stream)
+                                       0 if bias is None else bias.data_ptr(), out.data_ptr(), stream,
+                                       residual=0 if residual is None else residual.data_ptr())
     if _recorder is not None:
         _recorder.add(desc)
     return out
@@ -96,24 +131,32 @@ def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups
 
 @torch.library.custom_op("conv3djit::conv3d", mutates_args=())
 def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: Sequence[int],
-              padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int,
-              precision: str) -> torch.Tensor:
-    """conv3djit's convolution. padding_kind 'explicit' uses `padding`; 'same' and 'valid' ignore it."""
-    return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision)
+              padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int, precision: str,
+              residual: Optional[torch.Tensor] = None, activation: str = "identity", alpha: float = 1.0,
+              slope: float = 0.01, clamp_min: float = 0.0, clamp_max: float = 6.0, gamma: float = 1.0,
+              beta: float = 1.0) -> torch.Tensor:
+    """conv3djit's convolution and epilogue. padding_kind 'explicit' uses `padding`; 'same' and 'valid'
+    ignore it. activation is conv3djit's name of it (lower case)."""
+    return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
+                   (activation, alpha, slope, clamp_min, clamp_max, gamma, beta))
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _direct(input, weight, bias):
+def _needs_grad(*tensors):
+    """Whether autograd records a call on these tensors (None where the call has none)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _direct(input, *others):
     """Whether a call may skip the dispatcher and run _launch itself. The custom op's round trip
     through the dispatcher and back into Python costs tens of microseconds per call; it is needed
     only while tracing (torch.compile, export), for autograd, for tensor subclasses (fake,
-    functional) and under an active dispatch or function mode, and it is taken for all of those."""
+    functional) and under an active dispatch or function mode, and it is taken for all of those.
+    others: the call's other tensors, None where it has none."""
     return (input.is_cuda and not torch.compiler.is_compiling() and type(input) in _PLAIN
-            and type(weight) in _PLAIN and (bias is None or type(bias) in _PLAIN)
-            and not (torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad
-                                                   or (bias is not None and bias.requires_grad)))
+            and all(t is None or type(t) in _PLAIN for t in others) and not _needs_grad(input, *others)
             and not torch._C._len_torch_dispatch_stack() and not torch._C._is_torch_function_mode_enabled())
 
 
@@ -133,7 +176,7 @@ def _padding_sides(weight, padding, padding_kind, dilation):
 
 
 @conv3d_op.register_fake
-def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision):
+def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual=None, *epilogue):
     torch._check(input.dim() == 5, lambda: f"input: expected 5 dims, got {input.dim()}")
     torch._check(weight.dim() == 5, lambda: f"weight: expected 5 dims, got {weight.dim()}")
     sides = _padding_sides(weight, padding, padding_kind, dilation)
@@ -142,11 +185,25 @@ def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, prec
         before, after = sides[axis]
         span = dilation[axis] * (weight.shape[2 + axis] - 1)
         out.append((input.shape[2 + axis] + before + after - span - 1) // stride[axis] + 1)
+    if residual is not None:
+        torch._check(residual.dim() == 5, lambda: f"residual: expected 5 dims, got {residual.dim()}")
+        for axis in range(5):
+            torch._check(residual.shape[axis] == out[axis], lambda: f"residual: shape {tuple(residual.shape)}, but "
+                                                                    f"the output is {tuple(out)}")
     return input.new_empty(out)
 
 
+def _plain_epilogue(residual, epilogue):
+    """Whether an epilogue (values in _EPILOGUE_ARGS order) is the plain convolution's, plus bias."""
+    activation, alpha, _, _, _, gamma, _ = epilogue
+    return residual is None and activation == "identity" and alpha == 1 and gamma == 1
+
+
 def _setup_context(ctx, inputs, output):
-    input, weight, bias, stride, padding, padding_kind, dilation, groups, _ = inputs
+    input, weight, bias, stride, padding, padding_kind, dilation, groups, _, residual, *epilogue = inputs
+    if not _plain_epilogue(residual, epilogue):
+        raise Unsupported("conv3djit::conv3d: no backward through a fused epilogue; conv3djit.torch.conv3d runs the "
+                          "epilogue as PyTorch's ops when gradients are needed")
     ctx.save_for_backward(input, weight)
     ctx.has_bias = bias is not None
     ctx.conv = (list(stride), list(padding), padding_kind, list(dilation), groups)
@@ -168,24 +225,71 @@ def _backward(ctx, grad_out):
         [0, 0, 0], groups, mask)
     if grad_input is not None and any(extra):
         grad_input = grad_input[:, :, :input.shape[2], :input.shape[3], :input.shape[4]]
-    return grad_input, grad_weight, grad_bias, None, None, None, None, None, None
+    # Nothing for the op's other arguments: six of the convolution, the residual and seven of the epilogue.
+    return (grad_input, grad_weight, grad_bias) + (None,) * 14
 
 
 conv3d_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision=None):
+def _check_epilogue(epilogue):
+    """The C++ checks of the epilogue's values (finite, the clamp's bounds in order), for the
+    composed path, whose convolution has none of them."""
+    valid = _ext.validate(_ext.Conv3dDesc((1, 1, 1, 1, 1), 1, 1, **dict(zip(_EPILOGUE_ARGS, epilogue))))
+    if not valid:
+        raise InvalidArgument(valid.message)
+
+
+def _epilogue_ops(y, bias, residual, activation, alpha, slope, clamp_min, clamp_max, gamma, beta):
+    """act(alpha * y + bias) * gamma + beta * residual as PyTorch's ops, which autograd differentiates."""
+    if alpha != 1:
+        y = y * alpha
+    if bias is not None:
+        y = y + bias.view(1, -1, 1, 1, 1)
+    y = _ACTIVATIONS[activation](y, slope, clamp_min, clamp_max)
+    if gamma != 1:
+        y = y * gamma
+    return y if residual is None else torch.add(y, residual, alpha=beta)
+
+
+def _composed(conv, residual, epilogue):
+    """The differentiable form: conv3djit's convolution (with the bias when alpha is 1), then the
+    epilogue as PyTorch's ops. The fused kernel keeps no pre-activation values for a backward;
+    this keeps them as autograd does for any sequence of ops."""
+    input, weight, bias, *rest = conv
+    alpha = epilogue[1]
+    if not torch.compiler.is_compiling():  # the extension is opaque to torch.compile's tracing
+        _check_epilogue(epilogue)
+    y = torch.ops.conv3djit.conv3d.default(input, weight, bias if alpha == 1 else None, *rest)
+    return _epilogue_ops(y, None if alpha == 1 else bias, residual, *epilogue)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision=None,
+           activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0, clamp_max=6.0, gamma=1.0, residual=None,
+           beta=1.0):
     """torch.nn.functional.conv3d through conv3djit: the same arguments and result, differentiable,
     traceable by torch.compile, capturable in CUDA graphs once its kernel is loaded. Runs on
     torch.cuda.current_stream(). precision: 'fp32', 'tf32', or None to follow
     torch.backends.cudnn.allow_tf32. Calls that need nothing of the dispatcher (no autograd, no
-    tracing) run the op's implementation directly."""
+    tracing) run the op's implementation directly.
+
+    The epilogue: the result is act(alpha * conv + bias) * gamma + beta * residual, with activation
+    'identity', 'relu', 'leaky_relu' (slope), 'gelu', 'gelu_tanh', 'silu', 'sigmoid', 'tanh',
+    'hardswish' or 'clamp' (clamp_min, clamp_max), and residual a tensor of the output's shape (or
+    None). Without gradients it is fused into the kernel's store; when autograd records the call it
+    is the convolution followed by PyTorch's ops, so gradients are PyTorch's own."""
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise InvalidArgument(f"padding = {padding!r}: expected an int, 3 ints, 'same' or 'valid'")
         kind, amounts = padding, [0, 0, 0]
     else:
         kind, amounts = "explicit", _triple(padding, "padding")
-    args = (input, weight, bias, _triple(stride, "stride"), amounts, kind, _triple(dilation, "dilation"), groups,
+    conv = (input, weight, bias, _triple(stride, "stride"), amounts, kind, _triple(dilation, "dilation"), groups,
             precision_of(precision))
-    return _launch(*args) if _direct(input, weight, bias) else torch.ops.conv3djit.conv3d.default(*args)
+    epilogue = (_activation_of(activation), float(alpha), float(slope), float(clamp_min), float(clamp_max),
+                float(gamma), float(beta))
+    if not _plain_epilogue(residual, epilogue) and _needs_grad(input, weight, bias, residual):
+        return _composed(conv, residual, epilogue)
+    if _direct(input, weight, bias, residual):
+        return _launch(*conv, residual, epilogue)
+    return torch.ops.conv3djit.conv3d.default(*conv, residual, *epilogue)
