@@ -49,6 +49,16 @@ ROWS = [
         dict(input_shape=(2, 64, 16, 32, 32), out_channels=64, kernel_size=3, padding=1, activation="sigmoid",
              alpha=0.5, gamma=2.0),
         lambda x, w, b, r: torch.sigmoid(F.conv3d(x, w, padding=1) * 0.5) * 2.0),
+    # The suite's compute-bound layers with surroundings: there the epilogue's cost against the
+    # plain convolution shows (the fused/plain column).
+    Row("reference_silu_residual",
+        dict(input_shape=(16, 3, 64, 64, 64), out_channels=64, kernel_size=(3, 5, 7), bias=True,
+             activation="silu", residual=True),
+        lambda x, w, b, r: F.silu(F.conv3d(x, w, b)) + r),
+    Row("c3d_conv3b_relu_residual",
+        dict(input_shape=(8, 256, 8, 28, 28), out_channels=256, kernel_size=3, padding=1, bias=True,
+             activation="relu", residual=True),
+        lambda x, w, b, r: F.relu(F.conv3d(x, w, b, padding=1)) + r),
     Row("pointwise_silu_residual",
         dict(input_shape=(1, 512, 8, 28, 28), out_channels=512, kernel_size=1, bias=True, activation="silu",
              residual=True),
