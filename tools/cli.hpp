@@ -112,6 +112,7 @@ std::string read_precision(const std::string& word, Precision& out);
 /// An activation's name (identity, relu, leaky_relu, gelu, gelu_tanh, silu, sigmoid, tanh,
 /// hardswish, clamp).
 std::string read_activation(const std::string& word, Activation& out);
+std::string read_padding_mode(const std::string& word, PaddingMode& out);
 /// An epilogue scalar: any finite number.
 std::string read_scalar(double value, float& out);
 

@@ -114,6 +114,7 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
   // cuDNN pads both sides of an axis alike; `same` with an even kernel extent does not.
   const ResolvedPadding pad = resolved_padding(desc);
   if (!(pad.before == pad.after)) throw std::runtime_error("asymmetric padding (cuDNN pads symmetrically)");
+  if (desc.padding_mode != PaddingMode::Zeros) throw std::runtime_error("a padding mode other than zeros");
   // Its result would be the convolution alone; python/benchmarks/bench_fusion.py times the fused
   // call against cuDNN followed by PyTorch's pointwise kernels.
   if (desc.epilogue.activation != Activation::Identity || desc.epilogue.residual || desc.epilogue.alpha != 1.f ||

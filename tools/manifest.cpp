@@ -171,6 +171,8 @@ NamedDesc parse_line(const json& line) {
     } else if (key == "padding_before" || key == "padding_after") {
       if (line.contains("padding")) throw KeyError{key, "expected either padding or padding_before / padding_after, got both"};
       check(key, read_padding_side(ints(value, key, true), key == "padding_after", d.padding));
+    } else if (key == "padding_mode") {
+      check(key, read_padding_mode(text(value, key), d.padding_mode));
     } else if (key == "dilation") {
       check(key, read_dims3(ints(value, key, true), 1, d.dilation));
     } else if (key == "groups") {
@@ -192,7 +194,7 @@ NamedDesc parse_line(const json& line) {
       out.name = text(value, key);
     } else {
       throw KeyError{key, "unknown key; expected input, out_channels, kernel, stride, padding, padding_before, "
-                          "padding_after, dilation, groups, bias, precision, activation, slope, clamp_min, "
+                          "padding_after, padding_mode, dilation, groups, bias, precision, activation, slope, clamp_min, "
                           "clamp_max, alpha, gamma, residual, beta or name"};
     }
   }

@@ -156,6 +156,14 @@ std::string read_activation(const std::string& word, Activation& out) {
                      "clamp, got '{}'", word);
 }
 
+std::string read_padding_mode(const std::string& word, PaddingMode& out) {
+  if (const std::optional<PaddingMode> m = parse_padding_mode(word)) {
+    out = *m;
+    return {};
+  }
+  return fmt::format("expected zeros, reflect, replicate or circular, got '{}'", word);
+}
+
 std::string read_scalar(double value, float& out) {
   if (!std::isfinite(value) || std::abs(value) > std::numeric_limits<float>::max()) {
     return fmt::format("expected a finite number within float's range, got {}", value);
@@ -194,7 +202,7 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
       cmd, "--stride", "S|SD,SH,SW", "stride (default 1)",
       ints([&desc](const auto& v) { return read_dims3(v, 1, desc.stride); })));
   flags.options.push_back(add_list_flag(
-      cmd, "--padding", "P|PD,PH,PW|same|valid", "zero padding (default 0)",
+      cmd, "--padding", "P|PD,PH,PW|same|valid", "padding (default 0)",
       [&desc](const std::string& text) {
         // Not a list: it must be one of the words, whose error lists every accepted form.
         std::vector<int64_t> values;
@@ -205,11 +213,14 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
   for (const bool after : {false, true}) {
     flags.options.push_back(
         add_list_flag(cmd, after ? "--padding-after" : "--padding-before", "P|PD,PH,PW",
-                      after ? "zero padding after each axis (default 0)"
-                            : "zero padding before each axis (default 0), e.g. 2,1,1 with --padding-after 0,1,1: causal in D",
+                      after ? "padding after each axis (default 0)"
+                            : "padding before each axis (default 0), e.g. 2,1,1 with --padding-after 0,1,1: causal in D",
                       ints([&desc, after](const auto& v) { return read_padding_side(v, after, desc.padding); }))
             ->excludes(padding));
   }
+  flags.options.push_back(add_list_flag(
+      cmd, "--padding-mode", "zeros|reflect|replicate|circular", "what the padding reads (default zeros)",
+      [&desc](const std::string& text) { return read_padding_mode(text, desc.padding_mode); }));
   flags.options.push_back(add_list_flag(
       cmd, "--dilation", "S|SD,SH,SW", "dilation (default 1)",
       ints([&desc](const auto& v) { return read_dims3(v, 1, desc.dilation); })));

@@ -45,6 +45,12 @@ struct Padding {
   }
 };
 
+/// What a padded position reads, as nn.Conv3d's padding_mode: zero, or the input mirrored at its
+/// edge without repeating the edge (reflect: padding must be smaller than the extent), the edge
+/// element repeated (replicate), or the input wrapped around (circular: padding at most the
+/// extent). The kernel's loads map the positions: no padded copy is made.
+enum class PaddingMode { Zeros, Reflect, Replicate, Circular };
+
 /// The activation of an Epilogue. Gelu is the exact (erf) form, GeluTanh PyTorch's
 /// approximate='tanh'; Hardswish is x * relu6(x + 3) / 6; Clamp bounds to [clamp_min, clamp_max].
 enum class Activation { Identity, Relu, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, Hardswish, Clamp };
@@ -84,7 +90,8 @@ struct Conv3dDesc {
   int64_t k = 1;        ///< output channels (out_channels)
   Dims3 kernel{1};      ///< kernel_size (KD, KH, KW)
   Dims3 stride{1};      ///< stride per axis, >= 1
-  Padding padding{};    ///< zero padding per axis (or per side), or same / valid
+  Padding padding{};    ///< padding per axis (or per side), or same / valid
+  PaddingMode padding_mode = PaddingMode::Zeros;  ///< what the padding reads
   Dims3 dilation{1};    ///< dilation per axis, >= 1
   int64_t groups = 1;   ///< C and K must both be divisible by groups; groups == C is depthwise
   bool bias = false;    ///< add bias[k] to every output of channel k
@@ -157,8 +164,14 @@ CONV3DJIT_API const char* activation_name(Activation a) noexcept;
 /// The Activation of a name above (any case), or nothing.
 CONV3DJIT_API std::optional<Activation> parse_activation(const std::string& name) noexcept;
 
+/// "zeros", "reflect", "replicate", "circular": nn.Conv3d's names.
+CONV3DJIT_API const char* padding_mode_name(PaddingMode m) noexcept;
+/// The PaddingMode of a name above (any case), or nothing.
+CONV3DJIT_API std::optional<PaddingMode> parse_padding_mode(const std::string& name) noexcept;
+
 /// "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32": a readable one-line name;
-/// an epilogue other than the plain one adds its parts ("_silu", "_a0.5", "_res").
+/// a padding mode other than zeros follows the padding ("_p1x1x1_replicate"), an epilogue other
+/// than the plain one adds its parts ("_silu", "_a0.5", "_res").
 CONV3DJIT_API std::string describe(const Conv3dDesc& desc);
 
 }  // namespace conv3djit

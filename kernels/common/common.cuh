@@ -23,6 +23,7 @@ struct ConvParams {
   int sd, sh, sw;
   int dd, dh, dw;
   int pad_d, pad_h, pad_w;   // padding before each axis (after-padding only shortens the output)
+  int pad_mode;              // what padding reads (common/padding.cuh); the kernels' Spec::pad_mode
   int has_bias;
   // The epilogue's run-time scalars (common/epilogue.cuh): act_a is LeakyRelu's slope or Clamp's
   // lower bound, act_b Clamp's upper bound. residual: the tensor's address, read where the kernel

@@ -63,11 +63,15 @@ __device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
 
 /// v + beta * residual[offset], where offset is the output's own (the residual has the output's
 /// shape and layout); v unchanged without a residual.
+/// The read is non-coherent (__ldg) although the residual may be the output itself: each element
+/// is read once, by the thread that then writes it, so no read can see another thread's write.
+/// A plain load, which might alias the output, waited for every earlier store: one DRAM round trip
+/// after another, which doubled the reference problem's time (docs/kernels/igemm_sm90.md).
 template <class Spec, class T>
 __device__ __forceinline__ T finish(T v, long long offset, const ConvParams& p) {
   if constexpr (Spec::residual != 0) {
     const auto* residual = reinterpret_cast<const typename Spec::element*>(p.residual);
-    return v + T(p.beta) * T(residual[offset]);
+    return v + T(p.beta) * T(__ldg(residual + offset));
   } else {
     return v;
   }

@@ -12,6 +12,7 @@
 // See DepthwiseGeometry (depthwise/geometry.cuh) for the lane layout.
 #pragma once
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 #include "depthwise/geometry.cuh"
 
 namespace conv3djit {
@@ -70,9 +71,32 @@ depthwise(const typename Spec::element* __restrict__ in, const typename Spec::el
 #pragma unroll
   for (int j = 0; j < 4; ++j) cols_in |= (col + j >= 0 && col + j < W ? 1u : 0u) << j;
 
+  // Other padding modes than zeros: the channel's first element, and the column each of this
+  // lane's 4 reads (outside the input, the mode's position inside).
+  constexpr int MODE = Spec::pad_mode;
+  const float* channel = in + (n * p.c + g) * (D * plane_floats);
+  int cols[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) cols[j] = padding::source<MODE>(col + j, W);
+
   // Loads input plane i's rows, zeros outside the input. V = 4: 16-byte loads (W % 4 == 0 and an
   // aligned input, so a float4 is wholly inside or outside a row); else element by element.
+  // Other modes than zeros read every row and column where the mode maps it: a float4 wholly
+  // inside as one load, others element by element.
   auto load = [&](int i, float4* v) {
+    if constexpr (MODE != padding::kZeros) {
+      const float* plane = channel + padding::source<MODE>(id0 + i, D) * plane_floats;
+#pragma unroll
+      for (int r = 0; r < G.rows; ++r) {
+        const float* src = plane + padding::source<MODE>(ih_first + r, H) * W;
+        if (V == 4 && cols_in == 15u) {
+          v[r] = __ldg(reinterpret_cast<const float4*>(src + col));
+        } else {
+          v[r] = make_float4(__ldg(src + cols[0]), __ldg(src + cols[1]), __ldg(src + cols[2]), __ldg(src + cols[3]));
+        }
+      }
+      return;
+    }
     const int id = id0 + i;
     const unsigned rows = id >= 0 && id < D ? rows_in : 0u;
     const float* plane = base + id * plane_floats;

@@ -1,8 +1,9 @@
 // General direct convolution, fp32 FFMA. Serves every valid description: the fallback kernel.
-// Compile-time: channels per group, kernel, stride, dilation and TW, the run of consecutive
+// Compile-time: channels per group, kernel, stride, dilation, padding mode and TW, the run of consecutive
 // outputs along W one thread computes. Run-time: everything else, through ConvParams.
 #pragma once
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 
 namespace conv3djit {
 
@@ -49,12 +50,12 @@ direct(const typename Spec::element* __restrict__ in, const typename Spec::eleme
       for (int i = 0; i < TW; ++i) part[i] = 0.f;
 #pragma unroll 1
       for (int kd = 0; kd < KD; ++kd) {
-        const long long id = id0 + kd * DD;
-        if (id < 0 || id >= p.d) continue;
+        const long long id = padding::source<Spec::pad_mode>(id0 + kd * DD, p.d);
+        if (id < 0) continue;
 #pragma unroll 1
         for (int kh = 0; kh < KH; ++kh) {
-          const long long ih = ih0 + kh * DH;
-          if (ih < 0 || ih >= p.h) continue;
+          const long long ih = padding::source<Spec::pad_mode>(ih0 + kh * DH, p.h);
+          if (ih < 0) continue;
           const float* row = in_c + id * in_plane + ih * p.w;
           const float* w_row = w_k + ((c * KD + kd) * KH + kh) * KW;
 #pragma unroll
@@ -62,8 +63,8 @@ direct(const typename Spec::element* __restrict__ in, const typename Spec::eleme
             const float wv = __ldg(w_row + kw);
 #pragma unroll
             for (int i = 0; i < TW; ++i) {
-              const long long iw = iw0 + i * SW + kw * DW;
-              if (iw >= 0 && iw < p.w) part[i] = fmaf(wv, __ldg(row + iw), part[i]);
+              const long long iw = padding::source<Spec::pad_mode>(iw0 + i * SW + kw * DW, p.w);
+              if (iw >= 0) part[i] = fmaf(wv, __ldg(row + iw), part[i]);
             }
           }
         }

@@ -22,6 +22,7 @@
 // NVRTC compiles a specialisation in well under a second and the kernel does not spill.
 #pragma once
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 #include "common/async_copy.cuh"
 #include "direct_tiled/geometry.cuh"
 
@@ -88,6 +89,9 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
   // pad_w multiples of 4; the engine takes the V = 1 twin for an input pointer that is not).
   // L threads a row (L = the row's copies, at most 32), so short rows keep every lane busy; the
   // row's index math is 32-bit and done once a row.
+  // Other padding modes than zeros map each position (common/padding.cuh), element by element.
+  constexpr int MODE = Spec::pad_mode;
+  static_assert(MODE == padding::kZeros || V == 1, "direct_tiled: padding modes copy one float at a time");
   auto stage_input = [&](float* in_s, int c0, const Origin& o) {
     constexpr int GROUPS = (G.in_w + V - 1) / V, L = GROUPS < 32 ? GROUPS : 32;
     constexpr int ROWS = CC * KD * G.in_h, SLOTS = G.threads / L;
@@ -96,12 +100,14 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
     const float* sample = in + o.n * p.c * p.d * in_plane;
     for (int r = t / L; r < ROWS; r += SLOTS) {  // r = (c_local * KD + kd) * in_h + ih_l
       const int ckd = r / G.in_h, c = c0 + ckd / KD;
-      const int id = o.id0 + ckd % KD * DD, ih = o.ih0 + r % G.in_h;
-      const bool row_valid = c < CG && id >= 0 && id < in_d && ih >= 0 && ih < in_h;
-      const float* src_row = sample + (static_cast<long long>(c) * in_d + id) * in_plane + ih * p.w + o.iw0;
+      const int id = padding::source<MODE>(o.id0 + ckd % KD * DD, in_d);
+      const int ih = padding::source<MODE>(o.ih0 + r % G.in_h, in_h);
+      const bool row_valid = c < CG && id >= 0 && ih >= 0;
+      const float* src_row = sample + (static_cast<long long>(c) * in_d + id) * in_plane + ih * p.w;
       for (int col = t % L * V; col < G.in_w; col += L * V) {
-        const bool valid = row_valid && o.iw0 + col >= 0 && o.iw0 + col < in_w;
-        copy_or_zero<4 * V>(in_s + r * G.pitch + col, valid ? src_row + col : in, valid);
+        const int iw = padding::source<MODE>(o.iw0 + col, in_w);  // (V = 4: so are the next 3)
+        const bool valid = row_valid && iw >= 0;
+        copy_or_zero<4 * V>(in_s + r * G.pitch + col, valid ? src_row + iw : in, valid);
       }
     }
   };

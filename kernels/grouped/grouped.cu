@@ -9,6 +9,7 @@
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 #include "grouped/geometry.cuh"
 
 namespace conv3djit {
@@ -52,6 +53,7 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   for (int j = 0; j < KB; ++j) bk[j] = p.has_bias ? __ldg(bias + k0 + j) : 0.f;
 
   const int id0 = od0 * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
+  constexpr int MODE = Spec::pad_mode;
   const float* in_g = in + (n * p.c + g * CG) * (static_cast<long long>(D) * H * W);
   // This thread's first output column of channel k0, plane od0; channel j, plane s, row t
   // lie (j * OD + s) * OH + t rows further.
@@ -66,17 +68,17 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   auto load = [&](int u) {
     const int last = min(G.span + u * SD, planes);
     for (int q = u == 0 ? 0 : G.span + (u - 1) * SD; q < last; ++q) {
-      const int id = id0 + q;
-      const bool plane_in = id >= 0 && id < D;
+      const int id = padding::source<MODE>(id0 + q, D);
       float* slot = ring + q % G.slots * G.plane_floats;
       if (group >= GROUPS) continue;  // the threads of a partial last warp
       for (int cr = group; cr < CG * G.in_h; cr += GROUPS) {
-        const int c = cr / G.in_h, row = cr % G.in_h, ih = ih0 + row;
-        const bool row_in = plane_in && ih >= 0 && ih < H;
-        const float* src = in_g + (static_cast<long long>(c * D + id) * H + ih) * W + iw0;
+        const int c = cr / G.in_h, row = cr % G.in_h, ih = padding::source<MODE>(ih0 + row, H);
+        const bool row_in = id >= 0 && ih >= 0;
+        const float* src = in_g + (static_cast<long long>(c * D + id) * H + ih) * W;
         float* dst = slot + (c * G.in_h + row) * G.pitch;
         for (int col = lane; col < G.in_w; col += LANES) {
-          copy_or_zero(dst + col, src + col, row_in && iw0 + col >= 0 && iw0 + col < W);
+          const int iw = padding::source<MODE>(iw0 + col, W);
+          copy_or_zero(dst + col, row_in && iw >= 0 ? src + iw : in, row_in && iw >= 0);
         }
       }
     }

@@ -17,6 +17,7 @@
 // round-to-nearest FADD, and every 32 slices (512 terms) that sum joins a separate total.
 #pragma once
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 #include "common/tf32.cuh"
 #include "igemm_sm80/geometry.cuh"
 
@@ -104,13 +105,16 @@ igemm_sm80(const typename Spec::element* __restrict__ in, const typename Spec::e
   const long long m = m0 + a_m;
   int id0 = -(1 << 20), ih0 = 0, iw0 = 0;              // out-of-range m: every tap fails
   const float* in_n = in;
+  const float* image = in;  // other padding modes than zeros: the image's first element
   if (m < m_total) {
     const long long n = m / out_vol, s = m % out_vol;
     id0 = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
     ih0 = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
     iw0 = static_cast<int>(s % p.ow) * SW - p.pad_w;
-    in_n = in + n * p.c * static_cast<long long>(in_vol) + (static_cast<long long>(id0) * in_plane + ih0 * p.w + iw0);
+    image = in + n * p.c * static_cast<long long>(in_vol);
+    in_n = image + (static_cast<long long>(id0) * in_plane + ih0 * p.w + iw0);
   }
+  constexpr int MODE = Spec::pad_mode;
   const int b_k = tid % BK, b_n = tid / BK;
   __syncthreads();  // the table is ready
 
@@ -118,12 +122,23 @@ igemm_sm80(const typename Spec::element* __restrict__ in, const typename Spec::e
   auto load_global = [&](int kt) {
 #pragma unroll
     for (int j = 0; j < A_PER; ++j) {
-      const int2 e = tap_table[kt * BK + a_k + j * A_ROWS];
-      const int id = id0 + (e.y & 1023), ih = ih0 + ((e.y >> 10) & 1023), iw = iw0 + (e.y >> 20);
-      const bool ok = static_cast<unsigned>(id) < static_cast<unsigned>(p.d) &&
-                      static_cast<unsigned>(ih) < static_cast<unsigned>(p.h) &&
-                      static_cast<unsigned>(iw) < static_cast<unsigned>(p.w);
-      a_reg[j] = ok ? __ldg(in_n + e.x) : 0.f;
+      const int r = kt * BK + a_k + j * A_ROWS;
+      const int2 e = tap_table[r];
+      const int dz = e.y & 1023, dy = (e.y >> 10) & 1023, dx = e.y >> 20;
+      const int id = id0 + dz, ih = ih0 + dy, iw = iw0 + dx;
+      if constexpr (MODE == padding::kZeros) {
+        const bool ok = static_cast<unsigned>(id) < static_cast<unsigned>(p.d) &&
+                        static_cast<unsigned>(ih) < static_cast<unsigned>(p.h) &&
+                        static_cast<unsigned>(iw) < static_cast<unsigned>(p.w);
+        a_reg[j] = ok ? __ldg(in_n + e.x) : 0.f;
+      } else {  // every position reads: the term's channel plane at the mapped (id, ih, iw)
+        const int w = static_cast<int>(p.w);
+        const int channel = e.x - (dz * in_plane + dy * w + dx);
+        const int at = channel + (padding::source<MODE>(id, static_cast<int>(p.d)) * in_plane +
+                                  padding::source<MODE>(ih, static_cast<int>(p.h)) * w +
+                                  padding::source<MODE>(iw, w));
+        a_reg[j] = m < m_total && r < KRED ? __ldg(image + at) : 0.f;
+      }
     }
 #pragma unroll
     for (int j = 0; j < B_PER; ++j) {

@@ -67,6 +67,7 @@
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 #include "common/tf32.cuh"
 #include "igemm_sm90/geometry.cuh"
 #include "common/tma.cuh"
@@ -212,32 +213,38 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
     return (at.x - o.oh0) * SH * RP + (at.y - o.ow0) * SW + shift;
   };
   // A warp copies whole tile rows, a lane the columns lane, lane + 32, ...: which of those lie
-  // inside the input is the same for every row, so it is worked out once per item (bit k of
-  // `inside`), and each row only adds its own bounds and one 64-bit row address. Positions
-  // outside the input are zero-filled from a valid address (the row start, or `in`).
-  constexpr int ROWS = CC * G.in_d * G.in_h, XS = (G.in_w + 31) / 32;
+  // inside the input (and, for other padding modes than zeros, where they read) is the same for
+  // every row, so it is worked out once per item (bit k of `inside`, cols[k]), and each row only
+  // adds its own bounds and one 64-bit row address. Positions outside the input are zero-filled
+  // from a valid address (the row start, or `in`). (TMA boxes fill only zeros: the planner keeps
+  // other modes on this path.)
+  constexpr int ROWS = CC * G.in_d * G.in_h, XS = (G.in_w + 31) / 32, MODE = Spec::pad_mode;
+  static_assert(MODE == padding::kZeros || !TMA, "igemm_sm90: TMA boxes pad with zeros only");
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
     float* dst = tiles + buf * G.tile_floats + lane;
     unsigned inside = 0;
+    int cols[XS];
 #pragma unroll
     for (int k = 0; k < XS; ++k) {
       const int x = lane + 32 * k;
-      if (x < G.in_w && static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W)) inside |= 1u << k;
+      cols[k] = MODE == padding::kZeros ? iw0 + x : padding::source<MODE>(iw0 + x, W);
+      if (x < G.in_w && (MODE != padding::kZeros || static_cast<unsigned>(iw0 + x) < static_cast<unsigned>(W))) {
+        inside |= 1u << k;
+      }
     }
     for (int row = warp; row < ROWS; row += WARPS) {
       const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d), cg = chunk * CC + c;
-      const int id = id0 + z * DD, ih = ih0 + y;
-      const bool row_ok = (CG % CC == 0 || cg < CG) && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
-                          static_cast<unsigned>(ih) < static_cast<unsigned>(H);
+      const int id = padding::source<MODE>(id0 + z * DD, D), ih = padding::source<MODE>(ih0 + y, H);
+      const bool row_ok = (CG % CC == 0 || cg < CG) && id >= 0 && ih >= 0;
       const float* src = row_ok ? in_n + (static_cast<long long>(cg * D + id) * H + ih) * W : in;
       float* d = dst + c * CP + z * PP + y * RP;
 #pragma unroll
       for (int k = 0; k < XS; ++k) {
         if (k == XS - 1 && lane + 32 * k >= G.in_w) break;
         const bool ok = row_ok && (inside >> k & 1u);
-        copy_or_zero(d + 32 * k, src + (ok ? iw0 + lane + 32 * k : 0), ok);
+        copy_or_zero(d + 32 * k, src + (ok ? cols[k] : 0), ok);
       }
     }
   };
@@ -656,11 +663,12 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
         if constexpr (!epilogue::plain<Spec>) {
           // Box row y = c * PL + d holds positions first .. first + 15 of channel k0 + c, plane
           // o.od + d: each lane takes every 32nd of them, in order (conflict-free, and the
-          // residual's reads are 64-byte runs).
+          // residual's reads are 64-byte runs). Unrolled so that several residual reads are in
+          // flight: rolled, a lane waited for each in turn.
           __syncwarp();
           const int k0 = kb * BN + r * BOXC;
           const long long plane = static_cast<long long>(OH) * OW;
-#pragma unroll 1
+#pragma unroll 8
           for (int i = lane; i < BOX; i += 32) {
             const int y = i / 16, at = i % 16, c = y / PL, d = y % PL;
             if (first + at < OH * OW && o.od + d < OD && k0 + c < K) {

@@ -1,8 +1,9 @@
 // Float64 reference on the GPU: one thread per output, double accumulation, every shape
-// parameter at run time, the epilogue in double. Obviously correct rather than fast; the oracle for
+// parameter (the padding mode too) at run time, the epilogue in double. Obviously correct rather than fast; the oracle for
 // big problems.
 #pragma once
 #include "common/epilogue.cuh"
+#include "common/padding.cuh"
 
 namespace conv3djit {
 
@@ -24,14 +25,14 @@ __global__ void reference_fp64(const typename Spec::element* __restrict__ in,
     double acc = 0.0;
     for (int c = 0; c < p.c_per_group; ++c) {
       for (int kd = 0; kd < p.kd; ++kd) {
-        const long long id = od * p.sd - p.pad_d + (long long)kd * p.dd;
-        if (id < 0 || id >= p.d) continue;
+        const long long id = padding::source(p.pad_mode, od * p.sd - p.pad_d + (long long)kd * p.dd, p.d);
+        if (id < 0) continue;
         for (int kh = 0; kh < p.kh; ++kh) {
-          const long long ih = oh * p.sh - p.pad_h + (long long)kh * p.dh;
-          if (ih < 0 || ih >= p.h) continue;
+          const long long ih = padding::source(p.pad_mode, oh * p.sh - p.pad_h + (long long)kh * p.dh, p.h);
+          if (ih < 0) continue;
           for (int kw = 0; kw < p.kw; ++kw) {
-            const long long iw = ow * p.sw - p.pad_w + (long long)kw * p.dw;
-            if (iw < 0 || iw >= p.w) continue;
+            const long long iw = padding::source(p.pad_mode, ow * p.sw - p.pad_w + (long long)kw * p.dw, p.w);
+            if (iw < 0) continue;
             const double x = in[(((n * p.c + g * p.c_per_group + c) * p.d + id) * p.h + ih) * p.w + iw];
             const double w = wt[(((k * p.c_per_group + c) * p.kd + kd) * p.kh + kh) * p.kw + kw];
             acc += x * w;

@@ -14,6 +14,29 @@ constexpr std::pair<Activation, const char*> kActivations[] = {
     {Activation::Sigmoid, "sigmoid"},   {Activation::Tanh, "tanh"},           {Activation::Hardswish, "hardswish"},
     {Activation::Clamp, "clamp"}};
 
+constexpr std::pair<PaddingMode, const char*> kPaddingModes[] = {{PaddingMode::Zeros, "zeros"},
+                                                                  {PaddingMode::Reflect, "reflect"},
+                                                                  {PaddingMode::Replicate, "replicate"},
+                                                                  {PaddingMode::Circular, "circular"}};
+
+template <class E, size_t N>
+const char* name_of(const std::pair<E, const char*> (&table)[N], E value) noexcept {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return "unknown";
+}
+
+template <class E, size_t N>
+std::optional<E> parse_name(const std::pair<E, const char*> (&table)[N], const std::string& name) noexcept {
+  std::string lower;
+  for (char ch : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const auto& [value, known] : table) {
+    if (lower == known) return value;
+  }
+  return std::nullopt;
+}
+
 // The parts of an epilogue that differ from the plain convolution's, in formula order.
 std::string epilogue_suffix(const Epilogue& e) {
   const Epilogue plain;
@@ -28,20 +51,16 @@ std::string epilogue_suffix(const Epilogue& e) {
 }
 }  // namespace
 
-const char* activation_name(Activation a) noexcept {
-  for (const auto& [value, name] : kActivations) {
-    if (value == a) return name;
-  }
-  return "unknown";
-}
+const char* activation_name(Activation a) noexcept { return name_of(kActivations, a); }
 
 std::optional<Activation> parse_activation(const std::string& name) noexcept {
-  std::string lower;
-  for (char ch : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (const auto& [value, known] : kActivations) {
-    if (lower == known) return value;
-  }
-  return std::nullopt;
+  return parse_name(kActivations, name);
+}
+
+const char* padding_mode_name(PaddingMode m) noexcept { return name_of(kPaddingModes, m); }
+
+std::optional<PaddingMode> parse_padding_mode(const std::string& name) noexcept {
+  return parse_name(kPaddingModes, name);
 }
 
 std::string describe(const Conv3dDesc& d) {
@@ -57,6 +76,7 @@ std::string describe(const Conv3dDesc& d) {
                         d.padding.after.h, d.padding.amount.w, d.padding.after.w);
       break;
   }
+  if (d.padding_mode != PaddingMode::Zeros) pad += fmt::format("_{}", padding_mode_name(d.padding_mode));
   return fmt::format("N{}_C{}_D{}_H{}_W{}_K{}_k{}x{}x{}_s{}x{}x{}_p{}_d{}x{}x{}_g{}_{}_{}{}", d.n, d.c,
                      d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
                      d.stride.w, pad, d.dilation.d, d.dilation.h, d.dilation.w, d.groups,

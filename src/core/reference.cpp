@@ -106,6 +106,39 @@ void compute_plane(const detail::Problem& p, const Tensors& t, int64_t plane) {
   }
 }
 
+// Where padded index i (-before <= i < n + after) of an axis of extent n reads, for the padding
+// modes other than zeros (validation bounds the padding as each mode needs).
+int64_t padded_source(PaddingMode mode, int64_t i, int64_t n) {
+  switch (mode) {
+    case PaddingMode::Reflect: return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i;
+    case PaddingMode::Replicate: return std::clamp<int64_t>(i, 0, n - 1);
+    case PaddingMode::Circular: return ((i % n) + n) % n;
+    case PaddingMode::Zeros: break;
+  }
+  return i;
+}
+
+// The input padded as F.pad(x, ..., mode) pads it: the composition that the kernels' index maps
+// must equal.
+std::vector<float> padded_input(const detail::Problem& p, const float* input) {
+  const Conv3dDesc& d = p.desc;
+  const Dims3 b = p.pad.before, a = p.pad.after;
+  const int64_t pd = d.d + b.d + a.d, ph = d.h + b.h + a.h, pw = d.w + b.w + a.w;
+  std::vector<float> out(static_cast<size_t>(d.n * d.c * pd * ph * pw));
+  for (int64_t nc = 0; nc < d.n * d.c; ++nc) {
+    for (int64_t z = 0; z < pd; ++z) {
+      const int64_t sz = padded_source(d.padding_mode, z - b.d, d.d);
+      for (int64_t y = 0; y < ph; ++y) {
+        const int64_t sy = padded_source(d.padding_mode, y - b.h, d.h);
+        const float* src = input + ((nc * d.d + sz) * d.h + sy) * d.w;
+        float* dst = out.data() + ((nc * pd + z) * ph + y) * pw;
+        for (int64_t x = 0; x < pw; ++x) dst[x] = src[padded_source(d.padding_mode, x - b.w, d.w)];
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
@@ -120,6 +153,18 @@ void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* w
     throw Error(ErrorCategory::InvalidArgument,
                 "reference_conv3d: input, weight, output (and bias if desc.bias, residual if "
                 "desc.epilogue.residual) must be non-null");
+  }
+  if (desc.padding_mode != PaddingMode::Zeros) {
+    // The padded copy, convolved without padding.
+    const std::vector<float> padded = padded_input(p, input);
+    Conv3dDesc unpadded = desc;
+    unpadded.d += p.pad.before.d + p.pad.after.d;
+    unpadded.h += p.pad.before.h + p.pad.after.h;
+    unpadded.w += p.pad.before.w + p.pad.after.w;
+    unpadded.padding = Padding(0);
+    unpadded.padding_mode = PaddingMode::Zeros;
+    reference_conv3d(unpadded, padded.data(), weight, bias, residual, output);
+    return;
   }
   const Tensors t{input, weight, desc.bias ? bias : nullptr, desc.epilogue.residual ? residual : nullptr, output};
   const int64_t planes = p.out.n * p.out.k * p.out.d;

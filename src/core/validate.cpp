@@ -82,6 +82,11 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
   if (d.k % d.groups != 0) {
     return invalid(fmt::format("k = {}: out_channels must be divisible by groups = {}", d.k, d.groups));
   }
+  const PaddingMode mode = d.padding_mode;
+  if (mode != PaddingMode::Zeros && mode != PaddingMode::Reflect && mode != PaddingMode::Replicate &&
+      mode != PaddingMode::Circular) {
+    return invalid(fmt::format("padding_mode = {}: must be zeros, reflect, replicate or circular", static_cast<int>(mode)));
+  }
   const int64_t in[3] = {d.d, d.h, d.w};
   for (int a = 0; a < 3; ++a) {
     // Kernel extents become template arguments: keep them in int range.
@@ -140,6 +145,18 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
         before[a] = span / 2;
         after[a] = span - before[a];
         break;
+    }
+    // PyTorch's rules (F.pad): a reflection does not repeat the edge, so it reaches extent - 1
+    // positions; a wrap must not go around more than once. The kernels' index maps rely on both.
+    for (const auto& [side, amount] : {std::pair<const char*, int64_t>{"before", before[a]}, {"after", after[a]}}) {
+      if (mode == PaddingMode::Reflect && amount >= in[a]) {
+        return invalid(fmt::format("padding {} {} = {}: padding_mode='reflect' needs padding < the input extent {} = {}",
+                                   side, kAxis[a], amount, kExtent[a], in[a]));
+      }
+      if (mode == PaddingMode::Circular && amount > in[a]) {
+        return invalid(fmt::format("padding {} {} = {}: padding_mode='circular' needs padding <= the input extent {} = {}",
+                                   side, kAxis[a], amount, kExtent[a], in[a]));
+      }
     }
     int64_t padded = 0;
     if (!checked_add(in[a], before[a], &padded) || !checked_add(padded, after[a], &padded)) {

@@ -39,6 +39,7 @@ std::string traits_struct(const SpecKey& k, const std::string& name) {
   if (uses & kUsesStrides) {
     constant("sd", k.sd), constant("sh", k.sh), constant("sw", k.sw);
     constant("dd", k.dd), constant("dh", k.dh), constant("dw", k.dw);
+    constant("pad_mode", static_cast<int>(k.padding_mode));  // common/padding.cuh numbers them as the enum
   }
   for (size_t i = 0; i < k.kernel->fields.size(); ++i) constant(k.kernel->fields[i].name, k.config[i]);
   return s + "};\n";

@@ -46,7 +46,7 @@ int32_t SpecKey::field(const char* name) const {
 
 bool SpecKey::operator==(const SpecKey& o) const noexcept {
   return kernel == o.kernel && dtype == o.dtype && layout == o.layout && precision == o.precision &&
-         epilogue == o.epilogue && c_per_group == o.c_per_group && kd == o.kd && kh == o.kh && kw == o.kw &&
+         epilogue == o.epilogue && padding_mode == o.padding_mode && c_per_group == o.c_per_group && kd == o.kd && kh == o.kh && kw == o.kw &&
          sd == o.sd && sh == o.sh && sw == o.sw && dd == o.dd && dh == o.dh && dw == o.dw &&
          std::memcmp(config, o.config, sizeof(config)) == 0;
 }
@@ -61,7 +61,7 @@ size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
   mix(reinterpret_cast<uintptr_t>(k.kernel));
   mix(static_cast<uint64_t>(k.dtype) | static_cast<uint64_t>(k.layout) << 8 | static_cast<uint64_t>(k.precision) << 16 |
       static_cast<uint64_t>(k.epilogue.activation) << 24 | static_cast<uint64_t>(k.epilogue.residual) << 32 |
-      static_cast<uint64_t>(k.epilogue.scaled) << 33);
+      static_cast<uint64_t>(k.epilogue.scaled) << 33 | static_cast<uint64_t>(k.padding_mode) << 40);
   for (int32_t f : {k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw}) mix(static_cast<uint32_t>(f));
   for (int32_t f : k.config) mix(static_cast<uint32_t>(f));
   return static_cast<size_t>(h);
@@ -74,7 +74,10 @@ std::string canonical_text(const SpecKey& k) {
   if (uses & kUsesClass) text += fmt::format(" class={}", to_string(k.precision));
   if (uses & kUsesEpilogue) text += fmt::format(" epi={}", to_string(k.epilogue));
   if (uses & kUsesKernelExtents) text += fmt::format(" cg={} k={}x{}x{}", k.c_per_group, k.kd, k.kh, k.kw);
-  if (uses & kUsesStrides) text += fmt::format(" s={}x{}x{} d={}x{}x{}", k.sd, k.sh, k.sw, k.dd, k.dh, k.dw);
+  if (uses & kUsesStrides) {
+    text += fmt::format(" s={}x{}x{} d={}x{}x{}", k.sd, k.sh, k.sw, k.dd, k.dh, k.dw);
+    if (k.padding_mode != PaddingMode::Zeros) text += fmt::format(" pad={}", padding_mode_name(k.padding_mode));
+  }
   for (size_t i = 0; i < k.kernel->fields.size(); ++i) text += fmt::format(" {}={}", k.kernel->fields[i].name, k.config[i]);
   return text;
 }
@@ -95,7 +98,7 @@ std::string readable_key(std::string_view key_text) {
     if (end == std::string_view::npos) end = fields.size();
     const std::string_view word = fields.substr(start, end - start);
     start = end + 1;
-    static constexpr std::string_view kShown[] = {"class=", "epi=", "cg=", "k=", "s=", "d="};
+    static constexpr std::string_view kShown[] = {"class=", "epi=", "cg=", "k=", "s=", "d=", "pad="};
     const bool shown = std::any_of(std::begin(kShown), std::end(kShown),
                                    [&](std::string_view prefix) { return word.rfind(prefix, 0) == 0; });
     if (index < 2 || shown) kept.push_back(word);  // the kernel's name and element type come first

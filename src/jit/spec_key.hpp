@@ -44,7 +44,7 @@ struct FieldInfo {
 /// its text): shape-generic helpers carry none.
 enum KeyUses : unsigned {
   kUsesKernelExtents = 1,  // cg, kd, kh, kw
-  kUsesStrides = 2,        // sd, sh, sw, dd, dh, dw
+  kUsesStrides = 2,        // sd, sh, sw, dd, dh, dw and the padding mode
   kUsesClass = 4,          // the accuracy class
   kUsesEpilogue = 8,
   kUsesConvolution = kUsesKernelExtents | kUsesStrides | kUsesClass | kUsesEpilogue,
@@ -68,6 +68,7 @@ struct SpecKey {
   Layout layout = Layout::NCDHW;
   Precision precision = Precision::Fp32;
   EpilogueKind epilogue{};
+  PaddingMode padding_mode = PaddingMode::Zeros;  // with the strides (kUsesStrides)
   int32_t c_per_group = 0;
   int32_t kd = 0, kh = 0, kw = 0;
   int32_t sd = 0, sh = 0, sw = 0;
@@ -93,7 +94,8 @@ const char* to_string(Precision p) noexcept;
 std::string to_string(EpilogueKind e);
 
 /// One line naming every field the kernel uses:
-/// "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 ...".
+/// "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 ...";
+/// a padding mode other than zeros follows the dilation ("d=1x1x1 pad=replicate").
 std::string canonical_text(const SpecKey& key);
 
 /// Version of the key text layout below; bump when it changes meaning.

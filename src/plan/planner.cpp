@@ -23,6 +23,7 @@ ConvParams make_params(const Problem& prob) {
   p.pad_d = static_cast<int>(prob.pad.before.d);
   p.pad_h = static_cast<int>(prob.pad.before.h);
   p.pad_w = static_cast<int>(prob.pad.before.w);
+  p.pad_mode = static_cast<int>(prob.desc.padding_mode);
   p.has_bias = d.bias ? 1 : 0;
   const Epilogue& e = d.epilogue;
   p.alpha = e.alpha;
@@ -54,6 +55,7 @@ SpecKey shape_key(const Problem& prob, const KernelDef& def) {
     k.sw = static_cast<int32_t>(d.stride.w);
     k.dd = static_cast<int32_t>(d.dilation.d), k.dh = static_cast<int32_t>(d.dilation.h);
     k.dw = static_cast<int32_t>(d.dilation.w);
+    k.padding_mode = d.padding_mode;
   }
   return k;
 }

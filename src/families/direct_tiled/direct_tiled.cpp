@@ -23,7 +23,7 @@ const ConfigTable<TiledConfig, 7> kTable{{{
     {{"wr", FieldRole::Chosen, "output rows a warp: 1, 2, 4, 8, 16 or 32"}, &TiledConfig::wr},
     {{"cc", FieldRole::Chosen, "input channels a chunk of resident weights (capped at C/groups)"}, &TiledConfig::cc},
     {{"tw", FieldRole::Chosen, "outputs along W a thread: 4 or 8"}, &TiledConfig::tw},
-    {{"v", FieldRole::Optional, "floats a copy of the input tile: 4 (16-byte, W and padding[W] multiples of 4; "
+    {{"v", FieldRole::Optional, "floats a copy of the input tile: 4 (16-byte, W and padding[W] multiples of 4, zero padding; "
                                 "the default there) or 1"}, &TiledConfig::v},
     {{"p", FieldRole::Optional, "teams sharing one copy of resident weights: 1 or 2 (one chunk, P x WK x WS "
                                 "<= 16 warps; default 2 where they fit)"}, &TiledConfig::p},
@@ -33,7 +33,11 @@ constexpr int kTiledMaxThreads = 512;  // 128 registers a thread (the 2-block la
 
 // 16-byte copies of the kernel's input rows need every row and tile start 16-byte aligned given an
 // aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4).
-int tiled_copy_width(const Problem& prob) { return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 ? 4 : 1; }
+// 16-byte copies need aligned rows and tile starts, and a float4 wholly inside or outside the
+// input: zero padding (other modes map each position, common/padding.cuh).
+int tiled_copy_width(const Problem& prob) {
+  return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 && prob.desc.padding_mode == PaddingMode::Zeros ? 4 : 1;
+}
 
 TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw, int teams) {
   const Conv3dDesc& d = prob.desc;
