@@ -89,28 +89,30 @@ def _current_stream(input):
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, out=None, stream=None,
-           precision="fp32", engine=None, residual=None, activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0,
-           clamp_max=6.0, gamma=1.0, beta=1.0):
+           precision="fp32", engine=None, padding_mode="zeros", residual=None, activation="identity", alpha=1.0,
+           slope=0.01, clamp_min=0.0, clamp_max=6.0, gamma=1.0, beta=1.0):
     """F.conv3d on CUDA arrays of any DLPack framework, through conv3djit, with what follows it fused
     into the kernel's store: out = act(alpha * conv + bias) * gamma + beta * residual.
 
     input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (or None), residual (or None)
     of the output's shape: contiguous float32 arrays on one CUDA device. The result goes into `out`
     (N x K x OD x OH x OW; allocated for PyTorch and CuPy inputs when None; it may be the residual
-    itself) and is returned. activation: 'identity', 'relu', 'leaky_relu' (slope), 'gelu', 'gelu_tanh',
-    'silu', 'sigmoid', 'tanh', 'hardswish' or 'clamp' (clamp_min, clamp_max). Runs asynchronously on
-    `stream` (an int handle or a stream object; None: the current stream of the input's framework,
-    else the legacy default stream). precision: 'fp32' (default) or 'tf32'. A wrong call raises and
-    writes nothing. For autograd and torch.compile use conv3djit.torch.conv3d.
+    itself) and is returned. padding_mode: what the padding reads, as nn.Conv3d's ('zeros',
+    'reflect', 'replicate', 'circular'), mapped in the kernel's loads: no padded copy. activation:
+    'identity', 'relu', 'leaky_relu' (slope), 'gelu', 'gelu_tanh', 'silu', 'sigmoid', 'tanh',
+    'hardswish' or 'clamp' (clamp_min, clamp_max). Runs asynchronously on `stream` (an int handle or
+    a stream object; None: the current stream of the input's framework, else the legacy default
+    stream). precision: 'fp32' (default) or 'tf32'. A wrong call raises and writes nothing. For
+    autograd and torch.compile use conv3djit.torch.conv3d.
     """
     in_shape = _shape(input, "input")
     w_shape = _shape(weight, "weight")
     if len(w_shape) != 5:
         raise InvalidArgument(f"weight: shape {w_shape}: expected 5 dims (K, C / groups, KD, KH, KW)")
     desc = _ext.Conv3dDesc(in_shape, w_shape[0], w_shape[2:], stride, padding, dilation, groups,
-                           bias is not None, precision, activation=activation, alpha=alpha, slope=slope,
-                           clamp_min=clamp_min, clamp_max=clamp_max, gamma=gamma, residual=residual is not None,
-                           beta=beta)
+                           bias is not None, precision, padding_mode=padding_mode, activation=activation,
+                           alpha=alpha, slope=slope, clamp_min=clamp_min, clamp_max=clamp_max, gamma=gamma,
+                           residual=residual is not None, beta=beta)
     if out is None:
         out = _new_output(input, desc.output_shape)
     if stream is None:

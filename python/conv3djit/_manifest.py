@@ -1,8 +1,9 @@
 """Manifests: the JSON-lines shape lists `conv3djit precompile --manifest` reads (tools/manifest.cpp),
-one convolution per line with the keys input, out_channels, kernel and optional stride, padding,
-dilation, groups, bias, precision, the epilogue's activation, slope, clamp_min, clamp_max, alpha,
-gamma, residual, beta, and name. Written by conv3djit.torch's warm-up, read here and by the CLI, so
-a deployment precompiles exactly the layers its model runs."""
+one convolution per line with the keys input, out_channels, kernel and optional stride, padding
+(or padding_before and padding_after), padding_mode, dilation, groups, bias, precision, the
+epilogue's activation, slope, clamp_min, clamp_max, alpha, gamma, residual, beta, and name. Written
+by conv3djit.torch's warm-up, read here and by the CLI, so a deployment precompiles exactly the
+layers its model runs."""
 import json
 
 from . import _ext
@@ -12,8 +13,8 @@ from ._errors import InvalidArgument
 _EPILOGUE = {"activation": "identity", "slope": 0.01, "clamp_min": 0.0, "clamp_max": 6.0, "alpha": 1.0, "gamma": 1.0,
              "residual": False, "beta": 1.0}
 
-_KEYS = ("input", "out_channels", "kernel", "stride", "padding", "padding_before", "padding_after", "dilation",
-         "groups", "bias", "precision", *_EPILOGUE, "name")
+_KEYS = ("input", "out_channels", "kernel", "stride", "padding", "padding_before", "padding_after", "padding_mode",
+         "dilation", "groups", "bias", "precision", *_EPILOGUE, "name")
 
 
 def manifest_line(desc, name=None):
@@ -26,6 +27,8 @@ def manifest_line(desc, name=None):
     if desc.padding_before is not None:  # per side, as F.pad gives it
         del line["padding"]
         line["padding_before"], line["padding_after"] = list(desc.padding_before), list(desc.padding_after)
+    if desc.padding_mode != "zeros":
+        line["padding_mode"] = desc.padding_mode
     for key, plain in _EPILOGUE.items():
         value = getattr(desc, key)
         if value != plain:
@@ -56,6 +59,9 @@ def _desc_of_line(line):
     for key in ("input", "out_channels", "kernel"):
         if key not in line:
             raise InvalidArgument(f"key '{key}': missing")
+    padding_mode = line.get("padding_mode", "zeros")
+    if not isinstance(padding_mode, str):
+        raise InvalidArgument(f"key 'padding_mode': expected a string, got {json.dumps(padding_mode)}")
     epilogue = {key: line.get(key, plain) for key, plain in _EPILOGUE.items()}
     for key, value in epilogue.items():
         # The CLI's types: a string, true or false, numbers (JSON's true is no number here).
@@ -67,7 +73,7 @@ def _desc_of_line(line):
                            line.get("padding", 0), line.get("dilation", 1), line.get("groups", 1),
                            bool(line.get("bias", False)), line.get("precision", "fp32"),
                            padding_before=line.get("padding_before"), padding_after=line.get("padding_after"),
-                           **epilogue)
+                           padding_mode=padding_mode, **epilogue)
 
 
 def read_manifest(path):

@@ -1,5 +1,5 @@
 // Conv3dDesc for Python: nn.Conv3d's argument conventions (an int or three ints, 'same' / 'valid',
-// names for the accuracy class, element type, layout and activation) and the epilogue's keyword
+// names for the accuracy class, element type, layout, padding mode and activation) and the epilogue's keyword
 // arguments parsed into the C++ description, with errors that name the field and the value.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
@@ -115,6 +115,15 @@ Activation activation_of(const std::string& name) {
   invalid(fmt::format("activation = '{}': expected one of {}", name, activation_names()));
 }
 
+PaddingMode padding_mode_of(const std::string& name) {
+  if (std::optional<PaddingMode> m = parse_padding_mode(name)) return *m;
+  std::string names;
+  for (int m = 0; m <= static_cast<int>(PaddingMode::Circular); ++m) {
+    names += fmt::format("{}'{}'", m ? ", " : "", padding_mode_name(static_cast<PaddingMode>(m)));
+  }
+  invalid(fmt::format("padding_mode = '{}': expected one of {}", name, names));
+}
+
 // The shortest decimal that reads back as the same float: slope=0.2 reads 0.2, not
 // 0.20000000298023224, in properties, repr and manifests.
 double scalar_value(float v) { return std::strtod(fmt::format("{}", v).c_str(), nullptr); }
@@ -141,7 +150,8 @@ nb::object side_value(const Padding& p, bool before) {
 Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
                      nb::handle padding, nb::handle dilation, nb::handle groups, bool bias,
                      const std::string& precision, const std::string& dtype, const std::string& layout,
-                     nb::handle padding_before, nb::handle padding_after, const Epilogue& epilogue) {
+                     nb::handle padding_before, nb::handle padding_after, const std::string& padding_mode,
+                     const Epilogue& epilogue) {
   Conv3dDesc d;
   auto shape = ints_of(input, 5);
   if (!shape) invalid(fmt::format("input_shape = {}: expected 5 ints (N, C, D, H, W)", repr_text(input)));
@@ -162,6 +172,7 @@ Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kerne
     d.padding = Padding::per_side(padding_before.is_none() ? Dims3(0) : dims3_of(padding_before, "padding_before"),
                                   padding_after.is_none() ? Dims3(0) : dims3_of(padding_after, "padding_after"));
   }
+  d.padding_mode = padding_mode_of(padding_mode);
   d.dilation = dims3_of(dilation, "dilation");
   auto g = index_of(groups);
   if (!g) invalid(fmt::format("groups = {}: expected an int", repr_text(groups)));
@@ -177,7 +188,7 @@ Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kerne
 // Every field, for equality and hashing (descriptions key caches in Python).
 nb::tuple fields_of(const Conv3dDesc& d) {
   return nb::make_tuple(d.n, d.c, d.d, d.h, d.w, d.k, tuple_of(d.kernel), tuple_of(d.stride), padding_value(d.padding),
-                        side_value(d.padding, true), side_value(d.padding, false),
+                        side_value(d.padding, true), side_value(d.padding, false), padding_mode_name(d.padding_mode),
                         tuple_of(d.dilation), d.groups, d.bias, precision_name(d.precision),
                         static_cast<int>(d.dtype), static_cast<int>(d.layout),
                         activation_name(d.epilogue.activation), d.epilogue.alpha, d.epilogue.slope,
@@ -199,11 +210,15 @@ std::string epilogue_repr(const Epilogue& e) {
 }
 
 std::string desc_repr(const Conv3dDesc& d) {
-  const std::string pad =
+  std::string pad =
       d.padding.mode == Padding::Mode::PerSide
           ? fmt::format("padding_before={}, padding_after={}", repr_text(side_value(d.padding, true)),
                         repr_text(side_value(d.padding, false)))
           : "padding=" + repr_text(padding_value(d.padding));
+  // Only where it is not zeros: a zero-padded description's repr stays as it was.
+  if (d.padding_mode != PaddingMode::Zeros) {
+    pad += fmt::format(", padding_mode='{}'", padding_mode_name(d.padding_mode));
+  }
   return fmt::format(
       "Conv3dDesc(input_shape=({}, {}, {}, {}, {}), out_channels={}, kernel_size=({}, {}, {}), stride=({}, {}, {}), "
       "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}'{})",
@@ -236,27 +251,31 @@ void bind_desc(nb::module_& m) {
   const Epilogue plain;
   nb::class_<Conv3dDesc> cls(m, "Conv3dDesc",
                              "One convolution with nn.Conv3d's semantics: what nn.Conv3d(C, out_channels, "
-                             "kernel_size, stride, padding, dilation, groups, bias) applied to an N x C x D x H x W "
-                             "input means, and what its store does with each output (the epilogue). Immutable and "
-                             "hashable.");
+                             "kernel_size, stride, padding, dilation, groups, bias, padding_mode) applied to an "
+                             "N x C x D x H x W input means, and what its store does with each output (the "
+                             "epilogue). Immutable and hashable.");
   cls.def("__init__",
           [](Conv3dDesc* self, nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
              nb::handle padding, nb::handle dilation, nb::handle groups, bool bias, const std::string& precision,
              const std::string& dtype, const std::string& layout, nb::handle padding_before,
-             nb::handle padding_after, const std::string& activation, float alpha, float slope, float clamp_min,
-             float clamp_max, float gamma, bool residual, float beta) {
+             nb::handle padding_after, const std::string& padding_mode, const std::string& activation, float alpha,
+             float slope, float clamp_min, float clamp_max, float gamma, bool residual, float beta) {
             const Epilogue e{activation_of(activation), alpha, slope, clamp_min, clamp_max, gamma, residual, beta};
             new (self) Conv3dDesc(make_desc(input, out_channels, kernel_size, stride, padding, dilation, groups,
-                                            bias, precision, dtype, layout, padding_before, padding_after, e));
+                                            bias, precision, dtype, layout, padding_before, padding_after,
+                                            padding_mode, e));
           },
           "input_shape"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
           "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw",
           nb::kw_only(), "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none(),
-          "activation"_a = "identity", "alpha"_a = scalar_value(plain.alpha), "slope"_a = scalar_value(plain.slope),
-          "clamp_min"_a = scalar_value(plain.clamp_min), "clamp_max"_a = scalar_value(plain.clamp_max),
-          "gamma"_a = scalar_value(plain.gamma), "residual"_a = false, "beta"_a = scalar_value(plain.beta),
-          "The epilogue (out = act(alpha * conv + bias) * gamma + beta * residual) is keyword-only: activation "
-          "(any case), the scalars, and residual, whether a residual array of the output's shape is added.")
+          "padding_mode"_a = "zeros", "activation"_a = "identity", "alpha"_a = scalar_value(plain.alpha),
+          "slope"_a = scalar_value(plain.slope), "clamp_min"_a = scalar_value(plain.clamp_min),
+          "clamp_max"_a = scalar_value(plain.clamp_max), "gamma"_a = scalar_value(plain.gamma), "residual"_a = false,
+          "beta"_a = scalar_value(plain.beta),
+          "padding_mode (keyword-only, any case) is what the padding reads, as nn.Conv3d's: 'zeros', 'reflect', "
+          "'replicate' or 'circular'. The epilogue (out = act(alpha * conv + bias) * gamma + beta * residual) is "
+          "keyword-only too: activation (any case), the scalars, and residual, whether a residual array of the "
+          "output's shape is added.")
       .def_prop_ro("input_shape", [](const Conv3dDesc& d) { return nb::make_tuple(d.n, d.c, d.d, d.h, d.w); })
       .def_prop_ro("in_channels", [](const Conv3dDesc& d) { return d.c; })
       .def_prop_ro("out_channels", [](const Conv3dDesc& d) { return d.k; })
@@ -267,6 +286,8 @@ void bind_desc(nb::module_& m) {
       .def_prop_ro("padding_before", [](const Conv3dDesc& d) { return side_value(d.padding, true); },
                    "Per-side padding before each axis (D, H, W), as F.pad takes it; None otherwise.")
       .def_prop_ro("padding_after", [](const Conv3dDesc& d) { return side_value(d.padding, false); })
+      .def_prop_ro("padding_mode", [](const Conv3dDesc& d) { return padding_mode_name(d.padding_mode); },
+                   "What the padding reads: 'zeros', 'reflect', 'replicate' or 'circular' (nn.Conv3d's names).")
       .def_prop_ro("dilation", [](const Conv3dDesc& d) { return tuple_of(d.dilation); })
       .def_ro("groups", &Conv3dDesc::groups)
       .def_ro("bias", &Conv3dDesc::bias)

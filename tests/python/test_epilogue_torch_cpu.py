@@ -1,7 +1,8 @@
 """conv3djit.torch's epilogue without a GPU: the arguments that reach the op, the fake
 implementation's residual, torch.compile(fullgraph=True) tracing of the fused op (no gradients)
 and of the composed form (gradients), and, with the op's implementation run by the C++ CPU
-reference, the fused and composed results and the composed form's gradients against PyTorch."""
+reference (conftest's cpu_kernel), the fused and composed results and the composed form's
+gradients against PyTorch."""
 import pytest
 
 from conftest import needs_torch
@@ -54,24 +55,6 @@ def _expected(x, w, b, r, name, s):
 
 def _rel_l2(got, ref):
     return ((got.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
-@pytest.fixture
-def cpu_kernel(monkeypatch):
-    """The op's implementation on CPU tensors: the description conv3djit.torch builds for the call,
-    run by the C++ float64 reference (the GPU kernels' oracle, epilogue included)."""
-    calls = []
-
-    def launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue):
-        desc = _op._desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
-                         epilogue)
-        calls.append(desc)
-        host = [None if t is None else t.detach().float().contiguous().numpy() for t in (input, weight, bias, residual)]
-        out = conv3djit.reference_conv3d(desc, *host[:3], residual=host[3])
-        return torch.from_numpy(out).to(input.dtype)
-
-    monkeypatch.setattr(_op, "_launch", launch)
-    return calls
 
 
 def test_epilogue_arguments_reach_the_op(monkeypatch):

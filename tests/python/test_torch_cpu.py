@@ -110,7 +110,7 @@ def test_backward_formula_matches_autograd(case):
     kind, amounts = (padding, [0, 0, 0]) if isinstance(padding, str) else ("explicit", _op._triple(padding, "p"))
     ctx = _Ctx([True, True, b is not None])
     inputs = (x, w, b, _op._triple(stride, "s"), amounts, kind, _op._triple(dilation, "d"), groups, "fp32", None,
-              *PLAIN_EPILOGUE)
+              *PLAIN_EPILOGUE, "zeros")
     _op._setup_context(ctx, inputs, None)
     gx, gw, gb, *rest = _op._backward(ctx, grad_out)
     torch.testing.assert_close(gx, xs.grad)
@@ -200,7 +200,7 @@ def test_dispatcher_only_where_needed(monkeypatch):
     with torch.no_grad():
         assert ct.conv3d(x, w, precision="fp32") == "direct"  # a plain inference call
     assert len(calls) == 1 and calls[0][3:] == ([1, 1, 1], [0, 0, 0], "explicit", [1, 1, 1], 1, "fp32", None,
-                                                PLAIN_EPILOGUE)
+                                                PLAIN_EPILOGUE, "zeros")
     assert not _op._direct(x, w, None)  # the weight requires grad
     assert _op._direct(x, w.detach(), None)
     r = torch.empty(1, 2, 4, 4, 4, device="meta")

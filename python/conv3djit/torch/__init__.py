@@ -1,10 +1,10 @@
 """conv3djit for PyTorch (import it where torch is installed).
 
-- conv3d(input, weight, bias, stride, padding, dilation, groups, precision=None, activation=...,
-  residual=..., ...): F.conv3d through the custom op torch.ops.conv3djit.conv3d (fake implementation
-  for torch.compile, autograd through PyTorch's convolution backward, current stream, CUDA-graph
-  capturable), with an epilogue act(alpha * conv + bias) * gamma + beta * residual fused into the
-  kernel when no gradient is needed.
+- conv3d(input, weight, bias, stride, padding, dilation, groups, precision=None, padding_mode='zeros',
+  activation=..., residual=..., ...): F.conv3d through the custom op torch.ops.conv3djit.conv3d (fake
+  implementation for torch.compile, autograd through PyTorch's convolution backward, current stream,
+  CUDA-graph capturable), with nn.Conv3d's padding modes in the kernel's loads and an epilogue
+  act(alpha * conv + bias) * gamma + beta * residual fused into its store when no gradient is needed.
 - Conv3d: the nn.Conv3d drop-in; convert(model): swaps it in, returns a ConversionReport.
 - record_shapes(model) / warmup(model, *inputs, manifest=path): the manifest of what ran.
 """

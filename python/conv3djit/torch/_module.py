@@ -2,7 +2,6 @@
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ._op import conv3d, precision_of
@@ -21,9 +20,10 @@ class Conv3d(nn.Conv3d):
 
     Same constructor (plus the keyword `precision`: 'fp32', 'tf32', or None to follow
     torch.backends.cudnn.allow_tf32), same parameters and state_dict, so checkpoints load either
-    way. padding_mode 'zeros' is conv3djit's padding; 'reflect', 'replicate' and 'circular' pad
-    with F.pad as nn.Conv3d does, then convolve through conv3djit. Calls conv3djit does not serve
-    (CPU, other dtypes, autocast to fp16/bf16) run nn.Conv3d's forward. The backward is PyTorch's.
+    way. Every padding_mode ('zeros', 'reflect', 'replicate', 'circular') is conv3djit's own,
+    applied in the kernel's loads without the padded copy nn.Conv3d makes (except when autograd
+    records the call: see conv3djit.torch.conv3d). Calls conv3djit does not serve (CPU, other
+    dtypes, autocast to fp16/bf16) run nn.Conv3d's forward. The backward is PyTorch's.
     """
 
     def __init__(self, *args, precision=None, **kwargs):
@@ -40,12 +40,9 @@ class Conv3d(nn.Conv3d):
         unbatched = input.dim() == 4  # nn.Conv3d takes C x D x H x W too
         if unbatched:
             input = input.unsqueeze(0)
-        padding = self.padding
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            padding = 0
-        out = conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups,
-                     precision=self.precision)
+        # nn.Conv3d pads by _reversed_padding_repeated_twice, which splits 'same' as conv3djit does.
+        out = conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+                     precision=self.precision, padding_mode=self.padding_mode)
         return out.squeeze(0) if unbatched else out
 
 

@@ -1,9 +1,10 @@
 """The conv3djit::conv3d custom op: its CUDA implementation (conv3djit on PyTorch's current stream,
-with the epilogue out = act(alpha * conv + bias) * gamma + beta * residual in the kernel's store),
-its fake implementation (shapes only: torch.compile traces through it) and its autograd formula
-(PyTorch's own convolution backward, for the plain convolution). conv3d() runs the fused kernel
-when no gradient is needed, and otherwise the plain convolution followed by the epilogue as
-PyTorch's ops, which autograd differentiates."""
+with the padding mode in the kernel's loads and the epilogue out = act(alpha * conv + bias) * gamma
++ beta * residual in its store), its fake implementation (shapes only: torch.compile traces through
+it) and its autograd formula (PyTorch's own convolution backward, for the zero-padded plain
+convolution). conv3d() runs the one kernel when no gradient is needed, and otherwise what autograd
+can differentiate: F.pad for a padding mode other than zeros, the plain convolution, then the
+epilogue as PyTorch's ops."""
 from typing import Optional, Sequence
 
 import torch
@@ -64,6 +65,19 @@ def _check_tensor(name, t, input):
         raise InvalidArgument(f"{name}: dtype {t.dtype}, but input is {input.dtype}")
 
 
+# nn.Conv3d's padding modes; the others are F.pad's mode of the same name.
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _padding_mode_of(padding_mode):
+    """conv3djit's name of a padding mode, given in any case; InvalidArgument for an unknown one."""
+    name = padding_mode.lower() if isinstance(padding_mode, str) else padding_mode
+    if name not in _PADDING_MODES:
+        names = ", ".join(map(repr, _PADDING_MODES))
+        raise InvalidArgument(f"padding_mode = {padding_mode!r}: expected one of {names}")
+    return name
+
+
 def _activation_of(activation):
     """conv3djit's name of an activation, given in any case; InvalidArgument for an unknown one."""
     name = activation.lower() if isinstance(activation, str) else activation
@@ -72,9 +86,11 @@ def _activation_of(activation):
     return name
 
 
-def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue):
+def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
+          padding_mode):
     key = (input.shape, weight.shape, None if bias is None else bias.shape, tuple(stride), tuple(padding),
-           padding_kind, tuple(dilation), groups, precision, None if residual is None else residual.shape, epilogue)
+           padding_kind, tuple(dilation), groups, precision, None if residual is None else residual.shape, epilogue,
+           padding_mode)
     desc = _descs.get(key)
     if desc is not None:
         return desc
@@ -84,7 +100,7 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
         raise InvalidArgument(f"weight: shape {tuple(weight.shape)}: expected 5 dims (K, C / groups, KD, KH, KW)")
     desc = _ext.Conv3dDesc(tuple(input.shape), weight.shape[0], tuple(weight.shape[2:]), stride,
                            padding if padding_kind == "explicit" else padding_kind, dilation, groups,
-                           bias is not None, precision, residual=residual is not None,
+                           bias is not None, precision, padding_mode=padding_mode, residual=residual is not None,
                            **dict(zip(_EPILOGUE_ARGS, epilogue)))
     valid = _ext.validate(desc)
     if not valid:
@@ -102,7 +118,8 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
     return desc
 
 
-def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue):
+def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
+            padding_mode):
     """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream."""
     if not input.is_cuda:
         raise Unsupported(f"input: on {input.device}: conv3djit runs on CUDA tensors")
@@ -113,7 +130,8 @@ def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups
         _check_tensor("bias", bias, input)
     if residual is not None:
         _check_tensor("residual", residual, input)
-    desc = _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue)
+    desc = _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
+                 padding_mode)
     # Any strides are accepted: a tensor that is not contiguous NCDHW (channels_last_3d, a slice)
     # is copied into one first.
     input, weight = input.contiguous(), weight.contiguous()
@@ -134,11 +152,12 @@ def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
               padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int, precision: str,
               residual: Optional[torch.Tensor] = None, activation: str = "identity", alpha: float = 1.0,
               slope: float = 0.01, clamp_min: float = 0.0, clamp_max: float = 6.0, gamma: float = 1.0,
-              beta: float = 1.0) -> torch.Tensor:
+              beta: float = 1.0, padding_mode: str = "zeros") -> torch.Tensor:
     """conv3djit's convolution and epilogue. padding_kind 'explicit' uses `padding`; 'same' and 'valid'
-    ignore it. activation is conv3djit's name of it (lower case)."""
+    ignore it. activation and padding_mode are conv3djit's names of them (lower case). padding_mode
+    comes last so that calls written before it existed keep their meaning."""
     return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
-                   (activation, alpha, slope, clamp_min, clamp_max, gamma, beta))
+                   (activation, alpha, slope, clamp_min, clamp_max, gamma, beta), padding_mode)
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -176,7 +195,7 @@ def _padding_sides(weight, padding, padding_kind, dilation):
 
 
 @conv3d_op.register_fake
-def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual=None, *epilogue):
+def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual=None, *rest):
     torch._check(input.dim() == 5, lambda: f"input: expected 5 dims, got {input.dim()}")
     torch._check(weight.dim() == 5, lambda: f"weight: expected 5 dims, got {weight.dim()}")
     sides = _padding_sides(weight, padding, padding_kind, dilation)
@@ -200,10 +219,13 @@ def _plain_epilogue(residual, epilogue):
 
 
 def _setup_context(ctx, inputs, output):
-    input, weight, bias, stride, padding, padding_kind, dilation, groups, _, residual, *epilogue = inputs
+    input, weight, bias, stride, padding, padding_kind, dilation, groups, _, residual, *epilogue, padding_mode = inputs
     if not _plain_epilogue(residual, epilogue):
         raise Unsupported("conv3djit::conv3d: no backward through a fused epilogue; conv3djit.torch.conv3d runs the "
                           "epilogue as PyTorch's ops when gradients are needed")
+    if padding_mode != "zeros":
+        raise Unsupported(f"conv3djit::conv3d: no backward through padding_mode = '{padding_mode}'; "
+                          "conv3djit.torch.conv3d pads with F.pad when gradients are needed")
     ctx.save_for_backward(input, weight)
     ctx.has_bias = bias is not None
     ctx.conv = (list(stride), list(padding), padding_kind, list(dilation), groups)
@@ -225,8 +247,9 @@ def _backward(ctx, grad_out):
         [0, 0, 0], groups, mask)
     if grad_input is not None and any(extra):
         grad_input = grad_input[:, :, :input.shape[2], :input.shape[3], :input.shape[4]]
-    # Nothing for the op's other arguments: six of the convolution, the residual and seven of the epilogue.
-    return (grad_input, grad_weight, grad_bias) + (None,) * 14
+    # Nothing for the op's other arguments: six of the convolution, the residual, seven of the epilogue and
+    # the padding mode.
+    return (grad_input, grad_weight, grad_bias) + (None,) * 15
 
 
 conv3d_op.register_autograd(_backward, setup_context=_setup_context)
@@ -264,14 +287,28 @@ def _composed(conv, residual, epilogue):
     return _epilogue_ops(y, None if alpha == 1 else bias, residual, *epilogue)
 
 
+def _padded(conv, padding_mode):
+    """The call with its input padded by F.pad in `padding_mode` and the convolution unpadded: what
+    nn.Conv3d runs for that mode, and what autograd differentiates."""
+    input, weight, bias, stride, padding, padding_kind, dilation, *rest = conv
+    sides = _padding_sides(weight, padding, padding_kind, dilation)
+    pads = [amount for side in reversed(sides) for amount in side]  # F.pad's order: W first
+    return (F.pad(input, pads, mode=padding_mode), weight, bias, stride, [0, 0, 0], "explicit", dilation, *rest)
+
+
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision=None,
-           activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0, clamp_max=6.0, gamma=1.0, residual=None,
-           beta=1.0):
+           padding_mode="zeros", activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0, clamp_max=6.0,
+           gamma=1.0, residual=None, beta=1.0):
     """torch.nn.functional.conv3d through conv3djit: the same arguments and result, differentiable,
     traceable by torch.compile, capturable in CUDA graphs once its kernel is loaded. Runs on
     torch.cuda.current_stream(). precision: 'fp32', 'tf32', or None to follow
     torch.backends.cudnn.allow_tf32. Calls that need nothing of the dispatcher (no autograd, no
     tracing) run the op's implementation directly.
+
+    padding_mode: what the padding reads, as nn.Conv3d's: 'zeros', 'reflect' (padding < the input
+    extent), 'replicate' or 'circular' (padding <= the extent), in any case. Without gradients the
+    kernel maps the padded positions in its loads (no padded copy); when autograd records the call
+    it is F.pad in that mode and the unpadded convolution, so the gradients are PyTorch's own.
 
     The epilogue: the result is act(alpha * conv + bias) * gamma + beta * residual, with activation
     'identity', 'relu', 'leaky_relu' (slope), 'gelu', 'gelu_tanh', 'silu', 'sigmoid', 'tanh',
@@ -288,8 +325,14 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             precision_of(precision))
     epilogue = (_activation_of(activation), float(alpha), float(slope), float(clamp_min), float(clamp_max),
                 float(gamma), float(beta))
-    if not _plain_epilogue(residual, epilogue) and _needs_grad(input, weight, bias, residual):
+    mode = _padding_mode_of(padding_mode)
+    needs_grad = _needs_grad(input, weight, bias, residual)
+    if needs_grad and mode != "zeros":
+        if not torch.compiler.is_compiling():  # conv3djit's checks (and messages) before F.pad's
+            _desc(*conv, residual, epilogue, mode)
+        conv, mode = _padded(conv, mode), "zeros"
+    if needs_grad and not _plain_epilogue(residual, epilogue):
         return _composed(conv, residual, epilogue)
     if _direct(input, weight, bias, residual):
-        return _launch(*conv, residual, epilogue)
-    return torch.ops.conv3djit.conv3d.default(*conv, residual, *epilogue)
+        return _launch(*conv, residual, epilogue, mode)
+    return torch.ops.conv3djit.conv3d.default(*conv, residual, *epilogue, mode)
