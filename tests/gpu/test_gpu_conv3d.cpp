@@ -282,6 +282,67 @@ TEST_CASE("every activation, scaling and the residual match the reference in eve
   }
 }
 
+TEST_CASE("every padding mode matches the reference on every family's load path, with every activation") {
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  const PaddingMode modes[] = {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular};
+  const std::vector<Epilogue> epilogues = test::epilogue_cases();
+  // Description i in mode m takes epilogue 3i + m (mod their count): with more descriptions than
+  // epilogues, every (activation, mode) pair runs.
+  size_t i = 0;
+  for (const test::ConfigCase& c : test::padding_mode_cases()) {
+    EngineOptions options;
+    options.kernel_config = c.config;
+    options.disk_cache = false;
+    Engine engine(options);
+    for (Conv3dDesc d : c.descs) {
+      for (size_t m = 0; m < 3; ++m) {
+        d.padding_mode = modes[m];
+        d.epilogue = epilogues[(3 * i + m) % epilogues.size()];
+        if (d.precision == Precision::Tf32) d.epilogue.clamp_min = -3.f, d.epilogue.clamp_max = 4.f;
+        DYNAMIC_SECTION(c.config << " " << describe(d)) {
+          require_pass(test::check_against_reference(engine, d, seeds(), stream));
+        }
+      }
+      ++i;
+    }
+  }
+  REQUIRE(i >= epilogues.size());
+  // The planner's choices: the reference problem replicate-padded as 'same' (HunyuanVideo's
+  // convs pad so), the stem-like, depthwise and pointwise-wide layers in each mode.
+  for (const size_t listed : {size_t{1}, size_t{6}, size_t{9}, size_t{0}}) {
+    for (const PaddingMode mode : modes) {
+      for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+        Conv3dDesc d = listed_descriptions()[listed];
+        if (listed == 1 && mode != PaddingMode::Replicate) continue;
+        if (listed == 1 || listed == 0) d.padding = Padding::same();
+        d.padding_mode = mode;
+        d.precision = precision;
+        DYNAMIC_SECTION("auto " << describe(d)) {
+          require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the GPU oracle's padding modes are the CPU reference's") {
+  cli::make_context_current();
+  cli::Stream stream;
+  for (const PaddingMode mode : {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular}) {
+    Conv3dDesc d = make(2, 5, {6, 7, 9}, 6, {3, 3, 3}, {1, 2, 1}, Padding::per_side({2, 1, 3}, {0, 3, 2}), {2, 1, 2}, 1, true);
+    d.padding_mode = mode;
+    INFO(describe(d));
+    const cli::ProblemData data(d, 3);
+    const std::vector<double> cpu = cli::reference_output(Engine::global(), d, data, stream, false);
+    const std::vector<double> gpu = cli::reference_output(Engine::global(), d, data, stream, true);
+    double worst = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) worst = std::max(worst, std::abs(cpu[i] - gpu[i]));
+    CHECK(worst < 1e-12);
+  }
+}
+
 TEST_CASE("the GPU oracle's epilogue is the CPU reference's") {
   cli::make_context_current();
   cli::Stream stream;

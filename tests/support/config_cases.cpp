@@ -286,6 +286,36 @@ std::vector<ConfigCase> epilogue_store_cases() {
   return out;
 }
 
+std::vector<ConfigCase> padding_mode_cases() {
+  const Padding causal = Padding::per_side({2, 1, 1}, {0, 1, 2});  // before > after, after > before
+  // Reflection's bound: padding 3 along W of 9 columns, 2 along H of 4 rows (extent - 1 ... ).
+  const Padding deep = Padding::per_side({1, 3, 3}, {2, 0, 3});
+  std::vector<ConfigCase> out = {
+      {"generic", {make(1, 3, {5, 4, 9}, 5, {3, 3, 3}, 1, deep, 1, 1, true)}},
+      {"tiled:8,1,4,1,8", {make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, causal, 1, 1, true)}},
+      {"grouped:8,64,2,4,4",
+       {make(1, 12, {6, 9, 13}, 24, {3, 3, 3}, {1, 2, 2}, 1, 1, 12),
+        make(1, 16, {7, 10, 23}, 8, {1, 3, 5}, 1, Dims3{0, 2, 1}, {1, 2, 1}, 4)}},
+      // W % 4 == 0: 16-byte loads inside, element loads at the edges (and the unaligned twin);
+      // W = 30: element loads throughout.
+      {"depthwise:2,16,2,4",
+       {make(2, 16, {6, 11, 24}, 16, {3, 3, 3}, 1, causal, 1, 16, true),
+        make(1, 6, {5, 9, 30}, 6, {2, 2, 7}, 1, Dims3{0, 1, 3}, 1, 6, true)}},
+      {"igemm:128,64", {make(1, 8, {6, 11, 21}, 20, {3, 3, 3}, {1, 2, 2}, deep, 1, 1, true)}},
+      // Single chunk (TMA would serve zeros here), chunks of 4 channels, row tiles, dilation.
+      {"sm90:3,64,64,512", {make(2, 3, {5, 12, 37}, 13, {3, 5, 7}, 1, Padding::same(), 1, 1, true)}},
+      {"sm90:2,64,64,4", {make(1, 7, {5, 12, 17}, 17, {3, 3, 3}, 1, causal, {1, 2, 2})}},
+      {"sm90:4,32,64,3,0,1", {make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, deep, {2, 1, 2})}},
+  };
+  std::vector<ConfigCase> both;
+  for (ConfigCase c : out) {
+    both.push_back(c);
+    for (Conv3dDesc& d : c.descs) d.precision = Precision::Tf32;
+    both.push_back(c);
+  }
+  return both;
+}
+
 std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };

@@ -36,6 +36,11 @@ std::vector<Epilogue> epilogue_cases();
 /// stores, 16-byte and element stores), with the descriptions that reach it, both classes.
 std::vector<ConfigCase> epilogue_store_cases();
 
+/// One forced configuration per input-load path of every family that padding modes other than
+/// zeros take (cp.async staging, element and 16-byte loads, per-element gathers), with
+/// descriptions padded per side and symmetrically within every mode's bounds, in both classes.
+std::vector<ConfigCase> padding_mode_cases();
+
 /// Upper bounds of random_depthwise's draws (lower bounds: 1 image, 2 channels, extent 1, tap 1,
 /// stride 1, padding 0, dilation 1).
 struct DepthwiseRanges {

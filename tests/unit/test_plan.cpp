@@ -807,3 +807,29 @@ TEST_CASE("forced configurations: positional, named and by alias, from one field
     }
   }
 }
+
+TEST_CASE("causal, replicate and reflect padding add no pass and no scratch memory to a plan") {
+  // A video VAE's causal conv (zeros before in time) and replicate- and reflect-padded ones: the
+  // padded plan runs one convolution kernel, after the same weight preparation (scratch of the
+  // same size) as the layer without padding, and copies an aligned input never.
+  for (const PaddingMode mode : {PaddingMode::Zeros, PaddingMode::Replicate, PaddingMode::Reflect}) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      for (const int64_t c : {16, 128}) {
+        Conv3dDesc padded = test::make(1, c, {8, 64, 64}, 128, {3, 3, 3}, 1,
+                                       mode == PaddingMode::Zeros ? Padding::per_side({2, 1, 1}, {0, 1, 1}) : Padding(1));
+        padded.padding_mode = mode;
+        padded.precision = precision;
+        Conv3dDesc unpadded = padded;
+        unpadded.padding = Padding(0);
+        unpadded.padding_mode = PaddingMode::Zeros;
+        const detail::Plan with = plan_for(padded, "sm_90"), without = plan_for(unpadded, "sm_90");
+        INFO(describe(padded) << ": " << detail::canonical_text(with.key));
+        CHECK(kernel(with.key) == kernel(without.key));
+        CHECK(!with.copies_input(true));  // (an input not 16-byte aligned: as without padding)
+        CHECK((!with.copies_input(false) || without.copies_input(false)));
+        REQUIRE(with.prep.has_value() == without.prep.has_value());
+        if (with.prep) CHECK(with.prep->workspace_bytes == without.prep->workspace_bytes);
+      }
+    }
+  }
+}

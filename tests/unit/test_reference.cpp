@@ -36,6 +36,21 @@ std::vector<double> run_reference(const Conv3dDesc& d, const std::vector<float>&
   return out;
 }
 
+// Where padded index i of an axis of n reads (-1: a zero), from the modes' definitions: the
+// input mirrored about its edge elements, the edge repeated, the input repeated.
+int64_t naive_source(PaddingMode mode, int64_t i, int64_t n) {
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+    case PaddingMode::Zeros: return -1;
+    case PaddingMode::Reflect:
+      while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
+      return i;
+    case PaddingMode::Replicate: return i < 0 ? 0 : n - 1;
+    case PaddingMode::Circular: return ((i % n) + n) % n;
+  }
+  return -1;
+}
+
 // nn.Conv3d written out directly: its padding rules, its output-size formula, and one bounds
 // test per tap. Shares nothing with the library beyond the description type.
 std::vector<double> naive_conv3d(const Conv3dDesc& d, const std::vector<float>& in,
@@ -68,13 +83,12 @@ std::vector<double> naive_conv3d(const Conv3dDesc& d, const std::vector<float>& 
                 for (int64_t kd = 0; kd < KD; ++kd)
                   for (int64_t kh = 0; kh < KH; ++kh)
                     for (int64_t kw = 0; kw < KW; ++kw) {
-                      const int64_t id = od * d.stride.d - before[0] + kd * d.dilation.d;
-                      const int64_t ih = oh * d.stride.h - before[1] + kh * d.dilation.h;
-                      const int64_t iw = ow * d.stride.w - before[2] + kw * d.dilation.w;
+                      const PaddingMode m = d.padding_mode;
+                      const int64_t id = naive_source(m, od * d.stride.d - before[0] + kd * d.dilation.d, d.d);
+                      const int64_t ih = naive_source(m, oh * d.stride.h - before[1] + kh * d.dilation.h, d.h);
+                      const int64_t iw = naive_source(m, ow * d.stride.w - before[2] + kw * d.dilation.w, d.w);
                       const int64_t c = g * cg + cc;
-                      if (id < 0 || id >= d.d || ih < 0 || ih >= d.h || iw < 0 || iw >= d.w) {
-                        continue;
-                      }
+                      if (id < 0 || ih < 0 || iw < 0) continue;
                       acc += double{w[(((k * cg + cc) * KD + kd) * KH + kh) * KW + kw]} *
                              in[(((n * d.c + c) * d.d + id) * d.h + ih) * d.w + iw];
                     }
@@ -317,6 +331,58 @@ TEST_CASE("reference: per-side padding is F.pad with zeros, then a valid convolu
   CHECK(resolved_padding(d).after == after);
   require_same(run_reference(d, in, w), run_reference(padded, big, w));
   require_same(run_reference(d, in, w), naive_conv3d(d, in, w, {}));
+}
+
+TEST_CASE("reference: padding modes read what F.pad's reflect, replicate and circular put there", "[reference]") {
+  // One row of 4 along each axis in turn, padded 2 before and after, read by a 3-tap kernel with
+  // a single 1: the outputs are the padded row itself (tap 0: the element 2 before the output's
+  // position, tap 2: the output's own), written out from the definitions of the modes.
+  struct Expected {
+    PaddingMode mode;
+    std::vector<double> tap0, tap2;  // outputs 0..5
+  };
+  const Expected cases[] = {
+      // padded: reflect 3 2 | 1 2 3 4 | 3 2, replicate 1 1 | 1 2 3 4 | 4 4, circular 3 4 | 1 2 3 4 | 1 2
+      {PaddingMode::Reflect, {3, 2, 1, 2, 3, 4}, {1, 2, 3, 4, 3, 2}},
+      {PaddingMode::Replicate, {1, 1, 1, 2, 3, 4}, {1, 2, 3, 4, 4, 4}},
+      {PaddingMode::Circular, {3, 4, 1, 2, 3, 4}, {1, 2, 3, 4, 1, 2}},
+  };
+  const std::vector<float> row = {1, 2, 3, 4};
+  for (int axis = 0; axis < 3; ++axis) {
+    for (const Expected& e : cases) {
+      for (const int tap : {0, 2}) {
+        Conv3dDesc d;
+        d.d = axis == 0 ? 4 : 1, d.h = axis == 1 ? 4 : 1, d.w = axis == 2 ? 4 : 1;
+        d.kernel = Dims3{axis == 0 ? 3 : 1, axis == 1 ? 3 : 1, axis == 2 ? 3 : 1};
+        d.padding = Padding(Dims3{axis == 0 ? 2 : 0, axis == 1 ? 2 : 0, axis == 2 ? 2 : 0});
+        d.padding_mode = e.mode;
+        std::vector<float> w(3, 0.f);
+        w[tap] = 1.f;
+        INFO("axis " << axis << " " << padding_mode_name(e.mode) << " tap " << tap);
+        CHECK(run_reference(d, row, w) == (tap == 0 ? e.tap0 : e.tap2));
+      }
+    }
+  }
+}
+
+TEST_CASE("reference: padding modes with strides, dilation, groups and per-side padding match the naive loop",
+          "[reference]") {
+  // The naive loop maps each padded index by the modes' definitions; the reference pads a copy.
+  std::mt19937 rng(31);
+  for (const PaddingMode mode : {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular}) {
+    Conv3dDesc d;
+    d.n = 2, d.c = 4, d.k = 6, d.d = 4, d.h = 5, d.w = 7, d.groups = 2, d.bias = true;
+    d.kernel = Dims3{3, 2, 3};
+    d.stride = Dims3{1, 2, 1};
+    d.dilation = Dims3{1, 1, 2};
+    d.padding = Padding::per_side({2, 1, 3}, {0, 4, 1});
+    d.padding_mode = mode;
+    const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
+    const std::vector<float> w = dyadic(rng, weight_count(d));
+    const std::vector<float> b = dyadic(rng, d.k);
+    INFO(padding_mode_name(mode));
+    require_same(run_reference(d, in, w, b), naive_conv3d(d, in, w, b));
+  }
 }
 
 TEST_CASE("reference: bias adds one value per output channel", "[reference]") {

@@ -81,6 +81,8 @@ TEST_CASE("changing any single field changes the key, the text and (here) the ha
       [](SpecKey& k) { k.epilogue.activation = Activation::Clamp; },
       [](SpecKey& k) { k.epilogue.scaled = true; },
       [](SpecKey& k) { k.epilogue.residual = true; },
+      [](SpecKey& k) { k.padding_mode = PaddingMode::Reflect; },
+      [](SpecKey& k) { k.padding_mode = PaddingMode::Circular; },
   };
   const SpecKey base = base_key();
   std::set<std::string> texts{canonical_text(base)};
@@ -170,6 +172,26 @@ TEST_CASE("the epilogue's kind is in the key and the traits, its scalar values a
   // The plain convolution keeps the key text it always had.
   CHECK(canonical_text(make_plan(make_problem(reference_problem()), limits_for_arch("sm_90")).key).find(" epi=bias cg=3 ") !=
         std::string::npos);
+}
+
+TEST_CASE("the padding mode is in the key and the traits; the amounts are not") {
+  Conv3dDesc d = reference_problem();
+  d.padding = Padding(Dims3{1, 2, 3});
+  d.padding_mode = PaddingMode::Replicate;
+  const Plan plan = make_plan(make_problem(d), limits_for_arch("sm_90"));
+  CHECK(canonical_text(plan.key).find(" d=1x1x1 pad=replicate ") != std::string::npos);
+  CHECK(plan.params.pad_mode == static_cast<int>(PaddingMode::Replicate));
+  CHECK(generate(plan.key, "sm_90").source.find("static constexpr int pad_mode = 2;") != std::string::npos);
+  CHECK(readable_key(cache_key_text(plan.key, "sm_90", {})).find(" pad=replicate sm_90") != std::string::npos);
+  Conv3dDesc more = d;
+  more.padding = Padding::per_side({2, 1, 0}, {0, 3, 3});
+  CHECK(make_plan(make_problem(more), limits_for_arch("sm_90")).key == plan.key);
+  Conv3dDesc reflect = d;
+  reflect.padding_mode = PaddingMode::Reflect;
+  CHECK(make_plan(make_problem(reflect), limits_for_arch("sm_90")).key != plan.key);
+  // Zero padding's keys keep the text they always had.
+  d.padding_mode = PaddingMode::Zeros;
+  CHECK(canonical_text(make_plan(make_problem(d), limits_for_arch("sm_90")).key).find("pad=") == std::string::npos);
 }
 
 TEST_CASE("batch size and depth do not change the key; channels per group do") {

@@ -221,6 +221,50 @@ TEST_CASE("activation names: every one round-trips, any case, and describe names
   CHECK(describe(d) == plain + "_clamp0-6_res2");
 }
 
+TEST_CASE("padding modes follow F.pad's rules: reflect below the extent, circular up to it") {
+  Conv3dDesc d = reference_problem();
+  d.d = 4, d.h = 5, d.w = 6;
+  d.kernel = 1;
+  d.padding = Padding::per_side({3, 4, 5}, {3, 4, 5});
+  d.padding_mode = PaddingMode::Reflect;
+  CHECK(validate(d).ok);
+  d.padding = Padding::per_side({3, 5, 5}, {3, 4, 5});
+  expect_invalid(d, "padding before H = 5: padding_mode='reflect' needs padding < the input extent h = 5");
+  d.padding = Padding::per_side({3, 4, 5}, {3, 4, 6});
+  expect_invalid(d, "padding after W = 6: padding_mode='reflect' needs padding < the input extent w = 6");
+  d.padding = Padding(Dims3{4, 5, 6});
+  d.padding_mode = PaddingMode::Circular;
+  CHECK(validate(d).ok);
+  d.padding = Padding(Dims3{5, 5, 6});
+  expect_invalid(d, "padding before D = 5: padding_mode='circular' needs padding <= the input extent d = 4");
+  d.padding_mode = PaddingMode::Replicate;
+  d.padding = Padding(Dims3{100, 100, 100});
+  CHECK(validate(d).ok);
+  // 'same' resolves first: a 1 x 1 x 7 kernel pads W by 3 on each side, more than reflect allows at W = 3.
+  d.padding = Padding::same();
+  d.kernel = Dims3{1, 1, 7};
+  d.w = 3;
+  d.padding_mode = PaddingMode::Reflect;
+  expect_invalid(d, "padding before W = 3: padding_mode='reflect' needs padding < the input extent w = 3");
+  d.padding_mode = static_cast<PaddingMode>(7);
+  expect_invalid(d, "padding_mode = 7: must be zeros, reflect, replicate or circular");
+}
+
+TEST_CASE("padding mode names round-trip, any case, and describe names a mode other than zeros") {
+  for (const PaddingMode m : {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular}) {
+    INFO(padding_mode_name(m));
+    CHECK(parse_padding_mode(padding_mode_name(m)) == m);
+  }
+  CHECK(parse_padding_mode("Replicate") == PaddingMode::Replicate);
+  CHECK_FALSE(parse_padding_mode("symmetric").has_value());
+  Conv3dDesc d = reference_problem();
+  d.padding = Padding(1);
+  const std::string zeros = describe(d);
+  CHECK(zeros.find("_p1x1x1_d1x1x1_") != std::string::npos);
+  d.padding_mode = PaddingMode::Circular;
+  CHECK(describe(d).find("_p1x1x1_circular_d1x1x1_") != std::string::npos);
+}
+
 TEST_CASE("sizes that overflow int64 are refused") {
   Conv3dDesc d = reference_problem();
   d.n = int64_t{1} << 50;  // input: 2^50 * 3 * 64^3 elements

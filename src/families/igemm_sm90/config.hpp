@@ -28,7 +28,7 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
     {{"rows", FieldRole::Optional, "1: row tiles, TH x TW consecutive positions of an output plane (in the key: "
                                    "the output width); default 0"}, &Sm90Config::rows},
     {{"planes", FieldRole::Optional, "output planes a tile: 1, or 2-3 in the tf32 class with BN 64, CC = C, unit "
-                                     "stride and dilation along D and KD >= PLANES; default 1"}, &Sm90Config::planes},
+                                     "stride and dilation along D, KD >= PLANES and zero padding; default 1"}, &Sm90Config::planes},
     {{"parity", FieldRole::Derived, "parity of the TMA box shift, for paired input loads"}, &Sm90Config::parity},
 }}};
 

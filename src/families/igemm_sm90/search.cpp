@@ -105,8 +105,9 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
       th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
     return std::nullopt;
   }
-  // (Several planes hold their accumulators in the kernel's three named sets of 64 columns.)
-  if (pl > 1 && (d.precision != Precision::Tf32 || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
+  // (Several planes hold their accumulators in the kernel's three named sets of 64 columns. With
+  // a padding mode other than zeros, its index maps made ptxas serialise the wgmmas, C7513.)
+  if (pl > 1 && (d.precision != Precision::Tf32 || d.padding_mode != PaddingMode::Zeros || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
                  d.kernel.d < pl || bn != 64 || pl > 3)) {
     return std::nullopt;
   }
