@@ -1,10 +1,11 @@
 """Times conv3djit's fused epilogue against PyTorch's eager sequence on layers of real networks with
-what follows them: one conv3djit call (padding per side, bias, activation, scaling, residual in
-the kernel's store) against cuDNN's convolution (F.conv3d, cudnn.benchmark=True, the row's
-allow_tf32) followed by PyTorch's pointwise ops, in one process on the same tensors and stream:
-median of CUDA-event timings, L2 flushed before each run. Each row also times conv3djit's plain
-convolution of the same layer, so fused / plain is what the epilogue costs, and gives both
-results' relative L2 error against the float64 composition.
+what comes before and after them: one conv3djit call (padding per side and padding modes in the
+kernel's loads; bias, activation, scaling, residual in its store) against F.pad where the layer
+needs it, cuDNN's convolution (F.conv3d, cudnn.benchmark=True, the row's allow_tf32) and PyTorch's
+pointwise ops, in one process on the same tensors and stream: median of CUDA-event timings, L2
+flushed before each run. Each row also times conv3djit's plain convolution of the same layer (its
+padding mode kept), so fused / plain is what the epilogue costs, and gives both results' relative
+L2 error against the float64 composition.
 
     PYTHONPATH=build/python-site python3 python/benchmarks/bench_fusion.py [--runs 20] [--json OUT.json]
 """
@@ -36,6 +37,16 @@ ROWS = [
         dict(input_shape=(1, 128, 8, 64, 64), out_channels=128, kernel_size=3, padding_before=(2, 1, 1),
              padding_after=(0, 1, 1), bias=True, activation="silu"),
         lambda x, w, b, r: F.silu(F.conv3d(F.pad(x, (1, 1, 1, 1, 2, 0)), w, b))),
+    # HunyuanVideo's VAE conv: causal in time like the one above, its padding replicating the edge.
+    Row("hunyuan_causal_replicate_silu",
+        dict(input_shape=(1, 128, 9, 64, 64), out_channels=128, kernel_size=3, padding_before=(2, 1, 1),
+             padding_after=(0, 1, 1), padding_mode="replicate", bias=True, activation="silu"),
+        lambda x, w, b, r: F.silu(F.conv3d(F.pad(x, (1, 1, 1, 1, 2, 0), mode="replicate"), w, b))),
+    # nn.Conv3d(padding=1, padding_mode='reflect'): PyTorch pads a copy of the input first.
+    Row("reflect_conv_relu",
+        dict(input_shape=(1, 64, 16, 64, 64), out_channels=64, kernel_size=3, padding=1, padding_mode="reflect",
+             bias=True, activation="relu"),
+        lambda x, w, b, r: F.relu(F.conv3d(F.pad(x, (1,) * 6, mode="reflect"), w, b))),
     # A 3D ResNet block's second conv: act(conv + bias), then the shortcut.
     Row("resnet3d_block_relu_residual",
         dict(input_shape=(2, 64, 16, 56, 56), out_channels=64, kernel_size=3, padding=1, bias=True,
