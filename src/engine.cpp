@@ -64,7 +64,7 @@ using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
-using DescFields = std::array<int64_t, 35>;
+using DescFields = std::array<int64_t, 36>;
 DescFields desc_fields(const Conv3dDesc& d) {
   const Epilogue& e = d.epilogue;
   auto bits = [](float f) {
@@ -76,7 +76,7 @@ DescFields desc_fields(const Conv3dDesc& d) {
           bits(e.clamp_max), bits(e.gamma), bits(e.beta), d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
           d.stride.w, static_cast<int64_t>(d.padding.mode), d.padding.amount.d, d.padding.amount.h,
           d.padding.amount.w, d.padding.after.d, d.padding.after.h, d.padding.after.w,
-          d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
+          static_cast<int64_t>(d.padding_mode), d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
           static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision)};
 }
 struct DescFieldsHash {

@@ -284,6 +284,37 @@ TEST_CASE("a TMA plan copies its input first only for rows of W % 4 != 0 or an i
   CHECK(state.frees.load() - frees == 2);  // each copy's scratch memory freed on the stream
 }
 
+TEST_CASE("padding runs in the convolution's one launch, without scratch, and each mode has its own plan") {
+  FakeDriverScope fake;
+  Engine engine(memory_only());
+  alignas(16) static float buffer[8];
+  const Conv3dTensors tensors{buffer, buffer, nullptr, buffer};
+  const int launches = state.launches.load(), allocations = state.allocations.load();
+  auto after = [&](const Conv3dDesc& d) {
+    engine.run(d, tensors, stream_of(1));
+    return std::make_tuple(state.launches.load() - launches, state.allocations.load() - allocations,
+                           static_cast<int>(engine.stats().compiles));
+  };
+  // Causal (zeros before in time only), then the same layer replicate- and reflect-padded: the
+  // same description but for the mode, so a plan cached for one mode must not serve another.
+  Conv3dDesc d = shape(3, 16, {3, 5, 7});
+  d.w = 20;
+  d.padding = Padding::per_side({2, 2, 3}, {0, 2, 3});
+  CHECK(after(d) == std::make_tuple(1, 0, 1));
+  d.padding_mode = PaddingMode::Replicate;
+  CHECK(after(d) == std::make_tuple(2, 0, 2));
+  d.padding_mode = PaddingMode::Reflect;
+  CHECK(after(d) == std::make_tuple(3, 0, 3));
+  CHECK(after(d) == std::make_tuple(4, 0, 3));
+  // W = 17: zero padding's TMA boxes read a pitched copy of the input (a launch and scratch
+  // more); the other modes read the input where it is.
+  d.w = 17;
+  CHECK(std::get<0>(after(d)) == 5);
+  CHECK(std::get<1>(after(d)) == 0);
+  d.padding_mode = PaddingMode::Zeros;
+  CHECK(std::get<1>(after(d)) == 1);
+}
+
 TEST_CASE("a context recreated under its old handle gets its kernels loaded again, not stale ones") {
   FakeDriverScope fake;
   Engine engine(memory_only());
