@@ -20,6 +20,11 @@ __device__ __forceinline__ void copy_or_zero(float* dst, const float* src, bool 
 #endif
 }
 
+// Asks L2 for the line holding `p` (a hint: nothing waits for it).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 __device__ __forceinline__ void copies_commit() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::);

@@ -18,6 +18,11 @@ __device__ __forceinline__ float erf_of(float x) { return erff(x); }
 __device__ __forceinline__ double erf_of(double x) { return erf(x); }
 __device__ __forceinline__ float tanh_of(float x) { return tanhf(x); }
 __device__ __forceinline__ double tanh_of(double x) { return tanh(x); }
+// a / b for the logistic's 1 + exp(-v) >= 1: IEEE division's slow-path branch (a subroutine call
+// per output) made a store loop's loads wait one after another; __fdividef is within 2 ulp there
+// and gives 0 where b overflows, the limit.
+__device__ __forceinline__ float logistic_div(float a, float b) { return __fdividef(a, b); }
+__device__ __forceinline__ double logistic_div(double a, double b) { return a / b; }
 
 template <int ACT, class T>
 __device__ __forceinline__ T activate(T v, const ConvParams& p) {
@@ -31,9 +36,9 @@ __device__ __forceinline__ T activate(T v, const ConvParams& p) {
     const T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
     return T(0.5) * v * (T(1) + tanh_of(inner));
   } else if constexpr (ACT == kSilu) {
-    return v / (T(1) + exp_of(-v));
+    return logistic_div(v, T(1) + exp_of(-v));
   } else if constexpr (ACT == kSigmoid) {
-    return T(1) / (T(1) + exp_of(-v));
+    return logistic_div(T(1), T(1) + exp_of(-v));
   } else if constexpr (ACT == kTanh) {
     return tanh_of(v);
   } else if constexpr (ACT == kHardswish) {
@@ -50,8 +55,7 @@ __device__ __forceinline__ T activate(T v, const ConvParams& p) {
 template <class Spec>
 inline constexpr bool plain = Spec::act == kIdentity && Spec::scaled == 0 && Spec::residual == 0;
 
-/// act(alpha * sum + bias) * gamma: what depends on the output's value only. A kernel that
-/// stages its outputs before storing them applies this when staging, finish() when storing.
+/// act(alpha * sum + bias) * gamma: what depends on the output's value only.
 template <class Spec, class T>
 __device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
   if constexpr (Spec::scaled != 0) {
@@ -61,26 +65,42 @@ __device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
   }
 }
 
-/// v + beta * residual[offset], where offset is the output's own (the residual has the output's
-/// shape and layout); v unchanged without a residual.
+/// The residual at `offset` (the output's own offset: the residual has the output's shape and
+/// layout), or 0 where !ok or without a residual. A kernel that stores several outputs reads
+/// their residuals first and then finishes them: the reads are then in flight together, not one
+/// DRAM round trip after another.
 /// The read is non-coherent (__ldg) although the residual may be the output itself: each element
 /// is read once, by the thread that then writes it, so no read can see another thread's write.
-/// A plain load, which might alias the output, waited for every earlier store: one DRAM round trip
-/// after another, which doubled the reference problem's time (docs/kernels/igemm_sm90.md).
 template <class Spec, class T>
-__device__ __forceinline__ T finish(T v, long long offset, const ConvParams& p) {
+__device__ __forceinline__ T residual(long long offset, bool ok, const ConvParams& p) {
   if constexpr (Spec::residual != 0) {
-    const auto* residual = reinterpret_cast<const typename Spec::element*>(p.residual);
-    return v + T(p.beta) * T(__ldg(residual + offset));
+    const auto* r = reinterpret_cast<const typename Spec::element*>(p.residual);
+    return ok ? T(__ldg(r + offset)) : T(0);
+  } else {
+    return T(0);
+  }
+}
+
+/// v + beta * r, r read by residual(); v unchanged without a residual.
+template <class Spec, class T>
+__device__ __forceinline__ T finish(T v, T r, const ConvParams& p) {
+  if constexpr (Spec::residual != 0) {
+    return v + T(p.beta) * r;
   } else {
     return v;
   }
 }
 
+/// The epilogue of one output with its residual already read.
+template <class Spec, class T>
+__device__ __forceinline__ T apply_read(T sum, T bias, T r, const ConvParams& p) {
+  return finish<Spec>(value<Spec>(sum, bias, p), r, p);
+}
+
 /// The whole epilogue of the output at `offset`.
 template <class Spec, class T>
 __device__ __forceinline__ T apply(T sum, T bias, long long offset, const ConvParams& p) {
-  return finish<Spec>(value<Spec>(sum, bias, p), offset, p);
+  return apply_read<Spec>(sum, bias, residual<Spec, T>(offset, true, p), p);
 }
 
 }  // namespace conv3djit::epilogue

@@ -179,14 +179,17 @@ depthwise(const typename Spec::element* __restrict__ in, const typename Spec::el
         if (!stores || oh >= OH || ow >= OW) continue;
         float* dst = plane_out + static_cast<long long>(oh) * OW + ow;
         const long long at = dst - out;
-        if (vec_out) {
+        float r[4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) o[j] = epilogue::finish<Spec>(o[j], at + j, p);
+        for (int j = 0; j < 4; ++j) r[j] = epilogue::residual<Spec, float>(at + j, ow + j < OW, p);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) o[j] = epilogue::finish<Spec>(o[j], r[j], p);
+        if (vec_out) {
           __stcs(reinterpret_cast<float4*>(dst), make_float4(o[0], o[1], o[2], o[3]));
         } else {
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            if (ow + j < OW) __stcs(dst + j, epilogue::finish<Spec>(o[j], at + j, p));
+            if (ow + j < OW) __stcs(dst + j, o[j]);
         }
       }
     }
