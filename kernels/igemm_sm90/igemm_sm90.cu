@@ -216,8 +216,10 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   // inside the input (and, for other padding modes than zeros, where they read) is the same for
   // every row, so it is worked out once per item (bit k of `inside`, cols[k]), and each row only
   // adds its own bounds and one 64-bit row address. Positions outside the input are zero-filled
-  // from a valid address (the row start, or `in`).
+  // from a valid address (the row start, or `in`). (TMA boxes fill only zeros: the planner keeps
+  // other modes on this path.)
   constexpr int ROWS = CC * G.in_d * G.in_h, XS = (G.in_w + 31) / 32, MODE = Spec::pad_mode;
+  static_assert(MODE == padding::kZeros || !TMA, "igemm_sm90: TMA boxes pad with zeros only");
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
@@ -245,33 +247,6 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
         copy_or_zero(d + 32 * k, src + (ok ? cols[k] : 0), ok);
       }
     }
-  };
-
-  // Other padding modes than zeros with TMA boxes: a box holds zeros where it lies outside the
-  // input, and the block rewrites just those elements with what the mode reads there (from global
-  // memory, mostly L2: the box's own neighbourhood), a warp a box row at a time, then a barrier.
-  // A tile whose box lies inside the input (the same for every thread) skips it. `in` is what the
-  // box map reads: rows of input_row_pitch(W) floats.
-  auto pad_box = [&](const Origin& o, int chunk, int buf) {
-    const int x0 = o.ow0 * SW - p.pad_w - shift, y0 = o.oh0 * SH - p.pad_h, z0 = o.od * SD - p.pad_d;
-    if (x0 >= 0 && x0 + RP <= W && y0 >= 0 && y0 + G.in_h <= H && z0 >= 0 && z0 + (G.in_d - 1) * DD < D) return;
-    const int pitch = (W + 3) / 4 * 4, lo = max(0, -x0), hi = min(RP, W - x0);  // columns [lo, hi) inside
-    const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * pitch;
-    float* box = tiles + buf * G.tile_floats;
-    for (int row = warp; row < ROWS; row += WARPS) {
-      const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d), cg = chunk * CC + c;
-      if (cg >= CG) continue;  // channels past the group stay the box's zeros
-      const int iy = y0 + y, iz = z0 + z * DD;
-      const bool row_in = iy >= 0 && iy < H && iz >= 0 && iz < D;
-      const float* src = in_n + (static_cast<long long>(cg * D + padding::source<MODE>(iz, D)) * H +
-                                 padding::source<MODE>(iy, H)) * pitch;
-      float* dst = box + c * CP + z * PP + y * RP;
-      for (int x = lane; x < RP; x += 32) {
-        if (!row_in || x < lo || x >= hi) dst[x] = __ldg(src + padding::source<MODE>(x0 + x, W));
-      }
-    }
-    tma::fence_shared_to_async();  // before the buffer's next box overwrites these
-    __syncthreads();
   };
 
   constexpr bool BLOCKED = SPLIT && KRED > 512;
@@ -438,7 +413,6 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
         fetch();
       }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
-      if constexpr (TMA && MODE != padding::kZeros) pad_box(o, chunk, buf);
 
       const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
       auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };

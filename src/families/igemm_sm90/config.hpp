@@ -23,7 +23,7 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
     {{"rp", FieldRole::Derived, "input tile row pitch (floats)"}, &Sm90Config::rp},
     {{"pp", FieldRole::Derived, "input tile plane pitch (floats)"}, &Sm90Config::pp},
     {{"cp", FieldRole::Derived, "input tile channel pitch (floats)"}, &Sm90Config::cp},
-    {{"tma", FieldRole::Optional, "staging: 1 TMA boxes (dilation[D] <= 8, boxes within 256), 0 cp.async; "
+    {{"tma", FieldRole::Optional, "staging: 1 TMA boxes (dilation[D] <= 8, boxes within 256, zero padding), 0 cp.async; "
                                   "default TMA where it fits"}, &Sm90Config::tma},
     {{"rows", FieldRole::Optional, "1: row tiles, TH x TW consecutive positions of an output plane (in the key: "
                                    "the output width); default 0"}, &Sm90Config::rows},
