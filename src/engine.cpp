@@ -64,7 +64,7 @@ using BinaryPtr = std::shared_ptr<const KernelBinary>;
 
 // Every field of a description, for the plan cache: the planner's tile search then runs once
 // per (description, context) instead of on every call.
-using DescFields = std::array<int64_t, 36>;
+using DescFields = std::array<int64_t, 37>;
 DescFields desc_fields(const Conv3dDesc& d) {
   const Epilogue& e = d.epilogue;
   auto bits = [](float f) {
@@ -77,7 +77,8 @@ DescFields desc_fields(const Conv3dDesc& d) {
           d.stride.w, static_cast<int64_t>(d.padding.mode), d.padding.amount.d, d.padding.amount.h,
           d.padding.amount.w, d.padding.after.d, d.padding.after.h, d.padding.after.w,
           static_cast<int64_t>(d.padding_mode), d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias,
-          static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.layout), static_cast<int64_t>(d.precision)};
+          static_cast<int64_t>(d.dtype), d.fp32_output, static_cast<int64_t>(d.layout),
+          static_cast<int64_t>(d.precision)};
 }
 struct DescFieldsHash {
   size_t operator()(const DescFields& fields) const {
@@ -160,7 +161,8 @@ void check_allocations(const Problem& prob, const Conv3dDesc& desc, const Conv3d
                             {"weight", t.weight, prob.weight_elements, bytes},
                             {"bias", desc.bias ? t.bias : nullptr, desc.k, bytes},
                             {"output", t.output, prob.output_elements, output_bytes},
-                            {"residual", desc.epilogue.residual ? t.residual : nullptr, prob.output_elements, bytes}};
+                            {"residual", desc.epilogue.residual ? t.residual : nullptr, prob.output_elements,
+                             element_bytes(prob.out_dtype)}};
   for (const Tensor& x : tensors) {
     if (x.ptr == nullptr) continue;  // validate() has refused a missing tensor already
     const auto ptr = reinterpret_cast<CUdeviceptr>(x.ptr);
@@ -375,7 +377,7 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
   const CallContext ctx = call_context(cu_stream);
   if (impl_->options.check_allocations && !tensors.shapes_checked) {
     ContextScope scope(ctx.handle);
-    check_allocations(prob, desc, tensors, element_bytes(desc.dtype));
+    check_allocations(prob, desc, tensors, element_bytes(prob.out_dtype));
   }
   naming_misses(desc, [&] { impl_->launch(impl_->plan(prob, desc, ctx), tensors, cu_stream, ctx); });
 }

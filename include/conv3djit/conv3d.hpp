@@ -70,8 +70,15 @@ struct Epilogue {
   float beta = 1.f;
 };
 
-enum class DataType { Float32 };
-enum class Layout { NCDHW };
+/// Element type of the input, weight and bias (and of the output and residual unless
+/// Conv3dDesc::fp32_output). bf16 and fp16 are multiplied exactly and summed in float32.
+enum class DataType { Float32, BFloat16, Float16 };
+
+/// Memory order of the activations. NCDHW: input N x C x D x H x W, output N x K x OD x OH x OW,
+/// weight K x C/groups x KD x KH x KW (PyTorch's contiguous tensors). NDHWC: channels innermost,
+/// input N x D x H x W x C, output N x OD x OH x OW x K, weight K x KD x KH x KW x C/groups (the
+/// memory order of PyTorch's channels_last_3d tensors, the weight's too).
+enum class Layout { NCDHW, NDHWC };
 
 /// Accuracy class: what error against a float64 reference a result may have.
 enum class Precision {
@@ -96,15 +103,22 @@ struct Conv3dDesc {
   int64_t groups = 1;   ///< C and K must both be divisible by groups; groups == C is depthwise
   bool bias = false;    ///< add bias[k] to every output of channel k
   Epilogue epilogue{};  ///< activation, scales and residual applied in the kernel's store
-  DataType dtype = DataType::Float32;
+  DataType dtype = DataType::Float32;  ///< input, weight, bias (and output, residual)
+  bool fp32_output = false;  ///< bf16 / fp16 input: float32 output and residual (PyTorch's out_dtype)
   Layout layout = Layout::NCDHW;
+  /// The accuracy class of float32 inputs. Half-precision inputs have one class, set by their
+  /// type (tolerance(const Conv3dDesc&)): this field is then ignored, so that PyTorch's
+  /// allow_tf32 setting may be passed along unchanged.
   Precision precision = Precision::Fp32;
 };
 
-/// Device pointers (CUdeviceptr values or cudaMalloc results) to contiguous NCDHW tensors:
-/// input N x C x D x H x W, weight K x C/groups x KD x KH x KW, bias K (only if desc.bias),
-/// output N x K x OD x OH x OW, residual (only if desc.epilogue.residual) as the output; the
-/// residual may be the output itself (each output is read, then written, by one thread).
+/// The element type of the output and the residual: the input's, or float32 on request.
+constexpr DataType output_dtype(const Conv3dDesc& d) { return d.fp32_output ? DataType::Float32 : d.dtype; }
+
+/// Device pointers (CUdeviceptr values or cudaMalloc results) to dense tensors in desc.layout's
+/// order: input, weight, bias K (only if desc.bias; the input's type), output, residual (only if
+/// desc.epilogue.residual) as the output, in its type; the residual may be the output itself
+/// (each output is read, then written, by one thread).
 struct Conv3dTensors {
   const void* input = nullptr;
   const void* weight = nullptr;
@@ -169,9 +183,20 @@ CONV3DJIT_API const char* padding_mode_name(PaddingMode m) noexcept;
 /// The PaddingMode of a name above (any case), or nothing.
 CONV3DJIT_API std::optional<PaddingMode> parse_padding_mode(const std::string& name) noexcept;
 
+/// "fp32", "bf16", "fp16".
+CONV3DJIT_API const char* dtype_name(DataType t) noexcept;
+/// The DataType of a name above or of PyTorch's ("float32", "bfloat16", "float16"; any case), or nothing.
+CONV3DJIT_API std::optional<DataType> parse_dtype(const std::string& name) noexcept;
+
+/// "ncdhw", "ndhwc".
+CONV3DJIT_API const char* layout_name(Layout l) noexcept;
+/// The Layout of a name above (any case), or nothing.
+CONV3DJIT_API std::optional<Layout> parse_layout(const std::string& name) noexcept;
+
 /// "N16_C3_D64_H64_W64_K64_k3x5x7_s1x1x1_p0x0x0_d1x1x1_g1_nobias_fp32": a readable one-line name;
-/// a padding mode other than zeros follows the padding ("_p1x1x1_replicate"), an epilogue other
-/// than the plain one adds its parts ("_silu", "_a0.5", "_res").
+/// a padding mode other than zeros follows the padding ("_p1x1x1_replicate"); a half type
+/// replaces the class ("_bf16", "_fp16_out32" with float32 output), NDHWC adds "_ndhwc"; an
+/// epilogue other than the plain one adds its parts ("_silu", "_a0.5", "_res").
 CONV3DJIT_API std::string describe(const Conv3dDesc& desc);
 
 }  // namespace conv3djit

@@ -16,6 +16,12 @@ CONV3DJIT_API void reference_conv3d(const Conv3dDesc& desc, const float* input, 
 /// The same for a description without a residual.
 CONV3DJIT_API void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
                                     const float* bias, double* output);
+/// The same for every element type and layout: input, weight and bias hold desc.dtype elements
+/// (floats, or the 16-bit patterns of half.hpp), the residual output_dtype(desc) elements, all in
+/// desc.layout's order; output holds the doubles in desc.layout's order. Half inputs are taken
+/// exactly, so the result is what the kernels' float32 sums approximate.
+CONV3DJIT_API void reference_conv3d(const Conv3dDesc& desc, const void* input, const void* weight,
+                                    const void* bias, const void* residual, double* output);
 
 /// Thresholds of an accuracy class (docs/design.md, Accuracy classes).
 struct Tolerance {
@@ -23,6 +29,10 @@ struct Tolerance {
   double atol, rtol;    ///< elementwise: |got - ref| <= atol + rtol * |ref|; negative = not checked
 };
 CONV3DJIT_API Tolerance tolerance(Precision precision) noexcept;
+/// The class of a description: its precision's for float32 inputs; for half inputs their type's,
+/// rel-L2 <= 4e-3 (bf16 output) or 5e-4 (fp16 output), about twice what rounding the exact result
+/// to the type costs, and 1e-5 for a float32 output.
+CONV3DJIT_API Tolerance tolerance(const Conv3dDesc& desc) noexcept;
 
 /// How far a float result is from the reference.
 struct Comparison {
@@ -33,5 +43,8 @@ struct Comparison {
   bool passed = false;            ///< all of the class's checks hold
 };
 CONV3DJIT_API Comparison compare(const float* got, const double* reference, int64_t count, Tolerance tol);
+/// The same for count elements of `type` at got.
+CONV3DJIT_API Comparison compare(const void* got, DataType type, const double* reference, int64_t count,
+                                 Tolerance tol);
 
 }  // namespace conv3djit

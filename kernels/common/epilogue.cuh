@@ -6,6 +6,7 @@
 // the activation's parameters are run-time (ConvParams): one kernel serves every value of them.
 // Templated on the arithmetic type, so that the float64 reference kernel runs the same formulas.
 #include "common/common.cuh"
+#include "common/element.cuh"
 
 namespace conv3djit::epilogue {
 
@@ -65,8 +66,8 @@ __device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
   }
 }
 
-/// The residual at `offset` (the output's own offset: the residual has the output's shape and
-/// layout), or 0 where !ok or without a residual. A kernel that stores several outputs reads
+/// The residual at `offset` (the output's own offset: the residual has the output's shape,
+/// layout and type), or 0 where !ok or without a residual. A kernel that stores several outputs reads
 /// their residuals first and then finishes them: the reads are then in flight together, not one
 /// DRAM round trip after another.
 /// The read is non-coherent (__ldg) although the residual may be the output itself: each element
@@ -74,8 +75,8 @@ __device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
 template <class Spec, class T>
 __device__ __forceinline__ T residual(long long offset, bool ok, const ConvParams& p) {
   if constexpr (Spec::residual != 0) {
-    const auto* r = reinterpret_cast<const typename Spec::element*>(p.residual);
-    return ok ? T(__ldg(r + offset)) : T(0);
+    const auto* r = reinterpret_cast<const typename Spec::out_element*>(p.residual);
+    return ok ? T(load_float(r + offset)) : T(0);
   } else {
     return T(0);
   }

@@ -1,7 +1,9 @@
 // Float64 reference on the GPU: one thread per output, double accumulation, every shape
-// parameter (the padding mode too) at run time, the epilogue in double. Obviously correct rather than fast; the oracle for
+// parameter (the padding mode too) at run time, the epilogue in double; the output doubles in the
+// description's layout. Element types and layout are compile-time. Obviously correct rather than fast; the oracle for
 // big problems.
 #pragma once
+#include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
 
@@ -15,13 +17,17 @@ __global__ void reference_fp64(const typename Spec::element* __restrict__ in,
   const long long total = p.n * p.k * p.od * p.oh * p.ow;
   for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
        idx += (long long)gridDim.x * blockDim.x) {
-    long long t = idx;
-    const long long ow = t % p.ow; t /= p.ow;
-    const long long oh = t % p.oh; t /= p.oh;
-    const long long od = t % p.od; t /= p.od;
-    const long long k = t % p.k;
-    const long long n = t / p.k;
+    // idx is the output's own offset in its layout.
+    long long t = idx, k;
+    if constexpr (Spec::ndhwc != 0) k = take_remainder(t, p.k);
+    const long long ow = take_remainder(t, p.ow);
+    const long long oh = take_remainder(t, p.oh);
+    const long long od = take_remainder(t, p.od);
+    if constexpr (Spec::ndhwc == 0) k = take_remainder(t, p.k);
+    const long long n = t;
     const long long g = k / p.k_per_group;
+    const ActivationStrides is = activation_strides<Spec::ndhwc>(p.c, p.d, p.h, p.w);
+    const ActivationStrides ws = weight_strides<Spec::ndhwc>(p.c_per_group, p.kd, p.kh, p.kw);
     double acc = 0.0;
     for (int c = 0; c < p.c_per_group; ++c) {
       for (int kd = 0; kd < p.kd; ++kd) {
@@ -33,14 +39,14 @@ __global__ void reference_fp64(const typename Spec::element* __restrict__ in,
           for (int kw = 0; kw < p.kw; ++kw) {
             const long long iw = padding::source(p.pad_mode, ow * p.sw - p.pad_w + (long long)kw * p.dw, p.w);
             if (iw < 0) continue;
-            const double x = in[(((n * p.c + g * p.c_per_group + c) * p.d + id) * p.h + ih) * p.w + iw];
-            const double w = wt[(((k * p.c_per_group + c) * p.kd + kd) * p.kh + kh) * p.kw + kw];
+            const double x = load_float(in + n * is.n + (g * p.c_per_group + c) * is.c + id * is.d + ih * is.h + iw * is.w);
+            const double w = load_float(wt + k * ws.n + c * ws.c + kd * ws.d + kh * ws.h + kw * ws.w);
             acc += x * w;
           }
         }
       }
     }
-    out[idx] = epilogue::apply<Spec>(acc, p.has_bias ? (double)bias[k] : 0.0, idx, p);
+    out[idx] = epilogue::apply<Spec>(acc, p.has_bias ? (double)load_float(bias + k) : 0.0, idx, p);
   }
 }
 

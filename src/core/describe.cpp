@@ -19,6 +19,12 @@ constexpr std::pair<PaddingMode, const char*> kPaddingModes[] = {{PaddingMode::Z
                                                                   {PaddingMode::Replicate, "replicate"},
                                                                   {PaddingMode::Circular, "circular"}};
 
+constexpr std::pair<DataType, const char*> kDataTypes[] = {
+    {DataType::Float32, "fp32"}, {DataType::BFloat16, "bf16"}, {DataType::Float16, "fp16"},
+    {DataType::Float32, "float32"}, {DataType::BFloat16, "bfloat16"}, {DataType::Float16, "float16"}};
+
+constexpr std::pair<Layout, const char*> kLayouts[] = {{Layout::NCDHW, "ncdhw"}, {Layout::NDHWC, "ndhwc"}};
+
 template <class E, size_t N>
 const char* name_of(const std::pair<E, const char*> (&table)[N], E value) noexcept {
   for (const auto& [v, name] : table) {
@@ -63,6 +69,14 @@ std::optional<PaddingMode> parse_padding_mode(const std::string& name) noexcept 
   return parse_name(kPaddingModes, name);
 }
 
+const char* dtype_name(DataType t) noexcept { return name_of(kDataTypes, t); }
+
+std::optional<DataType> parse_dtype(const std::string& name) noexcept { return parse_name(kDataTypes, name); }
+
+const char* layout_name(Layout l) noexcept { return name_of(kLayouts, l); }
+
+std::optional<Layout> parse_layout(const std::string& name) noexcept { return parse_name(kLayouts, name); }
+
 std::string describe(const Conv3dDesc& d) {
   std::string pad;
   switch (d.padding.mode) {
@@ -77,10 +91,15 @@ std::string describe(const Conv3dDesc& d) {
       break;
   }
   if (d.padding_mode != PaddingMode::Zeros) pad += fmt::format("_{}", padding_mode_name(d.padding_mode));
+  // Float32 inputs name their accuracy class; half inputs have one class, their type's.
+  std::string type = d.dtype == DataType::Float32 ? (d.precision == Precision::Tf32 ? "tf32" : "fp32")
+                                                  : std::string(dtype_name(d.dtype));
+  if (d.dtype != DataType::Float32 && d.fp32_output) type += "_out32";
+  if (d.layout != Layout::NCDHW) type += fmt::format("_{}", layout_name(d.layout));
   return fmt::format("N{}_C{}_D{}_H{}_W{}_K{}_k{}x{}x{}_s{}x{}x{}_p{}_d{}x{}x{}_g{}_{}_{}{}", d.n, d.c,
                      d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h,
                      d.stride.w, pad, d.dilation.d, d.dilation.h, d.dilation.w, d.groups,
-                     d.bias ? "bias" : "nobias", d.precision == Precision::Tf32 ? "tf32" : "fp32",
+                     d.bias ? "bias" : "nobias", type,
                      epilogue_suffix(d.epilogue));
 }
 

@@ -16,6 +16,7 @@ struct Problem {
   int64_t input_elements = 0;
   int64_t weight_elements = 0;
   int64_t output_elements = 0;
+  DataType out_dtype = DataType::Float32;  ///< output_dtype(desc): the output's and residual's type
   /// Multiply-adds of the whole convolution.
   double macs() const {
     return static_cast<double>(output_elements) * static_cast<double>(c_per_group) *
@@ -27,6 +28,8 @@ struct Problem {
 constexpr int element_bytes(DataType t) {
   switch (t) {
     case DataType::Float32: return 4;
+    case DataType::BFloat16:
+    case DataType::Float16: return 2;
   }
   return 0;
 }

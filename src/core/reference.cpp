@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "conv3djit/half.hpp"
 #include "core/problem.hpp"
 
 namespace conv3djit {
@@ -139,6 +140,40 @@ std::vector<float> padded_input(const detail::Problem& p, const float* input) {
   return out;
 }
 
+// Moves a tensor of logical extents n x c x d x h x w between NDHWC (channels innermost) and
+// NCDHW: to_ncdhw reads NDHWC and writes NCDHW, else the other way.
+template <class T>
+std::vector<T> relaid(const T* data, int64_t n, int64_t c, int64_t spatial, bool to_ncdhw) {
+  std::vector<T> out(static_cast<size_t>(n * c * spatial));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t s = 0; s < spatial; ++s) {
+        const int64_t ncdhw = (i * c + ch) * spatial + s, ndhwc = (i * spatial + s) * c + ch;
+        out[static_cast<size_t>(to_ncdhw ? ncdhw : ndhwc)] = data[to_ncdhw ? ndhwc : ncdhw];
+      }
+    }
+  }
+  return out;
+}
+
+// A tensor of `type` in `layout` as NCDHW floats (exact: every type is a subset of float).
+std::vector<float> ncdhw_floats(const void* data, DataType type, Layout layout, int64_t n, int64_t c,
+                                int64_t spatial) {
+  std::vector<float> values(static_cast<size_t>(n * c * spatial));
+  to_float(type, data, static_cast<int64_t>(values.size()), values.data());
+  if (layout == Layout::NDHWC) values = relaid(values.data(), n, c, spatial, true);
+  return values;
+}
+
+void check_tensors(const Conv3dDesc& desc, const void* input, const void* weight, const void* bias,
+                   const void* residual, const double* output) {
+  if (!input || !weight || !output || (desc.bias && !bias) || (desc.epilogue.residual && !residual)) {
+    throw Error(ErrorCategory::InvalidArgument,
+                "reference_conv3d: input, weight, output (and bias if desc.bias, residual if "
+                "desc.epilogue.residual) must be non-null");
+  }
+}
+
 }  // namespace
 
 void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
@@ -146,13 +181,50 @@ void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* w
   reference_conv3d(desc, input, weight, bias, nullptr, output);
 }
 
+void reference_conv3d(const Conv3dDesc& desc, const void* input, const void* weight, const void* bias,
+                      const void* residual, double* output) {
+  const detail::Problem p = detail::make_problem(desc);
+  check_tensors(desc, input, weight, bias, residual, output);
+  if (desc.dtype == DataType::Float32 && p.out_dtype == DataType::Float32 && desc.layout == Layout::NCDHW) {
+    reference_conv3d(desc, static_cast<const float*>(input), static_cast<const float*>(weight),
+                     static_cast<const float*>(bias), static_cast<const float*>(residual), output);
+    return;
+  }
+  // The float32 NCDHW convolution of the same values, its output then laid out as desc says.
+  const Conv3dDesc& d = desc;
+  const bool ndhwc = d.layout == Layout::NDHWC;
+  const int64_t taps = d.kernel.d * d.kernel.h * d.kernel.w, out_spatial = p.out.d * p.out.h * p.out.w;
+  const std::vector<float> x = ncdhw_floats(input, d.dtype, d.layout, d.n, d.c, d.d * d.h * d.w);
+  const std::vector<float> w = ncdhw_floats(weight, d.dtype, d.layout, d.k, p.c_per_group, taps);
+  std::vector<float> b;
+  if (d.bias) b = ncdhw_floats(bias, d.dtype, Layout::NCDHW, 1, d.k, 1);
+  std::vector<float> r;
+  if (d.epilogue.residual) r = ncdhw_floats(residual, p.out_dtype, d.layout, d.n, d.k, out_spatial);
+  Conv3dDesc plain = d;
+  plain.dtype = DataType::Float32;
+  plain.fp32_output = false;
+  plain.layout = Layout::NCDHW;
+  if (!ndhwc) {
+    reference_conv3d(plain, x.data(), w.data(), d.bias ? b.data() : nullptr, d.epilogue.residual ? r.data() : nullptr,
+                     output);
+    return;
+  }
+  std::vector<double> ncdhw(static_cast<size_t>(p.output_elements));
+  reference_conv3d(plain, x.data(), w.data(), d.bias ? b.data() : nullptr, d.epilogue.residual ? r.data() : nullptr,
+                   ncdhw.data());
+  const std::vector<double> laid = relaid(ncdhw.data(), d.n, d.k, out_spatial, false);
+  std::copy(laid.begin(), laid.end(), output);
+}
+
 void reference_conv3d(const Conv3dDesc& desc, const float* input, const float* weight,
                       const float* bias, const float* residual, double* output) {
   const detail::Problem p = detail::make_problem(desc);
-  if (!input || !weight || !output || (desc.bias && !bias) || (desc.epilogue.residual && !residual)) {
-    throw Error(ErrorCategory::InvalidArgument,
-                "reference_conv3d: input, weight, output (and bias if desc.bias, residual if "
-                "desc.epilogue.residual) must be non-null");
+  check_tensors(desc, input, weight, bias, residual, output);
+  if (desc.dtype != DataType::Float32 || p.out_dtype != DataType::Float32 || desc.layout != Layout::NCDHW) {
+    // Other types and layouts take the untyped overload.
+    reference_conv3d(desc, static_cast<const void*>(input), static_cast<const void*>(weight),
+                     static_cast<const void*>(bias), static_cast<const void*>(residual), output);
+    return;
   }
   if (desc.padding_mode != PaddingMode::Zeros) {
     // The padded copy, convolved without padding.
@@ -194,6 +266,23 @@ Tolerance tolerance(Precision precision) noexcept {
     case Precision::Tf32: return {5e-4, -1, -1};
   }
   return {0, 0, 0};  // unreachable for a valid enum; the strictest class
+}
+
+Tolerance tolerance(const Conv3dDesc& desc) noexcept {
+  if (desc.dtype == DataType::Float32) return tolerance(desc.precision);
+  switch (output_dtype(desc)) {
+    case DataType::BFloat16: return {4e-3, -1, -1};
+    case DataType::Float16: return {5e-4, -1, -1};
+    case DataType::Float32: break;
+  }
+  return {1e-5, -1, -1};
+}
+
+Comparison compare(const void* got, DataType type, const double* reference, int64_t count, Tolerance tol) {
+  if (type == DataType::Float32) return compare(static_cast<const float*>(got), reference, count, tol);
+  std::vector<float> values(static_cast<size_t>(count));
+  to_float(type, got, count, values.data());
+  return compare(values.data(), reference, count, tol);
 }
 
 Comparison compare(const float* got, const double* reference, int64_t count, Tolerance tol) {

@@ -58,13 +58,13 @@ std::optional<Fail> check_epilogue(const Epilogue& e) {
 }
 
 std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::Problem* p) {
-  if (d.dtype != DataType::Float32) {
+  if (d.dtype != DataType::Float32 && d.dtype != DataType::BFloat16 && d.dtype != DataType::Float16) {
     return Fail{ErrorCategory::Unsupported,
-                fmt::format("dtype = {}: only Float32 is supported", static_cast<int>(d.dtype))};
+                fmt::format("dtype = {}: must be Float32, BFloat16 or Float16", static_cast<int>(d.dtype))};
   }
-  if (d.layout != Layout::NCDHW) {
+  if (d.layout != Layout::NCDHW && d.layout != Layout::NDHWC) {
     return Fail{ErrorCategory::Unsupported,
-                fmt::format("layout = {}: only NCDHW is supported", static_cast<int>(d.layout))};
+                fmt::format("layout = {}: must be NCDHW or NDHWC", static_cast<int>(d.layout))};
   }
   if (d.precision != Precision::Fp32 && d.precision != Precision::Tf32) {
     return Fail{ErrorCategory::Unsupported,
@@ -176,7 +176,8 @@ std::optional<Fail> check(const Conv3dDesc& d, const Conv3dTensors* t, detail::P
   if (auto f = checked_size("input", {d.n, d.c, d.d, d.h, d.w}, d.dtype, &prob.input_elements)) return f;
   if (auto f = checked_size("weight", {d.k, prob.c_per_group, d.kernel.d, d.kernel.h, d.kernel.w}, d.dtype,
                             &prob.weight_elements)) return f;
-  if (auto f = checked_size("output", {d.n, d.k, outv[0], outv[1], outv[2]}, d.dtype, &prob.output_elements)) return f;
+  prob.out_dtype = output_dtype(d);
+  if (auto f = checked_size("output", {d.n, d.k, outv[0], outv[1], outv[2]}, prob.out_dtype, &prob.output_elements)) return f;
 
   if (t != nullptr) {
     if (t->input == nullptr) return invalid("tensors.input = null: a device pointer is required");

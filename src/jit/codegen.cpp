@@ -13,9 +13,12 @@ namespace {
 // wgmma exists only on the arch-specific target: sm_90 -> sm_90a (compute_90a).
 std::string arch_specific(const std::string& arch) { return arch.back() == 'a' ? arch : arch + "a"; }
 
+// The kernels' element types (common/element.cuh).
 const char* element_type(DataType t) {
   switch (t) {
     case DataType::Float32: return "float";
+    case DataType::BFloat16: return "conv3djit::bf16";
+    case DataType::Float16: return "conv3djit::fp16";
   }
   return "void";
 }
@@ -23,9 +26,10 @@ const char* element_type(DataType t) {
 
 std::string traits_struct(const SpecKey& k, const std::string& name) {
   const unsigned uses = k.kernel->uses;
-  std::string s = fmt::format("struct {} {{\n  // {}\n  using element = {};\n", name, canonical_text(k),
-                              element_type(k.dtype));
+  std::string s = fmt::format("struct {} {{\n  // {}\n  using element = {};\n  using out_element = {};\n", name,
+                              canonical_text(k), element_type(k.dtype), element_type(k.out_dtype));
   auto constant = [&s](const char* field, int64_t value) { s += fmt::format("  static constexpr int {} = {};\n", field, value); };
+  constant("ndhwc", k.layout == Layout::NDHWC ? 1 : 0);
   if (uses & kUsesClass) constant("fp32_class", k.precision == Precision::Fp32 ? 1 : 0);  // 3xTF32 or TF32
   if (uses & kUsesEpilogue) {  // common/epilogue.cuh numbers the activations as the enum does
     constant("act", static_cast<int>(k.epilogue.activation));

@@ -11,19 +11,9 @@
 
 namespace conv3djit::detail {
 
-const char* to_string(DataType t) noexcept {
-  switch (t) {
-    case DataType::Float32: return "fp32";
-  }
-  return "unknown";
-}
+const char* to_string(DataType t) noexcept { return dtype_name(t); }
 
-const char* to_string(Layout l) noexcept {
-  switch (l) {
-    case Layout::NCDHW: return "ncdhw";
-  }
-  return "unknown";
-}
+const char* to_string(Layout l) noexcept { return layout_name(l); }
 
 const char* to_string(Precision p) noexcept { return p == Precision::Tf32 ? "tf32" : "fp32"; }
 
@@ -45,7 +35,7 @@ int32_t SpecKey::field(const char* name) const {
 }
 
 bool SpecKey::operator==(const SpecKey& o) const noexcept {
-  return kernel == o.kernel && dtype == o.dtype && layout == o.layout && precision == o.precision &&
+  return kernel == o.kernel && dtype == o.dtype && out_dtype == o.out_dtype && layout == o.layout && precision == o.precision &&
          epilogue == o.epilogue && padding_mode == o.padding_mode && c_per_group == o.c_per_group && kd == o.kd && kh == o.kh && kw == o.kw &&
          sd == o.sd && sh == o.sh && sw == o.sw && dd == o.dd && dh == o.dh && dw == o.dw &&
          std::memcmp(config, o.config, sizeof(config)) == 0;
@@ -61,7 +51,8 @@ size_t SpecKeyHash::operator()(const SpecKey& k) const noexcept {
   mix(reinterpret_cast<uintptr_t>(k.kernel));
   mix(static_cast<uint64_t>(k.dtype) | static_cast<uint64_t>(k.layout) << 8 | static_cast<uint64_t>(k.precision) << 16 |
       static_cast<uint64_t>(k.epilogue.activation) << 24 | static_cast<uint64_t>(k.epilogue.residual) << 32 |
-      static_cast<uint64_t>(k.epilogue.scaled) << 33 | static_cast<uint64_t>(k.padding_mode) << 40);
+      static_cast<uint64_t>(k.epilogue.scaled) << 33 | static_cast<uint64_t>(k.padding_mode) << 40 |
+      static_cast<uint64_t>(k.out_dtype) << 48);
   for (int32_t f : {k.c_per_group, k.kd, k.kh, k.kw, k.sd, k.sh, k.sw, k.dd, k.dh, k.dw}) mix(static_cast<uint32_t>(f));
   for (int32_t f : k.config) mix(static_cast<uint32_t>(f));
   return static_cast<size_t>(h);
@@ -71,6 +62,7 @@ std::string canonical_text(const SpecKey& k) {
   if (k.kernel == nullptr) return "none";
   const unsigned uses = k.kernel->uses;
   std::string text = fmt::format("{} {} {}", k.kernel->name, to_string(k.dtype), to_string(k.layout));
+  if (k.out_dtype != k.dtype) text += fmt::format(" out={}", to_string(k.out_dtype));
   if (uses & kUsesClass) text += fmt::format(" class={}", to_string(k.precision));
   if (uses & kUsesEpilogue) text += fmt::format(" epi={}", to_string(k.epilogue));
   if (uses & kUsesKernelExtents) text += fmt::format(" cg={} k={}x{}x{}", k.c_per_group, k.kd, k.kh, k.kw);
@@ -98,9 +90,10 @@ std::string readable_key(std::string_view key_text) {
     if (end == std::string_view::npos) end = fields.size();
     const std::string_view word = fields.substr(start, end - start);
     start = end + 1;
-    static constexpr std::string_view kShown[] = {"class=", "epi=", "cg=", "k=", "s=", "d=", "pad="};
+    static constexpr std::string_view kShown[] = {"class=", "epi=", "cg=", "k=", "s=", "d=", "pad=", "out="};
     const bool shown = std::any_of(std::begin(kShown), std::end(kShown),
-                                   [&](std::string_view prefix) { return word.rfind(prefix, 0) == 0; });
+                                   [&](std::string_view prefix) { return word.rfind(prefix, 0) == 0; }) ||
+                       (index == 2 && word != to_string(Layout::NCDHW));
     if (index < 2 || shown) kept.push_back(word);  // the kernel's name and element type come first
   }
   if (const size_t at = key_text.find("|arch="); at != std::string_view::npos) {

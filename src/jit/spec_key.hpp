@@ -64,7 +64,8 @@ inline constexpr int kMaxConfigFields = 11;
 
 struct SpecKey {
   const KernelDef* kernel = nullptr;
-  DataType dtype = DataType::Float32;
+  DataType dtype = DataType::Float32;      // input, weight, bias
+  DataType out_dtype = DataType::Float32;  // output, residual
   Layout layout = Layout::NCDHW;
   Precision precision = Precision::Fp32;
   EpilogueKind epilogue{};
@@ -95,11 +96,12 @@ std::string to_string(EpilogueKind e);
 
 /// One line naming every field the kernel uses:
 /// "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 ...";
-/// a padding mode other than zeros follows the dilation ("d=1x1x1 pad=replicate").
+/// an output type other than the input's follows the layout ("bf16 ndhwc out=fp32"), a padding
+/// mode other than zeros the dilation ("d=1x1x1 pad=replicate").
 std::string canonical_text(const SpecKey& key);
 
 /// Version of the key text layout below; bump when it changes meaning.
-inline constexpr int kKeyFormatVersion = 8;  // 8: the epilogue's activation and residual
+inline constexpr int kKeyFormatVersion = 9;  // 9: half types, NDHWC and the output type
 
 /// The disk cache key: canonical_text + arch + NVRTC version + the hash of the kernel's source
 /// and the headers it includes + the NVRTC options (in the order passed) + library version + key
@@ -109,7 +111,8 @@ std::string cache_key_text(const SpecKey& key, const std::string& arch,
 
 /// The kernel and problem fields of a cache key text, for listings: kernel name, element type,
 /// accuracy class, epilogue, channels per group, kernel extents, stride, dilation and arch
-/// ("igemm_sm90 fp32 class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 sm_90"); tile fields are left out.
+/// ("igemm_sm90 fp32 class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 sm_90"); the layout and the
+/// output type where they are not the defaults ("direct bf16 ndhwc out=fp32 ..."); tile fields are left out.
 std::string readable_key(std::string_view key_text);
 
 }  // namespace conv3djit::detail

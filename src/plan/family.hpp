@@ -36,7 +36,11 @@ class Family {
   virtual std::vector<std::string> aliases() const { return {}; }
   /// The arch the family needs, for help text ("sm_90 exactly", "sm_80 or newer", "any").
   virtual const char* arch() const { return "any"; }
-  /// Whether the family can serve prob on such a device at all (some configuration of it).
+  /// Whether the family's kernel is built for prob's element types and layout; the planner asks
+  /// before can_implement() and choose(). Most families are float32 NCDHW kernels.
+  virtual Refusal serves_types(const Problem& prob) const;
+  /// Whether the family can serve prob on such a device at all (some configuration of it), its
+  /// types aside.
   virtual Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const = 0;
   /// The family's best plan for prob by its heuristic, or nothing where the planner should look
   /// further down the registry (it cannot serve prob, or another family is measured faster).

@@ -34,13 +34,20 @@ ConvParams make_params(const Problem& prob) {
   return p;
 }
 
+Refusal Family::serves_types(const Problem& prob) const {
+  if (prob.desc.dtype != DataType::Float32 || prob.desc.layout != Layout::NCDHW) return "float32 NCDHW tensors";
+  return std::nullopt;
+}
+
 SpecKey shape_key(const Problem& prob, const KernelDef& def) {
   SpecKey k;
   k.kernel = &def;
   k.dtype = prob.desc.dtype;
+  k.out_dtype = prob.out_dtype;
   k.layout = prob.desc.layout;
   const Conv3dDesc& d = prob.desc;
-  if (def.uses & kUsesClass) k.precision = d.precision;
+  // Half inputs have one class, their type's: a tf32 request shares their kernels.
+  if (def.uses & kUsesClass) k.precision = d.dtype == DataType::Float32 ? d.precision : Precision::Fp32;
   if (def.uses & kUsesEpilogue) {
     const Epilogue& e = d.epilogue;
     k.epilogue = {e.activation, e.alpha != 1.f || e.gamma != 1.f, e.residual};
@@ -98,10 +105,12 @@ DeviceLimits limits_for_arch(const std::string& arch) {
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced) {
   if (!forced.empty()) {
     const ForcedConfig config = parse_config(forced);
+    if (Refusal why = config.family->serves_types(prob)) refuse_config(config, *why);
     if (Refusal why = config.family->can_implement(prob, limits)) refuse_config(config, *why);
     return config.family->force(prob, limits, config);
   }
   for (const Family* family : registry()) {
+    if (family->serves_types(prob)) continue;
     if (auto plan = family->choose(prob, limits)) return std::move(*plan);
   }
   // direct, last in the registry, serves every valid description.

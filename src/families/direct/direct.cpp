@@ -1,5 +1,5 @@
 // direct: one thread per TW outputs along W, every tap read from global memory. Slow, but it
-// serves every valid description, so it ends the registry.
+// serves every valid description (every element type and layout), so it ends the registry.
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
 
@@ -18,6 +18,7 @@ class DirectFamily final : public Family {
  public:
   const KernelDef& kernel() const override { return def_; }
   std::vector<std::string> aliases() const override { return {"generic"}; }
+  Refusal serves_types(const Problem&) const override { return std::nullopt; }  // every type and layout
   Refusal can_implement(const Problem&, const DeviceLimits&) const override { return std::nullopt; }
 
   // Four outputs along W per thread reuse each weight four times; narrow outputs take one.

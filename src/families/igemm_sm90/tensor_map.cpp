@@ -15,6 +15,8 @@ namespace {
 CUtensorMapDataType map_type(DataType t) {
   switch (t) {
     case DataType::Float32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case DataType::BFloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DataType::Float16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   }
   throw Error(ErrorCategory::Unsupported, "tensor map: no TMA data type for this element type");
 }

@@ -1,0 +1,77 @@
+#pragma once
+// The element types a kernel's tensors hold (Spec::element for input, weight and bias,
+// Spec::out_element for output and residual), their conversions to and from float, and where an
+// element of each tensor lies in Spec::ndhwc's layout.
+// bf16 and fp16 are the 16-bit patterns themselves: no cuda_bf16.h / cuda_fp16.h, whose NVRTC
+// use depends on the toolkit's include folder, and the tensor-core paths want the bits anyway.
+#include "common/common.cuh"
+
+namespace conv3djit {
+
+struct bf16 {
+  unsigned short bits;
+};
+struct fp16 {
+  unsigned short bits;
+};
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(static_cast<unsigned>(v.bits) << 16); }
+__device__ __forceinline__ float to_float(fp16 v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+  return f;
+}
+
+/// v rounded to nearest even in T (NaN stays NaN, overflow becomes infinity, as PyTorch rounds).
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float v) {
+#if __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(v));
+  return {b};
+#else
+  const unsigned u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<unsigned short>((u >> 16) | 0x40u)};  // quiet NaN
+  return {static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+#endif
+}
+template <>
+__device__ __forceinline__ fp16 from_float<fp16>(float v) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return {h};
+}
+
+/// The element at p as a float, through the read-only path (the tensor is not written while the
+/// kernel runs).
+__device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float load_float(const bf16* p) { return to_float(bf16{__ldg(&p->bits)}); }
+__device__ __forceinline__ float load_float(const fp16* p) { return to_float(fp16{__ldg(&p->bits)}); }
+
+/// Element strides of an activation tensor (input N x C x D x H x W or output N x K x OD x OH x
+/// OW logically) in its layout: NCDHW has W innermost, NDHWC the channels.
+struct ActivationStrides {
+  long long n, c, d, h, w;
+};
+template <int NDHWC>
+CONV3DJIT_HOST_DEVICE inline ActivationStrides activation_strides(long long c, long long d, long long h, long long w) {
+  if constexpr (NDHWC != 0) {
+    return {d * h * w * c, 1, h * w * c, w * c, c};
+  } else {
+    return {c * d * h * w, d * h * w, h * w, w, 1};
+  }
+}
+
+/// Element strides of a weight (K x CG x KD x KH x KW logically): NDHWC keeps the CG channels
+/// of a tap innermost, as PyTorch's channels_last_3d weight does.
+template <int NDHWC>
+CONV3DJIT_HOST_DEVICE inline ActivationStrides weight_strides(long long cg, long long kd, long long kh, long long kw) {
+  return activation_strides<NDHWC>(cg, kd, kh, kw);
+}
+
+}  // namespace conv3djit
