@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "conv3djit/engine.hpp"
+#include "conv3djit/half.hpp"
 #include "conv3djit/reference.hpp"
 #include "driver/module_loader.hpp"
 
@@ -64,19 +65,28 @@ float Event::since(const Event& start) const {
 
 namespace {
 
-std::vector<float> random_values(int64_t count, std::mt19937_64& rng, ValueRange range = {}) {
+// Uniform values of [lo, hi), each then rounded to `type` (the host keeps what the device holds).
+std::vector<float> random_values(int64_t count, std::mt19937_64& rng, DataType type, ValueRange range = {}) {
   std::uniform_real_distribution<float> uniform(range.lo, range.hi);
   std::vector<float> values(static_cast<size_t>(count));
   for (float& v : values) v = uniform(rng);
+  if (type != DataType::Float32) {
+    std::vector<uint16_t> bits(values.size());
+    from_float(type, values.data(), count, bits.data());
+    to_float(type, bits.data(), count, values.data());
+  }
   return values;
 }
 
-/// `host` into a new buffer, starting `offset` floats into it.
-DeviceBuffer upload(const std::vector<float>& host, int64_t offset = 0) {
+/// `host` as elements of `type` into a new buffer, starting `offset` elements into it.
+DeviceBuffer upload(const std::vector<float>& host, DataType type, int64_t offset = 0) {
   if (host.empty()) return DeviceBuffer();
-  DeviceBuffer buffer((host.size() + static_cast<size_t>(offset)) * sizeof(float));
-  check_cu(driver().cuMemcpyHtoD(buffer.handle() + static_cast<CUdeviceptr>(offset) * sizeof(float), host.data(),
-                                 host.size() * sizeof(float)),
+  const size_t bytes = static_cast<size_t>(dtype_bytes(type));
+  std::vector<unsigned char> typed(host.size() * bytes);
+  from_float(type, host.data(), static_cast<int64_t>(host.size()), typed.data());
+  DeviceBuffer buffer(typed.size() + static_cast<size_t>(offset) * bytes);
+  check_cu(driver().cuMemcpyHtoD(buffer.handle() + static_cast<CUdeviceptr>(offset) * bytes, typed.data(),
+                                 typed.size()),
            "cuMemcpyHtoD");
   return buffer;
 }
@@ -84,25 +94,37 @@ DeviceBuffer upload(const std::vector<float>& host, int64_t offset = 0) {
 }  // namespace
 
 ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, ValueRange input_range)
-    : input_offset(offset) {
+    : dtype(desc.dtype), out_dtype(output_dtype(desc)), input_offset(offset) {
   std::mt19937_64 rng(seed);
   const int64_t weight_elements =
       desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
-  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng, input_range);
-  weight = random_values(weight_elements, rng);
-  if (desc.bias) bias = random_values(desc.k, rng);
+  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng, dtype, input_range);
+  weight = random_values(weight_elements, rng, dtype);
+  if (desc.bias) bias = random_values(desc.k, rng, dtype);
   output_elements = output_extents(desc).elements();
-  if (desc.epilogue.residual) residual = random_values(output_elements, rng);
-  d_residual = upload(residual);
-  d_input = upload(input, input_offset);
-  d_weight = upload(weight);
-  d_bias = upload(bias);
-  d_output = DeviceBuffer(static_cast<size_t>(output_elements) * sizeof(float));
+  if (desc.epilogue.residual) residual = random_values(output_elements, rng, out_dtype);
+  d_residual = upload(residual, out_dtype);
+  d_input = upload(input, dtype, input_offset);
+  d_weight = upload(weight, dtype);
+  d_bias = upload(bias, dtype);
+  d_output = DeviceBuffer(static_cast<size_t>(output_elements) * static_cast<size_t>(dtype_bytes(out_dtype)));
 }
 
+std::vector<float> download_floats(const DeviceBuffer& from, DataType type) {
+  const int64_t count = static_cast<int64_t>(from.bytes()) / dtype_bytes(type);
+  std::vector<unsigned char> raw(from.bytes());
+  copy_to_host(from, raw.data());
+  std::vector<float> values(static_cast<size_t>(count));
+  to_float(type, raw.data(), count, values.data());
+  return values;
+}
+
+std::vector<float> ProblemData::output() const { return download_floats(d_output, out_dtype); }
+
 void fill_nan(const DeviceBuffer& buffer) {
-  // 0x7ff80000 is a quiet NaN as a float, and twice over as a double, so one fill serves both.
-  constexpr unsigned int kNaNWord = 0x7ff80000u;
+  // A NaN in every element type: as a float (exponent all ones), as a double, and as each 16-bit
+  // half (bf16 and fp16 both read 0x7fff as a NaN).
+  constexpr unsigned int kNaNWord = 0x7fff7fffu;
   check_cu(driver().cuMemsetD32(buffer.handle(), kNaNWord, buffer.bytes() / 4), "cuMemsetD32");
 }
 
@@ -113,7 +135,7 @@ uint64_t random_seed() {
 
 Conv3dTensors ProblemData::tensors() const {
   Conv3dTensors t;
-  t.input = static_cast<const float*>(d_input.ptr()) + input_offset;
+  t.input = static_cast<const unsigned char*>(d_input.ptr()) + input_offset * dtype_bytes(dtype);
   t.weight = d_weight.ptr();
   t.bias = d_bias.ptr();
   t.output = d_output.ptr();
@@ -122,14 +144,18 @@ Conv3dTensors ProblemData::tensors() const {
 }
 
 uint64_t ProblemData::traffic_bytes() const {
-  return input.size() * sizeof(float) + d_weight.bytes() + d_bias.bytes() + d_output.bytes() + d_residual.bytes();
+  return input.size() * static_cast<uint64_t>(dtype_bytes(dtype)) + d_weight.bytes() + d_bias.bytes() + d_output.bytes() + d_residual.bytes();
 }
 
 std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,
                                      const Stream& stream, bool on_gpu) {
   std::vector<double> reference(static_cast<size_t>(data.output_elements));
   if (!on_gpu) {
-    reference_conv3d(desc, data.input.data(), data.weight.data(),
+    // The host copies are floats holding the tensors' values exactly, in desc's layout.
+    Conv3dDesc as_floats = desc;
+    as_floats.dtype = DataType::Float32;
+    as_floats.fp32_output = false;
+    reference_conv3d(as_floats, data.input.data(), data.weight.data(),
                      desc.bias ? data.bias.data() : nullptr, desc.epilogue.residual ? data.residual.data() : nullptr,
                      reference.data());
     return reference;

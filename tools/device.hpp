@@ -36,8 +36,12 @@ class DeviceBuffer {
 /// Copies all of `from` to host memory (synchronous).
 void copy_to_host(const DeviceBuffer& from, void* to);
 
-/// Fills a float or double buffer with NaN, so that an element a kernel never writes cannot pass
-/// a comparison. Ordered on the legacy default stream, which Stream waits for.
+/// The elements of `type` in `from` as floats (synchronous).
+std::vector<float> download_floats(const DeviceBuffer& from, DataType type);
+
+/// Fills a buffer of any element type (float, double, bf16, fp16) with NaN, so that an element a
+/// kernel never writes cannot pass a comparison. Ordered on the legacy default stream, which
+/// Stream waits for.
 void fill_nan(const DeviceBuffer& buffer);
 
 /// A fresh seed for ProblemData when the user gave none.
@@ -76,9 +80,10 @@ struct ValueRange {
 };
 
 /// A description's tensors on the device, uniformly random from `seed`: inputs in `input_range`,
-/// weights, bias and the residual (if the epilogue has one) in [-1, 1); the host copies stay for a CPU reference. The device input starts
-/// `input_offset` floats into its buffer (1: an input that is only 4-byte aligned, as a view into a
-/// larger tensor can be).
+/// weights, bias and the residual (if the epilogue has one) in [-1, 1), rounded to their element
+/// types and laid out as desc.layout says; the host copies (as floats, which hold every type's
+/// values exactly) stay for a CPU reference. The device input starts `input_offset` elements into
+/// its buffer (1: an input that is not 16-byte aligned, as a view into a larger tensor can be).
 struct ProblemData {
   ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t input_offset = 0, ValueRange input_range = {});
 
@@ -86,7 +91,11 @@ struct ProblemData {
   /// Bytes a convolution must at least move: inputs (and residual) read once, output written once.
   uint64_t traffic_bytes() const;
 
+  /// The output, copied to the host, as floats.
+  std::vector<float> output() const;
+
   std::vector<float> input, weight, bias, residual;
+  DataType dtype = DataType::Float32, out_dtype = DataType::Float32;
   int64_t output_elements = 0;
   int64_t input_offset = 0;
   DeviceBuffer d_input, d_weight, d_bias, d_output, d_residual;

@@ -20,14 +20,13 @@ GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_
   } else {
     engine.run(desc, data.tensors(), stream.get());
   }
-  std::vector<float> got(static_cast<size_t>(data.output_elements));
   stream.synchronize();
-  cli::copy_to_host(data.d_output, got.data());
+  const std::vector<float> got = data.output();
 
   const std::vector<double> ref =
       cli::reference_output(engine, desc, data, stream, detail::make_problem(desc).macs() > 3e8);
   GpuCheck r;
-  r.comparison = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(desc.precision));
+  r.comparison = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(desc));
   r.kernel = engine.kernel_for(desc);
   return r;
 }
