@@ -59,7 +59,7 @@ struct ActivationStrides {
   long long n, c, d, h, w;
 };
 template <int NDHWC>
-CONV3DJIT_HOST_DEVICE inline ActivationStrides activation_strides(long long c, long long d, long long h, long long w) {
+CONV3DJIT_HOST_DEVICE constexpr ActivationStrides activation_strides(long long c, long long d, long long h, long long w) {
   if constexpr (NDHWC != 0) {
     return {d * h * w * c, 1, h * w * c, w * c, c};
   } else {
@@ -70,7 +70,7 @@ CONV3DJIT_HOST_DEVICE inline ActivationStrides activation_strides(long long c, l
 /// Element strides of a weight (K x CG x KD x KH x KW logically): NDHWC keeps the CG channels
 /// of a tap innermost, as PyTorch's channels_last_3d weight does.
 template <int NDHWC>
-CONV3DJIT_HOST_DEVICE inline ActivationStrides weight_strides(long long cg, long long kd, long long kh, long long kw) {
+CONV3DJIT_HOST_DEVICE constexpr ActivationStrides weight_strides(long long cg, long long kd, long long kh, long long kw) {
   return activation_strides<NDHWC>(cg, kd, kh, kw);
 }
 

@@ -15,11 +15,15 @@
 // Accuracy: tensor cores accumulate with truncation, so a long chain of mma into one accumulator
 // drifts; each slice's mma chain starts from zero and is added to the running sum with a
 // round-to-nearest FADD, and every 32 slices (512 terms) that sum joins a separate total.
+//
+// bf16 and fp16 inputs (either layout, output in the input type or float32) take the kernel in
+// igemm_sm80/half.cuh: m16n8k16 products of the exact half operands.
 #pragma once
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
 #include "common/tf32.cuh"
 #include "igemm_sm80/geometry.cuh"
+#include "igemm_sm80/half.cuh"
 
 namespace conv3djit {
 
@@ -59,7 +63,10 @@ __device__ __forceinline__ void add_into(WarpTile& to, WarpTile& from, bool rese
 template <class Spec>
 __global__ void __launch_bounds__(Spec::bm * Spec::bn / 32)
 igemm_sm80(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
-           const typename Spec::element* __restrict__ bias, typename Spec::element* __restrict__ out, ConvParams p) {
+           const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p) {
+  if constexpr (sizeof(typename Spec::element) == 2) {
+    igemm_sm80_half<Spec>(in, wt, bias, out, p);
+  } else {
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, BM = Spec::bm, BN = Spec::bn;
   constexpr int SPLIT = Spec::fp32_class;
@@ -235,6 +242,7 @@ igemm_sm80(const typename Spec::element* __restrict__ in, const typename Spec::e
           out[at] = epilogue::apply<Spec>(v, p.has_bias ? __ldg(bias + k) : 0.f, at, p);
         }
     }
+  }
 }
 
 }  // namespace conv3djit

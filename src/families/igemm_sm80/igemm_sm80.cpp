@@ -1,6 +1,7 @@
-// igemm_sm80: implicit GEMM on mma.sync tensor cores (TF32, or 3xTF32 in the fp32 class), sm_80 or
-// newer, groups == 1: BM output positions x BN channels a block, the reduction gathered through
-// a table of input offsets (docs/kernels/igemm_sm80.md).
+// igemm_sm80: implicit GEMM on mma.sync tensor cores (TF32, or 3xTF32 in the fp32 class, for
+// float32 NCDHW; one bf16 / fp16 product for half inputs in NCDHW and NDHWC), sm_80 or newer,
+// groups == 1: BM output positions x BN channels a block, the reduction gathered through a table
+// of input offsets (docs/kernels/igemm_sm80.md).
 #include "igemm_sm80/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -18,8 +19,11 @@ const ConfigTable<Sm80Config, 2> kTable{{{
      &Sm80Config::bn},
 }}};
 
+bool half_inputs(const Problem& prob) { return prob.desc.dtype != DataType::Float32; }
+
 int shared_bytes(const Problem& prob, const Sm80Config& c) {
   const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+  if (half_inputs(prob)) return igemm_half_shared_bytes(static_cast<int>(kred), c.bm, c.bn);
   return igemm_shared_bytes(static_cast<int>(kred), c.bm, c.bn, prob.desc.precision == Precision::Fp32 ? 1 : 0);
 }
 
@@ -36,9 +40,11 @@ Refusal refusal(const Problem& prob, const DeviceLimits& limits) {
   return std::nullopt;
 }
 
-// The tile needs BM x BN / 32 threads <= 1024, a multiple of 16 and at least BM.
+// The tile needs BM x BN / 32 threads <= 1024, a multiple of 16 and at least BM; the half kernel
+// stages 8-term groups, at least one of A and of B a thread: BM and BN of 32, 64 or 128.
 bool fits(const Problem& prob, const DeviceLimits& limits, const Sm80Config& c) {
   const int bm = c.bm, bn = c.bn;
+  if (half_inputs(prob) && (bm > 128 || bn > 128)) return false;
   return !refusal(prob, limits) && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 && bn >= 32 && bm * bn / 32 <= 1024 &&
          bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0 && shared_bytes(prob, c) <= limits.max_smem_per_block_optin;
 }
@@ -51,12 +57,18 @@ class Sm80Family final : public Family {
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     return refusal(prob, limits);
   }
+  // float32 NCDHW (TF32 / 3xTF32), and bf16 / fp16 in either layout with either output type.
+  Refusal serves_types(const Problem& prob) const override {
+    if (half_inputs(prob)) return std::nullopt;
+    return Family::serves_types(prob);
+  }
 
   // Tensor cores or FFMA (measured on the H200 suite, docs/kernels/igemm_sm80.md): the implicit
   // GEMM wins once the reduction has many channels (C/groups >= 16: 1.1-2.9x the FFMA kernel) or
   // is long (>= 1000 terms), and for the tf32 class; small C with a short reduction and K < 16
   // (whose columns would mostly be padding) stay on FFMA.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
+    if (half_inputs(prob)) return choose_half(prob, limits);
     const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
     if (prob.desc.groups != 1 || prob.out.k < 16) return std::nullopt;
     if (!(prob.c_per_group >= 16 || kred >= 1000 || prob.desc.precision == Precision::Tf32)) return std::nullopt;
@@ -69,12 +81,26 @@ class Sm80Family final : public Family {
     const Sm80Config c = kTable.apply(Sm80Config{}, forced);
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "groups == 1, sm_80 or newer, BM and BN multiples of 32 with BN >= 32, BM * BN / 32 "
-                            "threads in [BM, 1024], and its tables must fit");
+                            "threads in [BM, 1024] (bf16 / fp16: BM and BN at most 128), and its tables must fit");
     }
     return plan(prob, c);
   }
 
  private:
+  // Half inputs: wherever it is valid (against direct's FFMA of converted halves, the only other
+  // kernel for them). BN covers K <= 32 in one tile, else 64; BM = 64 where 128-row tiles would
+  // make fewer than 256 blocks (a fixed count, not the device's SMs: keys never depend on them).
+  std::optional<Plan> choose_half(const Problem& prob, const DeviceLimits& limits) const {
+    if (prob.desc.groups != 1) return std::nullopt;
+    const long long rows = prob.output_elements / prob.out.k;
+    const int bn = prob.out.k <= 32 ? 32 : 64;
+    const int bm = ceil_div(rows, 128) * ceil_div(prob.out.k, bn) < 256 ? 64 : 128;
+    for (const Sm80Config c : {Sm80Config{bm, bn}, Sm80Config{64, bn}, Sm80Config{32, 32}}) {
+      if (fits(prob, limits, c)) return plan(prob, c);
+    }
+    return std::nullopt;
+  }
+
   Plan plan(const Problem& prob, const Sm80Config& c) const {
     Plan plan = new_plan(prob, *this, kTable, c, c.bm * c.bn / 32, shared_bytes(prob, c));
     plan.grid = checked_grid(ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn), *this);

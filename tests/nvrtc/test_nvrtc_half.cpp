@@ -1,0 +1,129 @@
+// NVRTC, no GPU: bf16 and fp16 descriptions (both layouts, float32 outputs, an epilogue with a
+// residual, padding modes) plan to igemm_sm80 on sm_80 and sm_90, compile, and ptxas reports no
+// spills for them; direct's kernels for half types compile too.
+#include <string>
+
+#include "catch.hpp"
+#include "config_cases.hpp"
+#include "conv3djit/engine.hpp"
+#include "core/problem.hpp"
+#include "jit/codegen.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "plan/plan.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+Conv3dDesc half_desc(DataType type, Layout layout, bool fp32_output, Conv3dDesc d) {
+  d.dtype = type;
+  d.layout = layout;
+  d.fp32_output = fp32_output;
+  return d;
+}
+
+// ptxas' resource lines for the kernel of desc's plan on arch (forced: a --config), compiled
+// with -v: "Used N registers, ... 0 bytes spill stores, 0 bytes spill loads".
+struct PtxasReport {
+  std::string kernel, log;
+};
+PtxasReport ptxas_report(const Conv3dDesc& desc, const std::string& arch, const std::string& forced = "") {
+  const detail::Problem prob = detail::make_problem(desc);
+  const detail::Plan plan = detail::make_plan(prob, detail::limits_for_arch(arch), forced);
+  detail::GeneratedKernel gen = detail::generate(plan.key, arch);
+  gen.options.push_back("--ptxas-options=-v");
+  return {detail::canonical_text(plan.key), detail::nvrtc_compile(gen).notes};
+}
+
+void check_no_spills(const PtxasReport& r) {
+  INFO(r.kernel << "\n" << r.log);
+  CHECK(r.log.find("Used ") != std::string::npos);
+  CHECK(r.log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 on sm_80 and sm_90 and compile without spills") {
+  const Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
+  const Conv3dDesc wide = test::make(2, 64, {8, 12, 14}, 96, {3, 3, 3}, 1, 1, 1, 1, true);
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+      for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+        for (const bool fp32_output : {false, true}) {
+          for (const Conv3dDesc& base : {reference, wide}) {
+            const Conv3dDesc d = half_desc(type, layout, fp32_output, base);
+            DYNAMIC_SECTION(arch << " " << describe(d)) {
+              const PtxasReport r = ptxas_report(d, arch);
+              const std::string layout_text = layout == Layout::NDHWC ? " ndhwc" : " ncdhw";
+              CHECK(r.kernel.rfind(std::string("igemm_sm80 ") + dtype_name(type) + layout_text +
+                                       (fp32_output ? " out=fp32 " : " "), 0) == 0);
+              check_no_spills(r);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("half-type igemm_sm80 kernels with the heaviest epilogue, padding modes and forced tiles compile without spills") {
+  Conv3dDesc d = test::make(2, 8, {6, 10, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true);
+  d.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  d.epilogue.residual = true;
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+      for (const bool fp32_output : {false, true}) {
+        const Conv3dDesc h = half_desc(type, layout, fp32_output, d);
+        DYNAMIC_SECTION("epilogue " << describe(h)) {
+          const PtxasReport r = ptxas_report(h, "sm_90");
+          CHECK(r.kernel.find(" epi=bias+scale+gelu+res ") != std::string::npos);
+          check_no_spills(r);
+        }
+      }
+    }
+  }
+  for (const PaddingMode mode : {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular}) {
+    for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+      Conv3dDesc h = half_desc(DataType::BFloat16, layout, false, d);
+      h.padding_mode = mode;
+      DYNAMIC_SECTION("padding " << describe(h)) {
+        const PtxasReport r = ptxas_report(h, "sm_80");
+        CHECK(r.kernel.rfind("igemm_sm80 ", 0) == 0);
+        CHECK(r.kernel.find(std::string(" pad=") + padding_mode_name(mode) + " ") != std::string::npos);
+        check_no_spills(r);
+      }
+    }
+  }
+  for (const char* config : {"igemm_sm80:32,32", "igemm_sm80:64,128", "igemm_sm80:128,128", "igemm:128,32"}) {
+    const Conv3dDesc h = half_desc(DataType::Float16, Layout::NDHWC, true, test::make(1, 16, {5, 6, 7}, 130, {3, 3, 3}, 1, 1));
+    DYNAMIC_SECTION(config) {
+      const PtxasReport r = ptxas_report(h, "sm_90", config);
+      CHECK(r.kernel.rfind("igemm_sm80 fp16 ndhwc out=fp32 ", 0) == 0);
+      check_no_spills(r);
+    }
+  }
+  // Tiles past the half kernel's 8-term staging (256 rows) are refused.
+  const Conv3dDesc h = half_desc(DataType::BFloat16, Layout::NCDHW, false, d);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(h), detail::limits_for_arch("sm_90"), "igemm:256,32"), Error);
+}
+
+TEST_CASE("half types: grouped layers stay on direct, which compiles for every type and layout") {
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+      const Conv3dDesc grouped = half_desc(type, layout, false, test::make(1, 8, {6, 7, 8}, 8, {3, 3, 3}, 1, 1, 1, 2));
+      INFO(describe(grouped));
+      CHECK(engine.kernel_for(grouped, "sm_90").rfind("direct ", 0) == 0);
+      const PrecompileResult r = engine.precompile(grouped, "sm_80");
+      CHECK(r.main().compiled);
+      EngineOptions forced = options;
+      forced.kernel_config = "direct";
+      const Conv3dDesc dense = half_desc(type, layout, true, test::make(1, 3, {6, 7, 8}, 8, {3, 5, 7}));
+      const PrecompileResult f = Engine(forced).precompile(dense, "sm_90");
+      CHECK(f.main().compiled);
+      CHECK(f.main().kernel.rfind("direct ", 0) == 0);
+    }
+  }
+}
