@@ -82,8 +82,8 @@ struct ShapeFlags {
 };
 
 /// Adds --input, --out-channels, --kernel, --stride, --padding (or --padding-before/-after),
-/// --dilation, --groups, --bias,
-/// --precision to `cmd`; the first three are marked required when `required`.
+/// --padding-mode, --dilation, --groups, --bias, --precision, --dtype, --layout, --fp32-output and
+/// the epilogue's flags to `cmd`; the first three are marked required when `required`.
 void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required);
 
 struct ValueRange;  // device.hpp
@@ -109,6 +109,10 @@ std::string read_padding_word(const std::string& word, Padding& out);
 std::string read_padding_side(const std::vector<int64_t>& values, bool after, Padding& out);
 std::string read_count(int64_t value, int64_t& out);  ///< out_channels, groups: >= 1
 std::string read_precision(const std::string& word, Precision& out);
+/// An element type: fp32, bf16, fp16, or PyTorch's float32, bfloat16, float16 (any case).
+std::string read_dtype(const std::string& word, DataType& out);
+/// A layout: ncdhw or ndhwc (any case).
+std::string read_layout(const std::string& word, Layout& out);
 /// An activation's name (identity, relu, leaky_relu, gelu, gelu_tanh, silu, sigmoid, tanh,
 /// hardswish, clamp).
 std::string read_activation(const std::string& word, Activation& out);

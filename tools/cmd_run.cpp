@@ -79,6 +79,9 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
     const Timing t = time_shape(engine, d.desc, options.timing, options.input_offset);
     if (options.timing.json) {  // one object a shape (JSON lines)
       const nlohmann::json out = {{"name", d.name},           {"kernel", t.kernel},
+                                  {"dtype", dtype_name(d.desc.dtype)},
+                                  {"output_dtype", dtype_name(output_dtype(d.desc))},
+                                  {"layout", layout_name(d.desc.layout)},
                                   {"first_call_ms", t.first_ms}, {"median_ms", t.median_ms},
                                   {"min_ms", t.min_ms},       {"iters", options.timing.iters},
                                   {"warmup", options.timing.warmup}, {"tflops", t.tflops},
@@ -153,8 +156,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global) {
   add_timing_flags(*cmd, options->timing, 5, "untimed runs before timing", 50, "timed runs",
                    "print JSON on stdout: one object (one line) per shape");
   cmd->add_option("--input-offset", options->input_offset,
-                  "start the input this many floats into its allocation (1: only 4-byte aligned, like a view "
-                  "into a larger tensor; default 0)")
+                  "start the input this many elements (of --dtype) into its allocation (1: aligned to one "
+                  "element only, like a view into a larger tensor; default 0)")
       ->check(CLI::NonNegativeNumber);
   return {cmd, [options, &global] { return run_run(*options, global); }};
 }

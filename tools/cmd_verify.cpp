@@ -36,19 +36,21 @@ int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
   fill_nan(data.d_output);
   engine.run(desc, data.tensors(), stream.get());
   stream.synchronize();
-  std::vector<float> got(static_cast<size_t>(data.output_elements));
-  copy_to_host(data.d_output, got.data());
+  const std::vector<float> got = data.output();  // every output type as floats, exactly
 
   const bool on_gpu = options.reference == "gpu" ||
                       (options.reference == "auto" && macs(desc) > kCpuReferenceMacs);
   const std::vector<double> reference = reference_output(engine, desc, data, stream, on_gpu);
-  const Tolerance tol = tolerance(desc.precision);
+  const Tolerance tol = tolerance(desc);  // the description's class: its precision's, or its half type's
   const Comparison result = compare(got.data(), reference.data(), data.output_elements, tol);
   const std::string kernel = engine.kernel_for(desc);
 
   if (options.json) {
     const nlohmann::json out = {
         {"name", describe(desc)},        {"kernel", kernel},
+        {"dtype", dtype_name(desc.dtype)},
+        {"output_dtype", dtype_name(output_dtype(desc))},
+        {"layout", layout_name(desc.layout)},
         {"seed", seed},                  {"reference", on_gpu ? "gpu" : "cpu"},
         {"input_range", {options.input_range.lo, options.input_range.hi}},
         {"elements", data.output_elements},

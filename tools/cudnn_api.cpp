@@ -48,20 +48,34 @@ int to_int(int64_t value) {
   return static_cast<int>(value);
 }
 
-// A packed NCDHW tensor. cuDNN's legacy API indexes with int, so larger tensors are refused
-// here rather than left to fail (or wrap) inside cuDNN.
-void set_tensor(const CudnnApi& api, cudnnTensorDescriptor_t tensor, const std::array<int64_t, 5>& dims) {
+cudnnDataType_t cudnn_type(DataType type) {
+  switch (type) {
+    case DataType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    case DataType::Float16: return CUDNN_DATA_HALF;
+    case DataType::Float32: break;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+// A packed tensor of extents `dims` in N, C, D, H, W order, laid out in memory as `layout` says
+// (NDHWC: C innermost, through the strides). cuDNN's legacy API indexes with int, so larger
+// tensors are refused here rather than left to fail (or wrap) inside cuDNN.
+void set_tensor(const CudnnApi& api, cudnnTensorDescriptor_t tensor, const std::array<int64_t, 5>& dims,
+                DataType type, Layout layout) {
+  // The axes from innermost to outermost in memory.
+  const std::array<int, 5> order = layout == Layout::NDHWC ? std::array<int, 5>{1, 4, 3, 2, 0}
+                                                           : std::array<int, 5>{4, 3, 2, 1, 0};
   std::array<int, 5> d{}, strides{};
   int64_t stride = 1;
-  for (int i = 4; i >= 0; --i) {
-    d[i] = to_int(dims[i]);
-    strides[i] = to_int(stride);
-    stride *= dims[i];
+  for (const int axis : order) {
+    d[axis] = to_int(dims[axis]);
+    strides[axis] = to_int(stride);
+    stride *= dims[axis];
   }
   if (stride > INT_MAX) {
     throw std::runtime_error(fmt::format("a tensor of {} elements exceeds cuDNN's 2^31-1", stride));
   }
-  check_cudnn(api, api.cudnnSetTensorNdDescriptor(tensor, CUDNN_DATA_FLOAT, 5, d.data(), strides.data()),
+  check_cudnn(api, api.cudnnSetTensorNdDescriptor(tensor, cudnn_type(type), 5, d.data(), strides.data()),
               "cudnnSetTensorNdDescriptor");
 }
 
@@ -122,14 +136,21 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
     throw std::runtime_error("an epilogue (cuDNN here runs the convolution alone)");
   }
 
+  // The same element types and layout as conv3djit's tensors: the input's type for the input,
+  // weight and bias, the output's (float32 with fp32_output) for the output.
   const OutputExtents out = output_extents(desc);
-  set_tensor(api, x_.get(), {desc.n, desc.c, desc.d, desc.h, desc.w});
-  set_tensor(api, y_.get(), {out.n, out.k, out.d, out.h, out.w});
-  set_tensor(api, b_.get(), {1, desc.k, 1, 1, 1});
+  const DataType out_type = output_dtype(desc);
+  set_tensor(api, x_.get(), {desc.n, desc.c, desc.d, desc.h, desc.w}, desc.dtype, desc.layout);
+  set_tensor(api, y_.get(), {out.n, out.k, out.d, out.h, out.w}, out_type, desc.layout);
+  set_tensor(api, b_.get(), {1, desc.k, 1, 1, 1}, desc.dtype, desc.layout);
+  // The filter's extents are given as K, C/groups, KD, KH, KW in either format; NHWC's memory
+  // order is K, KD, KH, KW, C/groups, conv3djit's NDHWC weight.
   const std::array<int, 5> filter = {to_int(desc.k), to_int(desc.c / desc.groups), to_int(desc.kernel.d),
                                      to_int(desc.kernel.h), to_int(desc.kernel.w)};
   check_cudnn(api,
-              api.cudnnSetFilterNdDescriptor(w_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, filter.data()),
+              api.cudnnSetFilterNdDescriptor(w_.get(), cudnn_type(desc.dtype),
+                                             desc.layout == Layout::NDHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                             5, filter.data()),
               "cudnnSetFilterNdDescriptor");
   const std::array<int, 3> padding = {to_int(pad.before.d), to_int(pad.before.h), to_int(pad.before.w)};
   const std::array<int, 3> stride = {to_int(desc.stride.d), to_int(desc.stride.h), to_int(desc.stride.w)};
@@ -137,13 +158,15 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
                                        to_int(desc.dilation.w)};
   check_cudnn(api,
               api.cudnnSetConvolutionNdDescriptor(conv_.get(), 3, padding.data(), stride.data(),
-                                                  dilation.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                                                  dilation.data(), CUDNN_CROSS_CORRELATION,
+                                                  CUDNN_DATA_FLOAT),  // the compute type: float32 sums
               "cudnnSetConvolutionNdDescriptor");
   check_cudnn(api, api.cudnnSetConvolutionGroupCount(conv_.get(), to_int(desc.groups)),
               "cudnnSetConvolutionGroupCount");
   // The fp32 class forbids TF32 (its error is ~1e-4, far above the class's 1e-6): FFMA only.
-  // The tf32 class allows tensor cores, as PyTorch's default for convolutions does.
-  const bool fp32 = desc.precision == Precision::Fp32;
+  // The tf32 class allows tensor cores, as PyTorch's default for convolutions does, and so do
+  // half inputs (summed in float32: CUDNN_DATA_FLOAT is the compute type of every type above).
+  const bool fp32 = desc.dtype == DataType::Float32 && desc.precision == Precision::Fp32;
   check_cudnn(api, api.cudnnSetConvolutionMathType(conv_.get(), fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
               "cudnnSetConvolutionMathType");
 
@@ -156,17 +179,23 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
   }
 
   // Find runs every algorithm once on its own scratch tensors and returns them fastest first.
+  // Half inputs with a float32 output are no configuration of cuDNN's legacy API (its outputs
+  // are of the inputs' type); the refusal says so rather than cuDNN's bare status.
+  const std::string mixed =
+      out_type != desc.dtype ? fmt::format(" ({} inputs, float32 output)", dtype_name(desc.dtype)) : "";
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
   int count = 0;
   check_cudnn(
       api,
       api.cudnnFindConvolutionForwardAlgorithm(cudnn.handle(), x_.get(), w_.get(), conv_.get(), y_.get(),
                                                static_cast<int>(perf.size()), &count, perf.data()),
-      "cudnnFindConvolutionForwardAlgorithm");
+      ("cudnnFindConvolutionForwardAlgorithm" + mixed).c_str());
   const auto best = std::find_if(perf.begin(), perf.begin() + count, [fp32](const auto& p) {
     return p.status == CUDNN_STATUS_SUCCESS && !(fp32 && uses_tensor_cores(p.mathType));
   });
-  if (best == perf.begin() + count) throw std::runtime_error("cuDNN found no algorithm for this convolution");
+  if (best == perf.begin() + count) {
+    throw std::runtime_error("cuDNN found no algorithm for this convolution" + mixed);
+  }
   algo_ = best->algo;
   // As cuDNN advises, run with the math type the algorithm was found with; the fp32 class keeps
   // FMA_MATH, which the search was restricted to.

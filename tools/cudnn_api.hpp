@@ -68,10 +68,13 @@ class CudnnDescriptor {
   T handle_ = nullptr;
 };
 
-/// One convolution prepared for cuDNN on a problem's device tensors: descriptors, the fastest
-/// algorithm its accuracy class allows (cudnnFindConvolutionForwardAlgorithm) and its workspace,
-/// all made here so that run() only enqueues. Throws std::runtime_error, its message the reason,
-/// when cuDNN cannot serve the description (asymmetric `same` padding, > 2^31 elements).
+/// One convolution prepared for cuDNN on a problem's device tensors: descriptors of the
+/// description's element types and layout (NDHWC through strides, the filter as
+/// CUDNN_TENSOR_NHWC; float32 compute for every type), the fastest algorithm its accuracy class
+/// allows (cudnnFindConvolutionForwardAlgorithm; tensor-op math for tf32 and half inputs) and its
+/// workspace, all made here so that run() only enqueues. Throws std::runtime_error, its message
+/// the reason, when cuDNN cannot serve the description (asymmetric `same` padding, > 2^31
+/// elements, a float32 output of half inputs where cuDNN has no such configuration).
 class CudnnConv {
  public:
   CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTensors& tensors);

@@ -182,6 +182,13 @@ NamedDesc parse_line(const json& line) {
       d.bias = value.get<bool>();
     } else if (key == "precision") {
       check(key, read_precision(text(value, key), d.precision));
+    } else if (key == "dtype") {
+      check(key, read_dtype(text(value, key), d.dtype));
+    } else if (key == "layout") {
+      check(key, read_layout(text(value, key), d.layout));
+    } else if (key == "fp32_output") {
+      if (!value.is_boolean()) throw KeyError{key, fmt::format("expected true or false, got {}", shown(value))};
+      d.fp32_output = value.get<bool>();
     } else if (key == "activation") {
       check(key, read_activation(text(value, key), d.epilogue.activation));
     } else if (key == "residual") {
@@ -194,8 +201,8 @@ NamedDesc parse_line(const json& line) {
       out.name = text(value, key);
     } else {
       throw KeyError{key, "unknown key; expected input, out_channels, kernel, stride, padding, padding_before, "
-                          "padding_after, padding_mode, dilation, groups, bias, precision, activation, slope, clamp_min, "
-                          "clamp_max, alpha, gamma, residual, beta or name"};
+                          "padding_after, padding_mode, dilation, groups, bias, precision, dtype, layout, fp32_output, "
+                          "activation, slope, clamp_min, clamp_max, alpha, gamma, residual, beta or name"};
     }
   }
   return out;

@@ -142,9 +142,30 @@ std::string read_precision(const std::string& word, Precision& out) {
   } else if (word == "tf32") {
     out = Precision::Tf32;
   } else {
+    // bf16 and fp16 name element types, whose class is theirs: a likely mix-up, said so.
+    const std::optional<DataType> type = parse_dtype(word);
+    if (type && *type != DataType::Float32) {
+      return fmt::format("expected fp32 or tf32, got '{}' (an element type: give it as dtype)", word);
+    }
     return fmt::format("expected fp32 or tf32, got '{}'", word);
   }
   return {};
+}
+
+std::string read_dtype(const std::string& word, DataType& out) {
+  if (const std::optional<DataType> t = parse_dtype(word)) {
+    out = *t;
+    return {};
+  }
+  return fmt::format("expected fp32, bf16 or fp16 (or float32, bfloat16, float16), got '{}'", word);
+}
+
+std::string read_layout(const std::string& word, Layout& out) {
+  if (const std::optional<Layout> l = parse_layout(word)) {
+    out = *l;
+    return {};
+  }
+  return fmt::format("expected ncdhw or ndhwc, got '{}'", word);
 }
 
 std::string read_activation(const std::string& word, Activation& out) {
@@ -227,8 +248,18 @@ void add_shape_flags(CLI::App& cmd, ShapeFlags& flags, bool required) {
   flags.options.push_back(add_list_flag(cmd, "--groups", "G", "groups (default 1)", count(desc.groups)));
   flags.options.push_back(cmd.add_flag("--bias", desc.bias, "add a bias per output channel"));
   flags.options.push_back(add_list_flag(
-      cmd, "--precision", "fp32|tf32", "accuracy class (default fp32)",
+      cmd, "--precision", "fp32|tf32", "accuracy class of fp32 inputs (default fp32; bf16 and fp16 have their type's)",
       [&desc](const std::string& text) { return read_precision(text, desc.precision); }));
+  flags.options.push_back(add_list_flag(
+      cmd, "--dtype", "fp32|bf16|fp16",
+      "element type of the input, weight and bias, and of the output unless --fp32-output (default fp32)",
+      [&desc](const std::string& text) { return read_dtype(text, desc.dtype); }));
+  flags.options.push_back(add_list_flag(
+      cmd, "--layout", "ncdhw|ndhwc",
+      "memory order of every tensor (default ncdhw; ndhwc: channels innermost, as PyTorch's channels_last_3d)",
+      [&desc](const std::string& text) { return read_layout(text, desc.layout); }));
+  flags.options.push_back(
+      cmd.add_flag("--fp32-output", desc.fp32_output, "bf16 / fp16 inputs: a float32 output (and residual)"));
   // The epilogue: out = act(alpha * conv + bias) * gamma + beta * residual, in the kernel's store.
   Epilogue& e = desc.epilogue;
   auto scalar = [](float& out) {

@@ -45,6 +45,7 @@ const std::vector<std::string> kValidLines = {
     R"({"input": [1, 3, 9, 17, 33], "out_channels": 6, "kernel": [3, 5, 7], "stride": [1, 2, 1], "padding": "valid"})",
     R"({"input": [1, 8, 8, 8, 8], "out_channels": 16, "kernel": 1, "dilation": [1, 2, 1], "bias": true, "precision": "tf32"})",
     R"({"input": [4, 16, 8, 8, 8], "out_channels": 32, "kernel": [3, 1, 3], "padding": "same", "groups": 4})",
+    R"({"input": [1, 16, 3, 8, 8], "out_channels": 16, "kernel": 3, "padding": [0, 1, 1], "dtype": "bf16", "layout": "ndhwc", "fp32_output": true})",
 };
 
 const std::vector<std::string> kNumbers = {
@@ -55,14 +56,15 @@ const std::vector<std::string> kNumbers = {
 
 const std::vector<std::string> kJsonValues = {
     "\"x\"", "\"\"", "true", "false", "null", "{}", "[]", "[[1]]", "{\"a\": 1}", "[1, \"2\", 3]",
-    "\"same\"", "\"SAME\"", "[1, 2, 3, 4, 5, 6]", "[-1, -1, -1]", "\"fp16\""};
+    "\"same\"", "\"SAME\"", "[1, 2, 3, 4, 5, 6]", "[-1, -1, -1]", "\"fp16\"", "\"NDHWC\""};
 
 const std::vector<std::string> kUnicode = {
     "\xc3\xa9", "\\u00e9", "\\ud800", "\\udfff\\ud800", "\\u0000", "\xef\xbb\xbf", "\xc0\xaf",
     "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "\xe2\x80\xae", "\xf0\x9f\x98\x80", "\t", "\r"};
 
 const std::vector<std::string> kKeys = {"input", "out_channels", "kernel", "stride", "padding", "dilation",
-                                        "groups", "bias", "precision", "name", "Input", "kernel ", ""};
+                                        "groups", "bias", "precision", "dtype", "layout", "fp32_output",
+                                        "name", "Input", "kernel ", ""};
 
 // One base argument list per command; the tool's only path arguments are relative.
 const std::vector<std::vector<std::string>> kValidArgs = {
@@ -83,7 +85,7 @@ const std::vector<std::vector<std::string>> kValidArgs = {
 const std::vector<std::string> kTokens = {
     "precompile", "verify", "run", "bench", "list", "info", "clear", "export", "import", "families",
     "--input", "--out-channels", "--kernel", "--stride", "--padding", "--dilation", "--groups", "--bias",
-    "--precision", "--manifest", "--arch", "--cache-dir", "--json", "-j", "--repeat", "--config",
+    "--precision", "--dtype", "--layout", "--fp32-output", "bf16", "ndhwc", "--manifest", "--arch", "--cache-dir", "--json", "-j", "--repeat", "--config",
     "--iters", "--warmup", "--seed", "--input-range", "--input-offset", "--help", "--version", "-v",
     "--", "-", "", "=", ",", ",,", "1,2", "1,1,1,1,1,1", "same", "valid", "fp16", "sm_90", "sm_99999999999",
     "90", "manifest.jsonl", "missing.jsonl", "cache", "archive.c3j", "igemm_sm90:th=4,tw=64,bn=64,cc=3",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # verify_gpu.sh CLI CACHE_DIR
-# verify (and a short run) of two shapes on the GPU; exits 77 (skipped) when verify reports that
+# verify (and a short run) of shapes on the GPU, bf16, fp16 and NDHWC among them; exits 77 (skipped) when verify reports that
 # there is no device (exit code 2).
 set -u
 cli=$1 cache=$2
@@ -24,6 +24,27 @@ echo "$out"
 ((rc == 0)) || fail "verify (GPU reference) exited $rc"
 grep -q '"passed":true' <<<"$out" || fail "verify (GPU reference) did not pass"
 
+# Half types and NDHWC, each in its own class: bf16 NCDHW against the CPU reference, fp16 NDHWC
+# with a float32 output against the GPU's, bf16 NDHWC with a residual.
+out=$(conv verify --input 2,16,5,9,10 --out-channels 16 --kernel 3 --padding 1 --bias --dtype bf16 --seed 2 --json)
+rc=$?
+echo "$out"
+((rc == 0)) && grep -q '"passed":true' <<<"$out" || fail "verify bf16 exited $rc"
+grep -q '"rel_l2_limit":0.004' <<<"$out" && grep -q '"kernel":"[a-z0-9_]* bf16 ncdhw ' <<<"$out" ||
+  fail "verify bf16: not in the bf16 class or not a bf16 kernel"
+out=$(conv verify --input 1,8,4,9,10 --out-channels 8 --kernel 3 --padding 0,1,1 --dtype fp16 --layout ndhwc \
+      --fp32-output --reference gpu --json)
+rc=$?
+echo "$out"
+((rc == 0)) && grep -q '"passed":true' <<<"$out" || fail "verify fp16 ndhwc exited $rc"
+grep -q '"layout":"ndhwc"' <<<"$out" && grep -q '"output_dtype":"fp32"' <<<"$out" && grep -q '"rel_l2_limit":1e-05' <<<"$out" ||
+  fail "verify fp16 ndhwc: not NDHWC with a float32 output in its class"
+out=$(conv verify --input 1,16,3,8,8 --out-channels 32 --kernel 3 --padding 0,1,1 --bias --dtype bf16 --layout ndhwc \
+      --activation silu --residual)
+rc=$?
+echo "$out"
+((rc == 0)) && grep -q "^PASS" <<<"$out" || fail "verify bf16 ndhwc exited $rc"
+
 # A forced configuration is the kernel verified.
 out=$(conv verify --input 2,4,8,9,10 --out-channels 8 --kernel 3 --config generic:2 --json)
 rc=$?
@@ -32,12 +53,25 @@ echo "$out"
 grep -q '"passed":true' <<<"$out" && grep -q '"kernel":"direct fp32 ncdhw [^"]* tw=2"' <<<"$out" ||
   fail "verify --config generic:2 did not pass with that kernel"
 
+# The same for bf16 NDHWC on the generic kernel.
+out=$(conv verify --input 2,8,4,6,7 --out-channels 8 --kernel 3 --dtype bf16 --layout ndhwc --config generic --json)
+rc=$?
+echo "$out"
+((rc == 0)) && grep -q '"passed":true' <<<"$out" && grep -q '"kernel":"direct bf16 ndhwc ' <<<"$out" ||
+  fail "verify --config generic (bf16 ndhwc) did not pass with the direct kernel"
+
 # An input 4 bytes past an alignment boundary (a view into a larger tensor).
 out=$(conv run --input 2,4,8,9,10 --out-channels 8 --kernel 3 --warmup 1 --iters 5 --input-offset 1)
 rc=$?
 echo "$out"
 ((rc == 0)) || fail "run exited $rc"
 grep -q "TFLOP/s" <<<"$out" || fail "run printed no throughput"
+# A bf16 input one element (2 bytes) into its allocation.
+out=$(conv run --input 2,8,8,9,10 --out-channels 8 --kernel 3 --dtype bf16 --layout ndhwc --warmup 1 --iters 5 \
+      --input-offset 1 --json)
+rc=$?
+echo "$out"
+((rc == 0)) && grep -q '"dtype":"bf16"' <<<"$out" || fail "run (bf16 ndhwc, offset 1) exited $rc"
 
 # A manifest: one JSON line per shape, in the manifest's order, each with its time.
 manifest=$(dirname "$0")/shapes.jsonl
