@@ -1,0 +1,421 @@
+// bf16 and fp16 convolutions on the GPU against the float64 reference of the same half inputs:
+// every kernel the planner can pick for half types (igemm_sm80, direct for what it declines) and
+// forced tiles, both layouts, float32 outputs, extents that end mid-tile, C = 3 and 5, every
+// activation with a residual, padding modes, inputs in [-1, 1) and [0, 1), a long reduction, an
+// input off a 16-byte boundary, and tensors of more than 2^31 elements. Skipped (exit 77) without
+// a device. Timings of the reference problem: "[timing]" (hidden; run by name).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "catch.hpp"
+#include "config_cases.hpp"
+#include "conv3djit/half.hpp"
+#include "core/problem.hpp"
+#include "driver/driver_api.hpp"
+#include "gpu_check.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+using test::make;
+
+Conv3dDesc typed(Conv3dDesc d, DataType type, Layout layout, bool fp32_output) {
+  d.dtype = type;
+  d.layout = layout;
+  d.fp32_output = fp32_output;
+  return d;
+}
+
+struct TypeCombo {
+  DataType type;
+  Layout layout;
+  bool fp32_output;
+};
+
+std::vector<TypeCombo> all_combos() {
+  std::vector<TypeCombo> out;
+  for (const DataType t : {DataType::BFloat16, DataType::Float16})
+    for (const Layout l : {Layout::NCDHW, Layout::NDHWC})
+      for (const bool f : {false, true}) out.push_back({t, l, f});
+  return out;
+}
+
+// Dense layers with extents that end mid-tile: C = 3 (the reference kernel), C = 5 with stride and
+// dilation, C = 16 (NDHWC's 16-byte groups), pointwise C = 8, and K past one column tile.
+std::vector<Conv3dDesc> dense_shapes() {
+  return {
+      make(2, 3, {9, 13, 17}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
+      make(1, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}),
+      make(2, 16, {5, 8, 9}, 70, {3, 3, 3}, 1, 1, 1, 1, true),
+      make(1, 8, {4, 6, 7}, 33, {1, 1, 1}),
+  };
+}
+
+// One engine per forced configuration ("" = the planner's), kept for the whole run so that the
+// warm-up's kernels serve the checks.
+Engine& engine_for(const std::string& config) {
+  static std::map<std::string, std::unique_ptr<Engine>> engines;
+  static std::mutex lock;
+  std::lock_guard<std::mutex> guard(lock);
+  if (config.empty()) return Engine::global();
+  auto& e = engines[config];
+  if (!e) {
+    EngineOptions options;
+    options.kernel_config = config;
+    e = std::make_unique<Engine>(options);
+  }
+  return *e;
+}
+
+struct Case {
+  std::string config;  // forced configuration, or "" for the planner's choice
+  Conv3dDesc desc;
+  const char* family;  // the kernel's family, "" for any
+};
+
+const std::vector<std::string> kForced = {"igemm_sm80:32,32", "igemm_sm80:64,64", "igemm_sm80:128,128",
+                                          "igemm:128,32", "direct"};
+
+std::vector<Case> kernel_cases() {
+  std::vector<Case> out;
+  const std::vector<TypeCombo> combos = all_combos();
+  for (const TypeCombo& c : combos) {
+    for (const Conv3dDesc& d : dense_shapes()) out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), "igemm_sm80"});
+    // grouped: direct
+    out.push_back({"", typed(make(1, 8, {5, 6, 7}, 12, {3, 3, 3}, 1, 1, 1, 2, true), c.type, c.layout, c.fp32_output), "direct"});
+  }
+  // Forced tiles and direct: on half the combinations each (every type, layout and output type).
+  for (size_t i = 0; i < combos.size(); ++i) {
+    for (size_t f = 0; f < kForced.size(); ++f) {
+      if ((i + f) % 2 != 0) continue;
+      const TypeCombo& c = combos[i];
+      for (const size_t s : {size_t{0}, size_t{2}}) {
+        out.push_back({kForced[f], typed(dense_shapes()[s], c.type, c.layout, c.fp32_output),
+                       kForced[f] == "direct" ? "direct" : "igemm_sm80"});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Case> epilogue_cases() {
+  std::vector<Case> out;
+  const Conv3dDesc shapes[] = {typed(dense_shapes()[0], DataType::BFloat16, Layout::NDHWC, false),
+                               typed(dense_shapes()[2], DataType::Float16, Layout::NCDHW, true),
+                               typed(dense_shapes()[2], DataType::Float16, Layout::NDHWC, false)};
+  for (const Conv3dDesc& base : shapes) {
+    for (Epilogue e : test::epilogue_cases()) {
+      // A clamp that cuts most outputs to its bounds shrinks the output's norm, not the other
+      // outputs' rounding: keep most (as the tf32 class does).
+      e.clamp_min = -3.f, e.clamp_max = 4.f;
+      Conv3dDesc d = base;
+      d.epilogue = e;
+      out.push_back({"", d, "igemm_sm80"});
+    }
+  }
+  return out;
+}
+
+std::vector<Case> padding_cases() {
+  std::vector<Case> out;
+  const PaddingMode modes[] = {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular};
+  const std::vector<Epilogue> epilogues = test::epilogue_cases();
+  size_t i = 0;
+  for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+    for (const Conv3dDesc& base : {make(1, 3, {6, 9, 11}, 24, {3, 5, 7}, 1, Padding::per_side({2, 2, 3}, {0, 2, 3})),
+                                   make(2, 16, {5, 7, 9}, 40, {3, 3, 3}, {1, 2, 1}, 1, 1, 1, true)}) {
+      for (const PaddingMode mode : modes) {
+        Conv3dDesc d = typed(base, i % 2 == 0 ? DataType::BFloat16 : DataType::Float16, layout, i % 3 == 0);
+        d.padding_mode = mode;
+        d.epilogue = epilogues[(5 * i) % epilogues.size()];
+        d.epilogue.clamp_min = -3.f, d.epilogue.clamp_max = 4.f;
+        out.push_back({"", d, "igemm_sm80"});
+        ++i;
+      }
+    }
+  }
+  return out;
+}
+
+// C * KD * KH * KW = 10800: float32 outputs within 1e-5 need the blocked summation.
+std::vector<Case> long_reduction_cases() {
+  std::vector<Case> out;
+  for (const TypeCombo& c : all_combos())
+    out.push_back({"", typed(make(1, 400, {5, 6, 7}, 24, {3, 3, 3}, 1, 1, 1, 1, true), c.type, c.layout, c.fp32_output),
+                   "igemm_sm80"});
+  return out;
+}
+
+// The reference problem (checked on the GPU oracle).
+std::vector<Case> reference_cases() {
+  std::vector<Case> out;
+  for (const TypeCombo& c : all_combos()) {
+    if (c.type == DataType::Float16 && c.fp32_output) continue;
+    out.push_back({"", typed(make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), c.type, c.layout, c.fp32_output), "igemm_sm80"});
+  }
+  return out;
+}
+
+std::string family_of(const std::string& kernel) { return kernel.substr(0, kernel.find(' ')); }
+
+void require_pass(const test::GpuCheck& r, const Case& c) {
+  INFO("kernel " << r.kernel << ": rel-L2 " << r.comparison.rel_l2 << ", max error "
+                 << r.comparison.max_abs_error << ", outside tolerance " << r.comparison.outside_tolerance
+                 << ", non-finite " << r.comparison.non_finite);
+  if (*c.family != '\0') CHECK(family_of(r.kernel) == c.family);
+  CHECK(r.comparison.non_finite == 0);
+  CHECK(r.comparison.passed);
+}
+
+void check_all(const std::vector<Case>& cases, bool both_ranges) {
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  for (const Case& c : cases) {
+    for (const bool unit_range : {false, true}) {
+      if (unit_range && !both_ranges) continue;
+      const cli::ValueRange range = unit_range ? cli::ValueRange{0.0f, 1.0f} : cli::ValueRange{};
+      DYNAMIC_SECTION((c.config.empty() ? "auto" : c.config) << " " << describe(c.desc) << (unit_range ? " [0,1)" : "")) {
+        require_pass(test::check_against_reference(engine_for(c.config), c.desc, seeds(), stream, nullptr, range), c);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("warm-up: every half-type kernel of this suite compiles, in parallel") {
+  cli::make_context_current();
+  std::vector<Case> all;
+  for (const auto& list : {kernel_cases(), epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases()})
+    all.insert(all.end(), list.begin(), list.end());
+  CUcontext ctx = nullptr;
+  detail::driver().cuCtxGetCurrent(&ctx);
+  std::atomic<size_t> next{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  const unsigned count = std::max(2u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t < count; ++t) {
+    threads.emplace_back([&] {
+      detail::driver().cuCtxSetCurrent(ctx);
+      for (size_t i = next++; i < all.size(); i = next++) {
+        try {
+          engine_for(all[i].config).precompile(all[i].desc);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s %s: %s\n", all[i].config.c_str(), describe(all[i].desc).c_str(), e.what());
+          failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+}
+
+TEST_CASE("half types: every kernel the planner can pick, and forced tiles, match the float64 reference") {
+  check_all(kernel_cases(), true);
+}
+
+TEST_CASE("half types: every activation with scaling and the residual") { check_all(epilogue_cases(), false); }
+
+TEST_CASE("half types: padding modes") { check_all(padding_cases(), true); }
+
+TEST_CASE("half types: a reduction of 10800 terms meets the float32-output class") {
+  check_all(long_reduction_cases(), true);
+}
+
+TEST_CASE("half types: the reference problem") { check_all(reference_cases(), false); }
+
+TEST_CASE("half types: an input off a 16-byte boundary takes the 2-byte gather") {
+  cli::make_context_current();
+  cli::Stream stream;
+  for (const Layout layout : {Layout::NDHWC, Layout::NCDHW}) {
+    const Conv3dDesc d = typed(dense_shapes()[2], DataType::BFloat16, layout, false);
+    DYNAMIC_SECTION(describe(d)) {
+      const cli::ProblemData data(d, 23, 1);
+      cli::fill_nan(data.d_output);
+      Engine::global().run(d, data.tensors(), stream.get());
+      stream.synchronize();
+      const std::vector<float> got = data.output();
+      const std::vector<double> ref = cli::reference_output(Engine::global(), d, data, stream, false);
+      const Comparison c = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(d));
+      INFO(Engine::global().kernel_for(d) << ": rel-L2 " << c.rel_l2 << ", non-finite " << c.non_finite);
+      CHECK(c.non_finite == 0);
+      CHECK(c.passed);
+    }
+  }
+}
+
+TEST_CASE("half-type kernels keep every value in registers: no local memory") {
+  cli::make_context_current();
+  cli::Stream stream;
+  std::vector<Case> all = kernel_cases();
+  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases()})
+    all.insert(all.end(), list.begin(), list.end());
+  for (const Case& c : all) {
+    const KernelResources r = engine_for(c.config).resources(c.desc, stream.get());
+    INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
+    CHECK(r.local_bytes == 0);
+  }
+}
+
+namespace {
+
+// A bf16 pattern of index i: a sign and a magnitude in [2^-7, 1), drawn by a hash (so that the
+// reference can compute any element without a host copy of the tensor).
+uint16_t pattern_bits(uint64_t i) {
+  uint64_t x = i * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 32;
+  const unsigned sign = static_cast<unsigned>(x & 1), exponent = 120 + static_cast<unsigned>((x >> 1) % 7);
+  return static_cast<uint16_t>((sign << 15) | (exponent << 7) | ((x >> 8) & 0x7f));
+}
+
+// Input element (n, c, z, y, x) of d as a float, in d's layout.
+float pattern_input(const Conv3dDesc& d, int64_t n, int64_t c, int64_t z, int64_t y, int64_t x) {
+  const int64_t at = d.layout == Layout::NCDHW ? (((n * d.c + c) * d.d + z) * d.h + y) * d.w + x
+                                               : (((n * d.d + z) * d.h + y) * d.w + x) * d.c + c;
+  return bf16_to_float(pattern_bits(static_cast<uint64_t>(at)));
+}
+
+}  // namespace
+
+TEST_CASE("bf16 tensors of more than 2^31 elements: 64-bit offsets") {
+  cli::make_context_current();
+  cli::Stream stream;
+  // NCDHW with C = 4 (the 2-byte gather) and a 3 x 3 x 3 kernel: input 2.2e9, output 4.4e9
+  // elements; NDHWC with C = 8 (16-byte groups), pointwise: input and output 2.2e9 elements.
+  for (const Conv3dDesc& base : {make(4, 4, {520, 512, 512}, 8, {3, 3, 3}, 1, 1, 1, 1, true),
+                                 make(2, 8, {260, 512, 1032}, 8, {1, 1, 1})}) {
+    const Conv3dDesc d = typed(base, DataType::BFloat16, base.c == 4 ? Layout::NCDHW : Layout::NDHWC, false);
+    DYNAMIC_SECTION(describe(d)) {
+      const detail::Problem prob = detail::make_problem(d);
+      REQUIRE(prob.input_elements > (int64_t{1} << 31));
+      INFO(Engine::global().kernel_for(d));
+      REQUIRE(family_of(Engine::global().kernel_for(d)) == "igemm_sm80");
+      // The input, uploaded in chunks from the pattern; weight and bias from a seed.
+      cli::DeviceBuffer input(static_cast<size_t>(prob.input_elements) * 2);
+      const int64_t chunk = int64_t{1} << 26;
+      std::vector<uint16_t> host(static_cast<size_t>(chunk));
+      const int64_t parts = std::max(1u, std::thread::hardware_concurrency());
+      for (int64_t at = 0; at < prob.input_elements; at += chunk) {
+        const int64_t count = std::min(chunk, prob.input_elements - at);
+        std::vector<std::thread> fill;
+        for (int64_t part = 0; part < parts; ++part) {
+          fill.emplace_back([&, part] {
+            for (int64_t i = count * part / parts; i < count * (part + 1) / parts; ++i)
+              host[static_cast<size_t>(i)] = pattern_bits(static_cast<uint64_t>(at + i));
+          });
+        }
+        for (auto& th : fill) th.join();
+        REQUIRE(detail::driver().cuMemcpyHtoD(input.handle() + static_cast<CUdeviceptr>(at) * 2, host.data(),
+                                              static_cast<size_t>(count) * 2) == CUDA_SUCCESS);
+      }
+      std::mt19937_64 rng(31);
+      std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+      std::vector<uint16_t> weight(static_cast<size_t>(prob.weight_elements)), bias(static_cast<size_t>(d.k));
+      for (auto& w : weight) w = float_to_bf16(uniform(rng));
+      for (auto& b : bias) b = float_to_bf16(uniform(rng));
+      cli::DeviceBuffer d_weight(weight.size() * 2), d_bias(bias.size() * 2);
+      REQUIRE(detail::driver().cuMemcpyHtoD(d_weight.handle(), weight.data(), weight.size() * 2) == CUDA_SUCCESS);
+      REQUIRE(detail::driver().cuMemcpyHtoD(d_bias.handle(), bias.data(), bias.size() * 2) == CUDA_SUCCESS);
+      cli::DeviceBuffer output(static_cast<size_t>(prob.output_elements) * 2);
+      cli::fill_nan(output);
+      Conv3dTensors t;
+      t.input = input.ptr();
+      t.weight = d_weight.ptr();
+      t.bias = d.bias ? d_bias.ptr() : nullptr;
+      t.output = output.ptr();
+      Engine::global().run(d, t, stream.get());
+      stream.synchronize();
+
+      // A sample of outputs: the last ones, those past 2^31 and 2^32, and random ones.
+      const OutputExtents o = prob.out;
+      std::vector<int64_t> sample;
+      for (int64_t i = 1; i <= 256; ++i) sample.push_back(prob.output_elements - i);
+      for (int64_t base_at : {int64_t{1} << 31, int64_t{1} << 32}) {
+        for (int64_t i = -64; i < 64; ++i) {
+          if (base_at + i >= 0 && base_at + i < prob.output_elements) sample.push_back(base_at + i);
+        }
+      }
+      std::uniform_int_distribution<int64_t> any(0, prob.output_elements - 1);
+      for (int i = 0; i < 2048; ++i) sample.push_back(any(rng));
+      std::vector<uint16_t> got(sample.size());
+      std::vector<double> ref(sample.size());
+      const int64_t kd = d.kernel.d, kh = d.kernel.h, kw = d.kernel.w, pad = d.kernel.d / 2;
+      for (size_t s = 0; s < sample.size(); ++s) {
+        REQUIRE(detail::driver().cuMemcpyDtoH(&got[s], output.handle() + static_cast<CUdeviceptr>(sample[s]) * 2, 2) ==
+                CUDA_SUCCESS);
+        // The output's (n, k, z, y, x) in d's layout.
+        int64_t r = sample[s], n, k, z, y, x;
+        if (d.layout == Layout::NCDHW) {
+          x = r % o.w, r /= o.w, y = r % o.h, r /= o.h, z = r % o.d, r /= o.d, k = r % o.k, n = r / o.k;
+        } else {
+          k = r % o.k, r /= o.k, x = r % o.w, r /= o.w, y = r % o.h, r /= o.h, z = r % o.d, n = r / o.d;
+        }
+        double sum = d.bias ? bf16_to_float(bias[static_cast<size_t>(k)]) : 0.0;
+        for (int64_t c = 0; c < d.c; ++c)
+          for (int64_t a = 0; a < kd; ++a)
+            for (int64_t b = 0; b < kh; ++b)
+              for (int64_t e = 0; e < kw; ++e) {
+                const int64_t iz = z + a - pad, iy = y + b - pad, ix = x + e - pad;
+                if (iz < 0 || iy < 0 || ix < 0 || iz >= d.d || iy >= d.h || ix >= d.w) continue;
+                const int64_t w_at = d.layout == Layout::NCDHW ? (((k * d.c + c) * kd + a) * kh + b) * kw + e
+                                                               : (((k * kd + a) * kh + b) * kw + e) * d.c + c;
+                sum += static_cast<double>(bf16_to_float(weight[static_cast<size_t>(w_at)])) *
+                       pattern_input(d, n, c, iz, iy, ix);
+              }
+        ref[s] = sum;
+      }
+      const Comparison c = compare(got.data(), DataType::BFloat16, ref.data(), static_cast<int64_t>(sample.size()), tolerance(d));
+      INFO("sampled outputs: " << sample.size() << ", rel-L2 " << c.rel_l2 << ", non-finite " << c.non_finite);
+      CHECK(c.non_finite == 0);
+      CHECK(c.passed);
+    }
+  }
+}
+
+TEST_CASE("timing: the reference problem in bf16 and fp16", "[.][timing]") {
+  cli::make_context_current();
+  cli::Stream stream;
+  struct Timed {
+    std::string config;
+    TypeCombo combo;
+  };
+  std::vector<Timed> runs;
+  for (const TypeCombo& c : all_combos()) runs.push_back({"", c});
+  for (const char* config : {"igemm:64,64", "igemm:128,32", "igemm:64,32", "igemm:128,128", "direct"})
+    runs.push_back({config, {DataType::BFloat16, Layout::NCDHW, false}});
+  for (const char* config : {"igemm:64,64", "direct"}) runs.push_back({config, {DataType::BFloat16, Layout::NDHWC, false}});
+  for (const Timed& t : runs) {
+    const Conv3dDesc d = typed(make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), t.combo.type, t.combo.layout, t.combo.fp32_output);
+    Engine& engine = engine_for(t.config);
+    const cli::ProblemData data(d, 5);
+    engine.run(d, data.tensors(), stream.get());
+    stream.synchronize();
+    std::vector<float> ms;
+    for (int i = 0; i < 21; ++i) {
+      cli::Event start, stop;
+      start.record(stream);
+      engine.run(d, data.tensors(), stream.get());
+      stop.record(stream);
+      stream.synchronize();
+      ms.push_back(stop.since(start));
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    std::printf("timing %-16s %-40s %8.3f ms  %6.1f TFLOP/s  %s\n", t.config.empty() ? "auto" : t.config.c_str(),
+                describe(d).c_str(), median, 2 * detail::make_problem(d).macs() / median * 1e-9,
+                engine.kernel_for(d).c_str());
+  }
+}
