@@ -1,6 +1,6 @@
 #pragma once
 // What the binding sources share: argument parsing that several bindings use, and each file's
-// bind function (desc.cpp, results.cpp; module.cpp binds the Engine and defines the module).
+// bind function (desc.cpp, results.cpp, host.cpp; module.cpp binds the Engine and defines the module).
 #include <nanobind/nanobind.h>
 
 #include <optional>
@@ -30,5 +30,8 @@ void bind_desc(nb::module_& m);
 
 /// The result structs: PrecompileResult, EngineStats, CacheInfo, ...
 void bind_results(nb::module_& m);
+
+/// The CPU reference, tolerance() and compare().
+void bind_host(nb::module_& m);
 
 }  // namespace conv3djit::python

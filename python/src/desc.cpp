@@ -82,17 +82,30 @@ Padding padding_of(nb::handle value) {
 
 const char* precision_name(Precision p) { return p == Precision::Tf32 ? "tf32" : "fp32"; }
 
-// Element types and layouts by name: a new one is a line in each pair of functions.
+// Element types by PyTorch's names (the property's) or conv3djit's ("fp32", "bf16", "fp16": the
+// manifests'); layouts by conv3djit's.
+constexpr std::pair<DataType, const char*> kDtypeNames[] = {
+    {DataType::Float32, "float32"}, {DataType::BFloat16, "bfloat16"}, {DataType::Float16, "float16"}};
+
+const char* torch_dtype_name(DataType t) {
+  for (const auto& [type, name] : kDtypeNames) {
+    if (type == t) return name;
+  }
+  return "float32";
+}
+
 DataType dtype_of(const std::string& name) {
-  if (name == "float32") return DataType::Float32;
-  throw Error(ErrorCategory::Unsupported, fmt::format("dtype = '{}': conv3djit serves 'float32'", name));
+  if (std::optional<DataType> t = parse_dtype(name)) return *t;
+  throw Error(ErrorCategory::Unsupported,
+              fmt::format("dtype = '{}': conv3djit serves 'float32', 'bfloat16' and 'float16' (or 'fp32', 'bf16', "
+                          "'fp16')",
+                          name));
 }
-const char* dtype_name(DataType) { return "float32"; }
+
 Layout layout_of(const std::string& name) {
-  if (name == "ncdhw") return Layout::NCDHW;
-  throw Error(ErrorCategory::Unsupported, fmt::format("layout = '{}': conv3djit serves 'ncdhw'", name));
+  if (std::optional<Layout> l = parse_layout(name)) return *l;
+  invalid(fmt::format("layout = '{}': expected 'ncdhw' or 'ndhwc' (channels_last_3d)", name));
 }
-const char* layout_name(Layout) { return "ncdhw"; }
 
 nb::tuple tuple_of(Dims3 d) { return nb::make_tuple(d.d, d.h, d.w); }
 
@@ -150,7 +163,7 @@ nb::object side_value(const Padding& p, bool before) {
 Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
                      nb::handle padding, nb::handle dilation, nb::handle groups, bool bias,
                      const std::string& precision, const std::string& dtype, const std::string& layout,
-                     nb::handle padding_before, nb::handle padding_after, const std::string& padding_mode,
+                     bool fp32_output, nb::handle padding_before, nb::handle padding_after, const std::string& padding_mode,
                      const Epilogue& epilogue) {
   Conv3dDesc d;
   auto shape = ints_of(input, 5);
@@ -181,6 +194,7 @@ Conv3dDesc make_desc(nb::handle input, nb::handle out_channels, nb::handle kerne
   d.precision = precision_of(precision);
   d.dtype = dtype_of(dtype);
   d.layout = layout_of(layout);
+  d.fp32_output = fp32_output;
   d.epilogue = epilogue;
   return d;
 }
@@ -190,7 +204,7 @@ nb::tuple fields_of(const Conv3dDesc& d) {
   return nb::make_tuple(d.n, d.c, d.d, d.h, d.w, d.k, tuple_of(d.kernel), tuple_of(d.stride), padding_value(d.padding),
                         side_value(d.padding, true), side_value(d.padding, false), padding_mode_name(d.padding_mode),
                         tuple_of(d.dilation), d.groups, d.bias, precision_name(d.precision),
-                        static_cast<int>(d.dtype), static_cast<int>(d.layout),
+                        static_cast<int>(d.dtype), static_cast<int>(d.layout), d.fp32_output,
                         activation_name(d.epilogue.activation), d.epilogue.alpha, d.epilogue.slope,
                         d.epilogue.clamp_min, d.epilogue.clamp_max, d.epilogue.gamma, d.epilogue.residual,
                         d.epilogue.beta);
@@ -219,12 +233,17 @@ std::string desc_repr(const Conv3dDesc& d) {
   if (d.padding_mode != PaddingMode::Zeros) {
     pad += fmt::format(", padding_mode='{}'", padding_mode_name(d.padding_mode));
   }
+  // The element type and layout only where they are not the defaults, as the padding mode.
+  std::string types;
+  if (d.dtype != DataType::Float32) types += fmt::format(", dtype='{}'", torch_dtype_name(d.dtype));
+  if (d.layout != Layout::NCDHW) types += fmt::format(", layout='{}'", layout_name(d.layout));
+  if (d.fp32_output) types += ", fp32_output=True";
   return fmt::format(
       "Conv3dDesc(input_shape=({}, {}, {}, {}, {}), out_channels={}, kernel_size=({}, {}, {}), stride=({}, {}, {}), "
-      "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}'{})",
+      "{}, dilation=({}, {}, {}), groups={}, bias={}, precision='{}'{}{})",
       d.n, d.c, d.d, d.h, d.w, d.k, d.kernel.d, d.kernel.h, d.kernel.w, d.stride.d, d.stride.h, d.stride.w, pad,
       d.dilation.d, d.dilation.h, d.dilation.w, d.groups, d.bias ? "True" : "False", precision_name(d.precision),
-      epilogue_repr(d.epilogue));
+      types, epilogue_repr(d.epilogue));
 }
 
 nb::tuple output_shape(const Conv3dDesc& d) {
@@ -257,21 +276,27 @@ void bind_desc(nb::module_& m) {
   cls.def("__init__",
           [](Conv3dDesc* self, nb::handle input, nb::handle out_channels, nb::handle kernel_size, nb::handle stride,
              nb::handle padding, nb::handle dilation, nb::handle groups, bool bias, const std::string& precision,
-             const std::string& dtype, const std::string& layout, nb::handle padding_before,
+             const std::string& dtype, const std::string& layout, bool fp32_output, nb::handle padding_before,
              nb::handle padding_after, const std::string& padding_mode, const std::string& activation, float alpha,
              float slope, float clamp_min, float clamp_max, float gamma, bool residual, float beta) {
             const Epilogue e{activation_of(activation), alpha, slope, clamp_min, clamp_max, gamma, residual, beta};
             new (self) Conv3dDesc(make_desc(input, out_channels, kernel_size, stride, padding, dilation, groups,
-                                            bias, precision, dtype, layout, padding_before, padding_after,
+                                            bias, precision, dtype, layout, fp32_output, padding_before,
+                                            padding_after,
                                             padding_mode, e));
           },
           "input_shape"_a, "out_channels"_a, "kernel_size"_a, "stride"_a = 1, "padding"_a = 0, "dilation"_a = 1,
           "groups"_a = 1, "bias"_a = false, "precision"_a = "fp32", "dtype"_a = "float32", "layout"_a = "ncdhw",
-          nb::kw_only(), "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none(),
+          nb::kw_only(), "fp32_output"_a = false, "padding_before"_a.none() = nb::none(), "padding_after"_a.none() = nb::none(),
           "padding_mode"_a = "zeros", "activation"_a = "identity", "alpha"_a = scalar_value(plain.alpha),
           "slope"_a = scalar_value(plain.slope), "clamp_min"_a = scalar_value(plain.clamp_min),
           "clamp_max"_a = scalar_value(plain.clamp_max), "gamma"_a = scalar_value(plain.gamma), "residual"_a = false,
           "beta"_a = scalar_value(plain.beta),
+          "dtype: the element type of the input, weight and bias (and output, residual): 'float32', 'bfloat16' or "
+          "'float16' ('fp32', 'bf16', 'fp16' too); fp32_output (keyword-only): a float32 output and residual of "
+          "half inputs. layout: the arrays' memory order, 'ncdhw' (contiguous) or 'ndhwc' (channels_last_3d); "
+          "shapes stay PyTorch's (N, C, D, H, W) either way. precision is the class of float32 inputs; half inputs "
+          "have their type's (it is then ignored). "
           "padding_mode (keyword-only, any case) is what the padding reads, as nn.Conv3d's: 'zeros', 'reflect', "
           "'replicate' or 'circular'. The epilogue (out = act(alpha * conv + bias) * gamma + beta * residual) is "
           "keyword-only too: activation (any case), the scalars, and residual, whether a residual array of the "
@@ -292,8 +317,13 @@ void bind_desc(nb::module_& m) {
       .def_ro("groups", &Conv3dDesc::groups)
       .def_ro("bias", &Conv3dDesc::bias)
       .def_prop_ro("precision", [](const Conv3dDesc& d) { return precision_name(d.precision); })
-      .def_prop_ro("dtype", [](const Conv3dDesc& d) { return dtype_name(d.dtype); })
-      .def_prop_ro("layout", [](const Conv3dDesc& d) { return layout_name(d.layout); })
+      .def_prop_ro("dtype", [](const Conv3dDesc& d) { return torch_dtype_name(d.dtype); },
+                   "The input's element type, by PyTorch's name: 'float32', 'bfloat16' or 'float16'.")
+      .def_prop_ro("output_dtype", [](const Conv3dDesc& d) { return torch_dtype_name(output_dtype(d)); },
+                   "The output's and the residual's element type: the input's, or 'float32' with fp32_output.")
+      .def_ro("fp32_output", &Conv3dDesc::fp32_output)
+      .def_prop_ro("layout", [](const Conv3dDesc& d) { return layout_name(d.layout); },
+                   "'ncdhw' (contiguous arrays) or 'ndhwc' (channels_last_3d strides; the shapes stay (N, C, D, H, W)).")
       .def_prop_ro("activation", [](const Conv3dDesc& d) { return activation_name(d.epilogue.activation); },
                    "The epilogue's activation: 'identity', 'relu', 'leaky_relu', 'gelu', ...")
       .def_prop_ro("residual", [](const Conv3dDesc& d) { return d.epilogue.residual; },

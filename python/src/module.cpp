@@ -2,7 +2,7 @@
 // arguments into Conv3dDesc (desc.cpp) and EngineOptions, checks arrays (tensors.cpp), binds the
 // results (results.cpp) and calls the library; the conveniences (allocating outputs, choosing
 // streams), the exception classes and the PyTorch integration are Python (python/conv3djit).
-// This file: the error translation, the Engine, the CPU reference and the module itself.
+// This file: the error translation, the Engine and the module itself; host.cpp the CPU reference.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -15,7 +15,6 @@
 #include <conv3djit/conv3d.hpp>
 #include <conv3djit/engine.hpp>
 #include <conv3djit/error.hpp>
-#include <conv3djit/reference.hpp>
 
 #include "bindings.hpp"
 #include "tensors.hpp"
@@ -61,47 +60,6 @@ void on_arrays(Engine& e, const Conv3dDesc& desc, const InArray& input, const In
   (e.*Run)(desc, t, s);
 }
 
-// Host arrays for the CPU reference: float32, C order (nanobind converts numpy arrays that are not).
-using HostIn = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
-
-void check_host(const char* name, const HostIn& a, std::initializer_list<int64_t> expected) {
-  std::vector<int64_t> want(expected), got(a.ndim());
-  for (size_t i = 0; i < a.ndim(); ++i) got[i] = static_cast<int64_t>(a.shape(i));
-  if (got != want) invalid(fmt::format("{}: shape ({}) does not match the description, which needs ({})", name,
-                                       fmt::join(got, ", "), fmt::join(want, ", ")));
-}
-
-nb::ndarray<nb::numpy, double> reference(const Conv3dDesc& d, const HostIn& input, const HostIn& weight,
-                                         const std::optional<HostIn>& bias, const std::optional<HostIn>& residual) {
-  if (d.bias != bias.has_value()) invalid(d.bias ? "bias: the description has bias = True, but no bias array was given"
-                                                 : "bias: an array was given, but the description has bias = False");
-  if (d.epilogue.residual != residual.has_value()) {
-    invalid(d.epilogue.residual ? "residual: the description has residual = True, but no residual array was given"
-                                : "residual: an array was given, but the description has residual = False");
-  }
-  const OutputExtents o = output_extents(d);
-  check_host("input", input, {d.n, d.c, d.d, d.h, d.w});
-  check_host("weight", weight, {d.k, d.c / d.groups, d.kernel.d, d.kernel.h, d.kernel.w});
-  if (bias) check_host("bias", *bias, {d.k});
-  if (residual) check_host("residual", *residual, {o.n, o.k, o.d, o.h, o.w});
-  auto* result = new double[static_cast<size_t>(o.elements())];
-  nb::capsule owner(result, [](void* p) noexcept { delete[] static_cast<double*>(p); });
-  {
-    nb::gil_scoped_release release;
-    reference_conv3d(d, input.data(), weight.data(), bias ? bias->data() : nullptr,
-                     residual ? residual->data() : nullptr, result);
-  }
-  const size_t shape[5] = {size_t(o.n), size_t(o.k), size_t(o.d), size_t(o.h), size_t(o.w)};
-  return nb::ndarray<nb::numpy, double>(result, 5, shape, owner);
-}
-
-Comparison compare_arrays(const nb::ndarray<const float, nb::device::cpu, nb::c_contig>& got,
-                          const nb::ndarray<const double, nb::device::cpu, nb::c_contig>& ref, const Tolerance& tol) {
-  if (got.size() != ref.size()) invalid(fmt::format("got: {} elements, reference: {}", got.size(), ref.size()));
-  nb::gil_scoped_release release;
-  return compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tol);
-}
-
 void bind_engine(nb::module_& m) {
   using Release = nb::call_guard<nb::gil_scoped_release>;
   nb::class_<Engine>(m, "Engine",
@@ -128,8 +86,10 @@ void bind_engine(nb::module_& m) {
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
            "stream"_a.none() = nb::none(),
-           "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). residual: the "
-           "array of the output's shape that desc.residual adds (it may be out itself). Arrays are checked first; "
+           "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). Shapes are "
+           "PyTorch's; strides desc.layout's (contiguous, or channels_last_3d for 'ndhwc'); input, weight and bias "
+           "of desc.dtype, out and residual of desc.output_dtype. residual: the array of the output's shape that "
+           "desc.residual adds (it may be out itself). Arrays are checked first; "
            "a wrong call raises and writes nothing.")
       .def("run_pointers",
            [](Engine& e, const Conv3dDesc& desc, uintptr_t input, uintptr_t weight, uintptr_t bias, uintptr_t out,
@@ -144,13 +104,14 @@ void bind_engine(nb::module_& m) {
            },
            "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, nb::kw_only(), "residual"_a = 0, Release(),
            "As run(), on raw device pointers (ints; bias 0 when desc.bias is False, residual 0 when desc.residual "
-           "is False) and a CUstream handle, without array checks: the caller guarantees contiguous tensors of the "
+           "is False) and a CUstream handle, without array checks: the caller guarantees dense tensors in desc.layout of the "
            "description's shapes.")
       .def("run_reference", on_arrays<&Engine::run_reference, true>,
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
            "stream"_a.none() = nb::none(),
-           "The float64 reference on the GPU: like run(), out is a float64 array (the residual float32).")
+           "The float64 reference on the GPU: like run(), out is a float64 array in desc.layout's memory order (the "
+           "residual of desc.output_dtype).")
       .def("precompile", &Engine::precompile, "desc"_a, "arch"_a = "", Release(),
            "Compiles (or finds in the disk cache) every kernel desc needs on `arch` ('sm_90', ...; empty: the "
            "current device's). Needs no GPU when arch is given.")
@@ -190,13 +151,8 @@ NB_MODULE(_ext, m) {
   bind_desc(m);
   bind_results(m);
   bind_engine(m);
+  bind_host(m);
 
-  m.def("reference_conv3d", &reference, "desc"_a, "input"_a, "weight"_a, "bias"_a.none() = nb::none(),
-        nb::kw_only(), "residual"_a.none() = nb::none(),
-        "The float64 CPU reference (float64 accumulation and epilogue, all cores) of host float32 arrays; returns "
-        "a numpy float64 array N x K x OD x OH x OW.");
-  m.def("tolerance", [](const std::string& precision) { return tolerance(precision_of(precision)); }, "precision"_a);
-  m.def("compare", &compare_arrays, "got"_a, "reference"_a, "tolerance"_a);
   m.def("nvrtc_version", &nvrtc_version);
   m.def("supported_archs", &supported_archs, "The archs this NVRTC compiles for: 'sm_75', ..., 'sm_90a', ...");
   m.def("check_arch", &check_arch, "arch"_a,

@@ -5,15 +5,78 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace conv3djit::python {
-namespace {
 
 namespace dl = nb::dlpack;
 
+std::string dtype_text(dl::dtype t) {
+  const char* kind = "unknown";
+  switch (static_cast<dl::dtype_code>(t.code)) {
+    case dl::dtype_code::Int: kind = "int"; break;
+    case dl::dtype_code::UInt: kind = "uint"; break;
+    case dl::dtype_code::Float: kind = "float"; break;
+    case dl::dtype_code::Bfloat: kind = "bfloat"; break;
+    case dl::dtype_code::Complex: kind = "complex"; break;
+    case dl::dtype_code::Bool: return "bool";
+    default: break;
+  }
+  return t.lanes == 1 ? fmt::format("{}{}", kind, t.bits) : fmt::format("{}{}x{}", kind, t.bits, t.lanes);
+}
+
+dl::dtype element_of(DataType type) {
+  switch (type) {
+    case DataType::Float32: return nb::dtype<float>();
+    case DataType::BFloat16: return {static_cast<uint8_t>(dl::dtype_code::Bfloat), 16, 1};
+    case DataType::Float16: return {static_cast<uint8_t>(dl::dtype_code::Float), 16, 1};
+  }
+  return {};
+}
+
 std::string shape_text(const std::vector<int64_t>& dims) {
   return dims.size() == 1 ? fmt::format("({},)", dims[0]) : fmt::format("({})", fmt::join(dims, ", "));
+}
+
+std::vector<size_t> memory_order(size_t ndim, Layout layout) {
+  if (ndim == 5 && layout == Layout::NDHWC) return {0, 2, 3, 4, 1};
+  std::vector<size_t> order(ndim);
+  for (size_t i = 0; i < ndim; ++i) order[i] = i;
+  return order;
+}
+
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape, Layout layout) {
+  const std::vector<size_t> order = memory_order(shape.size(), layout);
+  std::vector<int64_t> strides(shape.size(), 1);
+  int64_t expected = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    strides[order[i]] = expected;
+    expected *= shape[order[i]];
+  }
+  return strides;
+}
+
+bool has_strides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                 const std::vector<int64_t>& wanted) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 1 && strides[i] != wanted[i]) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Every element type conv3djit serves; a new one is a line here and one in element_of().
+constexpr DataType kServed[] = {DataType::Float32, DataType::BFloat16, DataType::Float16};
+
+std::string served_text() {
+  std::string names;
+  const size_t count = std::size(kServed);
+  for (size_t i = 0; i < count; ++i) {
+    names += fmt::format("{}{}", i == 0 ? "" : i + 1 == count ? " and " : ", ", dtype_text(element_of(kServed[i])));
+  }
+  return names;
 }
 
 template <class Array>
@@ -30,29 +93,6 @@ std::vector<int64_t> strides_of(const Array& a) {
   return dims;
 }
 
-std::string dtype_name(dl::dtype t) {
-  const char* kind = "unknown";
-  switch (static_cast<dl::dtype_code>(t.code)) {
-    case dl::dtype_code::Int: kind = "int"; break;
-    case dl::dtype_code::UInt: kind = "uint"; break;
-    case dl::dtype_code::Float: kind = "float"; break;
-    case dl::dtype_code::Bfloat: kind = "bfloat"; break;
-    case dl::dtype_code::Complex: kind = "complex"; break;
-    case dl::dtype_code::Bool: return "bool";
-    default: break;
-  }
-  return t.lanes == 1 ? fmt::format("{}{}", kind, t.bits) : fmt::format("{}{}x{}", kind, t.bits, t.lanes);
-}
-
-// The DLPack element type of each DataType conv3djit serves; a new element type is one line here.
-dl::dtype element_of(DataType type) {
-  switch (type) {
-    case DataType::Float32: return nb::dtype<float>();
-  }
-  return {};
-}
-constexpr DataType kServed[] = {DataType::Float32};
-
 std::string device_text(int type, int32_t id) {
   if (type == nb::device::cuda::value) return fmt::format("cuda:{}", id);
   if (type == nb::device::cuda_managed::value) return fmt::format("cuda:{} (managed)", id);
@@ -63,18 +103,6 @@ std::string device_text(int type, int32_t id) {
 
 bool on_cuda(int type) { return type == nb::device::cuda::value || type == nb::device::cuda_managed::value; }
 
-// C order: each stride is the product of the later extents; size-1 axes may have any stride
-// (PyTorch gives them arbitrary ones).
-template <class Array>
-bool c_contiguous(const Array& a) {
-  int64_t expected = 1;
-  for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
-    expected *= static_cast<int64_t>(a.shape(i));
-  }
-  return true;
-}
-
 struct Checked {
   const char* name;
   const void* data;
@@ -84,16 +112,30 @@ struct Checked {
   dl::dtype dtype;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
-  bool contiguous;
 };
 
 template <class Array>
 Checked checked(const char* name, const Array& a) {
-  return {name, a.data(), a.nbytes(), a.device_type(), a.device_id(), a.dtype(),
-          shape_of(a), strides_of(a), c_contiguous(a)};
+  return {name, a.data(), a.nbytes(), a.device_type(), a.device_id(), a.dtype(), shape_of(a), strides_of(a)};
 }
 
 Validation fail(ErrorCategory category, std::string message) { return {false, category, std::move(message)}; }
+
+// Why an array's strides are not `layout`'s, and what to do about it.
+std::string strides_message(const Checked& a, Layout layout) {
+  const std::string head = fmt::format("{}: not contiguous (strides {} elements for shape {})", a.name,
+                                       shape_text(a.strides), shape_text(a.shape));
+  if (a.shape.size() != 5) return head + ": pass a contiguous copy";
+  const Layout other = layout == Layout::NCDHW ? Layout::NDHWC : Layout::NCDHW;
+  const char* format[] = {"contiguous", "channels_last_3d"};
+  std::string text = fmt::format("{}: layout '{}' needs strides {} ({})", head, layout_name(layout),
+                                 shape_text(dense_strides(a.shape, layout)), format[static_cast<int>(layout)]);
+  if (has_strides(a.shape, a.strides, dense_strides(a.shape, other))) {
+    return text + fmt::format("; these are the strides of layout '{}' ({}): describe the call with layout='{}'",
+                              layout_name(other), format[static_cast<int>(other)], layout_name(other));
+  }
+  return text + "; pass a dense copy in that memory format";
+}
 
 bool overlaps(const Checked& a, const Checked& b) {
   const auto* a0 = static_cast<const char*>(a.data);
@@ -147,27 +189,34 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
                               shape_text(all[i].shape), shape_text(expected[i])));
     }
   }
-  // The input's element type must be one conv3djit serves (else Unsupported); every other array
-  // must then match the call (else InvalidArgument, as PyTorch refuses mixed types).
+  // The input's element type must be one conv3djit serves (else Unsupported) and the
+  // description's; every other array must then match the call (else InvalidArgument, as PyTorch
+  // refuses mixed types): input, weight and bias desc.dtype, residual and out the output's type.
   for (const Checked& a : all) {
-    const bool double_out = out_double && std::string(a.name) == "out";
-    const dl::dtype want = double_out ? nb::dtype<double>() : element_of(desc.dtype);
+    const std::string name = a.name;
+    const bool output_side = name == "out" || name == "residual";
+    const dl::dtype want = out_double && name == "out" ? nb::dtype<double>()
+                                                       : element_of(output_side ? output_dtype(desc) : desc.dtype);
     if (a.dtype == want) continue;
     bool served = false;
     for (DataType t : kServed) served |= element_of(t) == a.dtype;
     if (&a == &all.front() && !served) {
       return fail(ErrorCategory::Unsupported,
-                  fmt::format("input: dtype {}: conv3djit serves {}", dtype_name(a.dtype), dtype_name(want)));
+                  fmt::format("input: dtype {}: conv3djit serves {}", dtype_text(a.dtype), served_text()));
+    }
+    if (&a == &all.front()) {
+      return fail(ErrorCategory::InvalidArgument,
+                  fmt::format("input: dtype {}, but the description has dtype = '{}'", dtype_text(a.dtype),
+                              dtype_text(want)));
     }
     return fail(ErrorCategory::InvalidArgument,
-                fmt::format("{}: dtype {}, but the call needs {}", a.name, dtype_name(a.dtype), dtype_name(want)));
+                fmt::format("{}: dtype {}, but the call needs {}{}", a.name, dtype_text(a.dtype), dtype_text(want),
+                            output_side && desc.fp32_output ? " (fp32_output)" : ""));
   }
+  // Dense in the layout's memory order; the shapes are PyTorch's for either layout.
   for (const Checked& a : all) {
-    if (!a.contiguous) {
-      return fail(ErrorCategory::Unsupported,
-                  fmt::format("{}: not contiguous (strides {} elements for shape {}): conv3djit reads and writes "
-                              "contiguous NCDHW arrays; pass a contiguous copy",
-                              a.name, shape_text(a.strides), shape_text(a.shape)));
+    if (!has_strides(a.shape, a.strides, dense_strides(a.shape, desc.layout))) {
+      return fail(ErrorCategory::Unsupported, strides_message(a, desc.layout));
     }
   }
   const Checked& first = all.front();

@@ -130,10 +130,10 @@ def test_malformed_arguments(args, pattern):
 def test_unknown_precision_dtype_layout():
     with pytest.raises(conv3djit.InvalidArgument, match="precision = 'fp16'"):
         Conv3dDesc((1, 3, 8, 8, 8), 4, 3, precision="fp16")
-    with pytest.raises(conv3djit.Unsupported, match="dtype = 'bfloat16'"):
-        Conv3dDesc((1, 3, 8, 8, 8), 4, 3, dtype="bfloat16")
-    with pytest.raises(conv3djit.Unsupported, match="layout = 'ndhwc'"):
-        Conv3dDesc((1, 3, 8, 8, 8), 4, 3, layout="ndhwc")
+    with pytest.raises(conv3djit.Unsupported, match="dtype = 'float64': conv3djit serves 'float32', 'bfloat16'"):
+        Conv3dDesc((1, 3, 8, 8, 8), 4, 3, dtype="float64")
+    with pytest.raises(conv3djit.InvalidArgument, match="layout = 'nhwc': expected 'ncdhw' or 'ndhwc'"):
+        Conv3dDesc((1, 3, 8, 8, 8), 4, 3, layout="nhwc")
     with pytest.raises(conv3djit.InvalidArgument, match="compile_mode = 'sometimes'"):
         conv3djit.Engine(compile_mode="sometimes")
 
