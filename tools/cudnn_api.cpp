@@ -182,19 +182,21 @@ CudnnConv::CudnnConv(const Cudnn& cudnn, const Conv3dDesc& desc, const Conv3dTen
   // Half inputs with a float32 output are no configuration of cuDNN's legacy API (its outputs
   // are of the inputs' type); the refusal says so rather than cuDNN's bare status.
   const std::string mixed =
-      out_type != desc.dtype ? fmt::format(" ({} inputs, float32 output)", dtype_name(desc.dtype)) : "";
+      out_type != desc.dtype ? fmt::format("{} inputs with a float32 output", dtype_name(desc.dtype)) : "";
+  const std::string find = mixed.empty() ? std::string("cudnnFindConvolutionForwardAlgorithm")
+                                         : fmt::format("cudnnFindConvolutionForwardAlgorithm ({})", mixed);
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
   int count = 0;
-  check_cudnn(
-      api,
-      api.cudnnFindConvolutionForwardAlgorithm(cudnn.handle(), x_.get(), w_.get(), conv_.get(), y_.get(),
-                                               static_cast<int>(perf.size()), &count, perf.data()),
-      ("cudnnFindConvolutionForwardAlgorithm" + mixed).c_str());
+  check_cudnn(api,
+              api.cudnnFindConvolutionForwardAlgorithm(cudnn.handle(), x_.get(), w_.get(), conv_.get(), y_.get(),
+                                                       static_cast<int>(perf.size()), &count, perf.data()),
+              find.c_str());
   const auto best = std::find_if(perf.begin(), perf.begin() + count, [fp32](const auto& p) {
     return p.status == CUDNN_STATUS_SUCCESS && !(fp32 && uses_tensor_cores(p.mathType));
   });
   if (best == perf.begin() + count) {
-    throw std::runtime_error("cuDNN found no algorithm for this convolution" + mixed);
+    throw std::runtime_error(mixed.empty() ? std::string("cuDNN found no algorithm for this convolution")
+                                           : "cuDNN has no algorithm for " + mixed);
   }
   algo_ = best->algo;
   // As cuDNN advises, run with the math type the algorithm was found with; the fp32 class keeps
