@@ -1,7 +1,7 @@
 """Manifests: the JSON-lines shape lists `conv3djit precompile --manifest` reads (tools/manifest.cpp),
 one convolution per line with the keys input, out_channels, kernel and optional stride, padding
-(or padding_before and padding_after), padding_mode, dilation, groups, bias, precision, the
-epilogue's activation, slope, clamp_min, clamp_max, alpha, gamma, residual, beta, and name. Written
+(or padding_before and padding_after), padding_mode, dilation, groups, bias, precision, dtype
+('fp32', 'bf16', 'fp16'), layout ('ncdhw', 'ndhwc'), fp32_output, the epilogue's activation, slope, clamp_min, clamp_max, alpha, gamma, residual, beta, and name. Written
 by conv3djit.torch's warm-up, read here and by the CLI, so a deployment precompiles exactly the
 layers its model runs."""
 import json
@@ -13,8 +13,14 @@ from ._errors import InvalidArgument
 _EPILOGUE = {"activation": "identity", "slope": 0.01, "clamp_min": 0.0, "clamp_max": 6.0, "alpha": 1.0, "gamma": 1.0,
              "residual": False, "beta": 1.0}
 
+# The element types by the manifests' (the CLI's) names; Conv3dDesc.dtype gives PyTorch's.
+_DTYPE_KEYS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+# The element type and layout with their defaults: a line carries those that differ.
+_TYPES = {"dtype": "fp32", "layout": "ncdhw", "fp32_output": False}
+
 _KEYS = ("input", "out_channels", "kernel", "stride", "padding", "padding_before", "padding_after", "padding_mode",
-         "dilation", "groups", "bias", "precision", *_EPILOGUE, "name")
+         "dilation", "groups", "bias", "precision", *_TYPES, *_EPILOGUE, "name")
 
 
 def manifest_line(desc, name=None):
@@ -29,6 +35,10 @@ def manifest_line(desc, name=None):
         line["padding_before"], line["padding_after"] = list(desc.padding_before), list(desc.padding_after)
     if desc.padding_mode != "zeros":
         line["padding_mode"] = desc.padding_mode
+    types = {"dtype": _DTYPE_KEYS[desc.dtype], "layout": desc.layout, "fp32_output": desc.fp32_output}
+    for key, plain in _TYPES.items():
+        if types[key] != plain:
+            line[key] = types[key]
     for key, plain in _EPILOGUE.items():
         value = getattr(desc, key)
         if value != plain:
@@ -63,17 +73,19 @@ def _desc_of_line(line):
     if not isinstance(padding_mode, str):
         raise InvalidArgument(f"key 'padding_mode': expected a string, got {json.dumps(padding_mode)}")
     epilogue = {key: line.get(key, plain) for key, plain in _EPILOGUE.items()}
-    for key, value in epilogue.items():
+    types = {key: line.get(key, plain) for key, plain in _TYPES.items()}
+    defaults = {**_TYPES, **_EPILOGUE}
+    for key, value in {**types, **epilogue}.items():
         # The CLI's types: a string, true or false, numbers (JSON's true is no number here).
-        kind = type(_EPILOGUE[key])
+        kind = type(defaults[key])
         if not (isinstance(value, kind) or (kind is float and type(value) is int)):
             wanted = {str: "a string", bool: "true or false", float: "a number"}[kind]
             raise InvalidArgument(f"key '{key}': expected {wanted}, got {json.dumps(value)}")
     return _ext.Conv3dDesc(line["input"], line["out_channels"], line["kernel"], line.get("stride", 1),
                            line.get("padding", 0), line.get("dilation", 1), line.get("groups", 1),
-                           bool(line.get("bias", False)), line.get("precision", "fp32"),
-                           padding_before=line.get("padding_before"), padding_after=line.get("padding_after"),
-                           padding_mode=padding_mode, **epilogue)
+                           bool(line.get("bias", False)), line.get("precision", "fp32"), types["dtype"],
+                           types["layout"], fp32_output=types["fp32_output"], padding_before=line.get("padding_before"),
+                           padding_after=line.get("padding_after"), padding_mode=padding_mode, **epilogue)
 
 
 def read_manifest(path):

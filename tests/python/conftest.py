@@ -32,13 +32,26 @@ def cpu_kernel(monkeypatch):
     calls = []
 
     def launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
-               padding_mode):
+               padding_mode, fp32_output=False):
+        layout = _op._layout_of(input, weight)
         desc = _op._desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
-                         epilogue, padding_mode)
+                         epilogue, padding_mode, layout, fp32_output)
         calls.append(desc)
-        host = [None if t is None else t.detach().float().contiguous().numpy() for t in (input, weight, bias, residual)]
-        out = conv3djit.reference_conv3d(desc, *host[:3], residual=host[3])
-        return torch.from_numpy(out).to(input.dtype)
+        memory_format = _op._FORMATS[layout]
+
+        def host(t):
+            """The tensor as the description's element type (float32 for other float types; the
+            reference reads bfloat16 and float16 as they are), in the layout's memory format."""
+            if t is None:
+                return None
+            t = t.detach()
+            if t.dtype not in (torch.bfloat16, torch.float16):
+                t = t.float()
+            return t.contiguous(memory_format=memory_format) if t.dim() == 5 else t.contiguous()
+
+        out = conv3djit.reference_conv3d(desc, *(host(t) for t in (input, weight, bias)), residual=host(residual))
+        dtype = torch.float32 if fp32_output and input.dtype in (torch.bfloat16, torch.float16) else input.dtype
+        return torch.from_numpy(out).to(dtype)
 
     monkeypatch.setattr(_op, "_launch", launch)
     return calls

@@ -163,13 +163,13 @@ def test_convert_swaps_plain_conv3d_in_place():
 
     model = torch.nn.Sequential(torch.nn.Conv3d(3, 8, 3), torch.nn.ReLU(),
                                 torch.nn.Sequential(torch.nn.Conv3d(8, 8, 1), Custom(8, 8, 1)),
-                                torch.nn.Conv3d(8, 8, 1).half())
+                                torch.nn.Conv3d(8, 8, 1).double())
     weight = model[0].weight
     keys = model.state_dict().keys()
     report = ct.convert(model, precision="fp32")
     assert report.swapped == ["0", "2.0"]
     assert set(report.skipped) == {"2.1", "3"}
-    assert "subclasses nn.Conv3d" in report.skipped["2.1"] and "torch.float16" in report.skipped["3"]
+    assert "subclasses nn.Conv3d" in report.skipped["2.1"] and "torch.float64" in report.skipped["3"]
     assert type(model[0]) is ct.Conv3d and model[0].weight is weight and model[0].precision == "fp32"
     assert model.state_dict().keys() == keys
     assert "2 Conv3d swapped, 2 left" in str(report)
@@ -200,7 +200,7 @@ def test_dispatcher_only_where_needed(monkeypatch):
     with torch.no_grad():
         assert ct.conv3d(x, w, precision="fp32") == "direct"  # a plain inference call
     assert len(calls) == 1 and calls[0][3:] == ([1, 1, 1], [0, 0, 0], "explicit", [1, 1, 1], 1, "fp32", None,
-                                                PLAIN_EPILOGUE, "zeros")
+                                                PLAIN_EPILOGUE, "zeros", False)
     assert not _op._direct(x, w, None)  # the weight requires grad
     assert _op._direct(x, w.detach(), None)
     r = torch.empty(1, 2, 4, 4, 4, device="meta")

@@ -4,26 +4,38 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._op import conv3d, precision_of
+from ._op import _DTYPES, conv3d, precision_of
+
+
+def _autocast_dtype(input):
+    """The dtype autocast runs a CUDA convolution in, or None outside autocast."""
+    if input.is_cuda and torch.is_autocast_enabled("cuda"):
+        return torch.get_autocast_dtype("cuda")
+    return None
 
 
 def _served(input, weight):
-    """Whether conv3djit runs this call; the rest goes to nn.Conv3d's own forward (CPU tensors, other
-    dtypes, autocast to half precision)."""
-    if not input.is_cuda or input.dtype != torch.float32 or weight.dtype != torch.float32:
+    """Whether conv3djit runs this call: CUDA tensors of a type it serves (float32, bfloat16,
+    float16), the weight's the input's, or both cast by autocast to one it serves. The rest goes to
+    nn.Conv3d's own forward (CPU tensors, float64, mixed types outside autocast)."""
+    if not input.is_cuda or input.dtype not in _DTYPES or weight.dtype not in _DTYPES:
         return False
-    return not (torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") != torch.float32)
+    autocast = _autocast_dtype(input)
+    return autocast in _DTYPES if autocast is not None else weight.dtype == input.dtype
 
 
 class Conv3d(nn.Conv3d):
-    """nn.Conv3d whose float32 CUDA forward runs through conv3djit.
+    """nn.Conv3d whose CUDA forward (float32, bfloat16 or float16; contiguous or channels_last_3d
+    inputs) runs through conv3djit.
 
     Same constructor (plus the keyword `precision`: 'fp32', 'tf32', or None to follow
     torch.backends.cudnn.allow_tf32), same parameters and state_dict, so checkpoints load either
     way. Every padding_mode ('zeros', 'reflect', 'replicate', 'circular') is conv3djit's own,
     applied in the kernel's loads without the padded copy nn.Conv3d makes (except when autograd
-    records the call: see conv3djit.torch.conv3d). Calls conv3djit does not serve (CPU, other
-    dtypes, autocast to fp16/bf16) run nn.Conv3d's forward. The backward is PyTorch's.
+    records the call: see conv3djit.torch.conv3d). Under autocast the input, weight and bias are
+    cast to the autocast dtype first, as autocast does for nn.Conv3d, and the output has that type.
+    The output has the input's memory format. Calls conv3djit does not serve (CPU, float64) run
+    nn.Conv3d's forward. The backward is PyTorch's.
     """
 
     def __init__(self, *args, precision=None, **kwargs):
@@ -37,11 +49,16 @@ class Conv3d(nn.Conv3d):
     def forward(self, input):
         if not _served(input, self.weight):
             return super().forward(input)
+        weight, bias = self.weight, self.bias
+        autocast = _autocast_dtype(input)
+        if autocast is not None:  # autocast's casts for a convolution; they are differentiable
+            input, weight = input.to(autocast), weight.to(autocast)
+            bias = None if bias is None else bias.to(autocast)
         unbatched = input.dim() == 4  # nn.Conv3d takes C x D x H x W too
         if unbatched:
             input = input.unsqueeze(0)
         # nn.Conv3d pads by _reversed_padding_repeated_twice, which splits 'same' as conv3djit does.
-        out = conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+        out = conv3d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
                      precision=self.precision, padding_mode=self.padding_mode)
         return out.squeeze(0) if unbatched else out
 
@@ -65,16 +82,16 @@ def _why_not(module):
         return "already a conv3djit.torch.Conv3d"
     if type(module) is not nn.Conv3d:
         return f"{type(module).__qualname__} subclasses nn.Conv3d, and its forward may differ"
-    if module.weight.dtype != torch.float32:
-        return f"weight dtype {module.weight.dtype}: conv3djit serves torch.float32"
+    if module.weight.dtype not in _DTYPES:
+        return f"weight dtype {module.weight.dtype}: conv3djit serves torch.float32, torch.bfloat16 and torch.float16"
     return None
 
 
 def convert(model, *, precision=None):
     """Makes every plain nn.Conv3d in `model` (the model itself included) a conv3djit.torch.Conv3d,
     in place: only the class changes, so parameters, buffers, hooks, optimizer references and
-    state_dict keys stay as they are. Subclasses of nn.Conv3d and non-float32 layers are left
-    alone. Returns a ConversionReport (print it for a summary)."""
+    state_dict keys stay as they are. Subclasses of nn.Conv3d and layers of other types than
+    float32, bfloat16 and float16 are left alone. Returns a ConversionReport (print it for a summary)."""
     precision_of(precision)  # refuse a wrong value before changing anything
     report = ConversionReport()
     for name, module in model.named_modules():

@@ -1,7 +1,7 @@
 """The conv3djit::conv3d custom op: its CUDA implementation (conv3djit on PyTorch's current stream,
-with the padding mode in the kernel's loads and the epilogue out = act(alpha * conv + bias) * gamma
-+ beta * residual in its store), its fake implementation (shapes only: torch.compile traces through
-it) and its autograd formula (PyTorch's own convolution backward, for the zero-padded plain
+float32, bfloat16 or float16 tensors, contiguous or channels_last_3d, with the padding mode in the
+kernel's loads and the epilogue out = act(alpha * conv + bias) * gamma + beta * residual in its
+store), its fake implementation (shapes, dtype and strides only: torch.compile traces through it) and its autograd formula (PyTorch's own convolution backward, for the zero-padded plain
 convolution). conv3d() runs the one kernel when no gradient is needed, and otherwise what autograd
 can differentiate: F.pad for a padding mode other than zeros, the plain convolution, then the
 epilogue as PyTorch's ops."""
@@ -50,7 +50,8 @@ def _triple(value, name):
 
 def precision_of(precision):
     """'fp32' or 'tf32'; None follows torch.backends.cudnn.allow_tf32 (PyTorch's own switch for
-    convolutions, on by default)."""
+    convolutions, on by default). The class of float32 inputs: bfloat16 and float16 inputs have
+    their type's, and the library ignores this for them."""
     if precision is None:
         return "tf32" if torch.backends.cudnn.allow_tf32 else "fp32"
     if precision not in ("fp32", "tf32"):
@@ -58,11 +59,44 @@ def precision_of(precision):
     return precision
 
 
-def _check_tensor(name, t, input):
+# The element types conv3djit serves, by the description's names.
+_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+# The memory format of each layout.
+_FORMATS = {"ncdhw": torch.contiguous_format, "ndhwc": torch.channels_last_3d}
+
+
+def _check_tensor(name, t, input, dtype, of="input"):
     if t.device != input.device:
         raise InvalidArgument(f"{name}: on {t.device}, but input is on {input.device}")
-    if t.dtype != input.dtype:
-        raise InvalidArgument(f"{name}: dtype {t.dtype}, but input is {input.dtype}")
+    if t.dtype != dtype:
+        raise InvalidArgument(f"{name}: dtype {t.dtype}, but the {of} is {dtype}")
+
+
+def _output_dtype(input, fp32_output):
+    """The output's (and the residual's) dtype: the input's, or float32 for fp32_output."""
+    return torch.float32 if fp32_output else input.dtype
+
+
+def _format_of(t):
+    """'ndhwc' for a tensor in channels_last_3d order, 'ncdhw' for a contiguous one; None for one
+    that is both (its size-1 axes allow either). A view in neither order (a slice) goes by the
+    order of its strides: channels innermost is 'ndhwc'."""
+    if t.dim() != 5:
+        return None
+    channels_last = t.is_contiguous(memory_format=torch.channels_last_3d)
+    if t.is_contiguous():
+        return None if channels_last else "ncdhw"
+    if channels_last or t.stride(1) < t.stride(4):
+        return "ndhwc"
+    return "ncdhw"
+
+
+def _layout_of(input, weight):
+    """A call's layout: the input's memory format, as F.conv3d's output takes it; an input that is
+    both follows the weight. The weight (and residual) are brought to it when they differ, as
+    PyTorch does."""
+    return _format_of(input) or _format_of(weight) or "ncdhw"
 
 
 # nn.Conv3d's padding modes; the others are F.pad's mode of the same name.
@@ -87,10 +121,14 @@ def _activation_of(activation):
 
 
 def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
-          padding_mode):
+          padding_mode, layout="ncdhw", fp32_output=False):
+    # The description of the input's dtype (float32 for one conv3djit does not serve, which the
+    # launch refuses by its name); fp32_output only where it changes the output.
+    dtype = _DTYPES.get(input.dtype, "float32")
+    fp32_output = bool(fp32_output) and dtype != "float32"
     key = (input.shape, weight.shape, None if bias is None else bias.shape, tuple(stride), tuple(padding),
            padding_kind, tuple(dilation), groups, precision, None if residual is None else residual.shape, epilogue,
-           padding_mode)
+           padding_mode, dtype, layout, fp32_output)
     desc = _descs.get(key)
     if desc is not None:
         return desc
@@ -100,7 +138,8 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
         raise InvalidArgument(f"weight: shape {tuple(weight.shape)}: expected 5 dims (K, C / groups, KD, KH, KW)")
     desc = _ext.Conv3dDesc(tuple(input.shape), weight.shape[0], tuple(weight.shape[2:]), stride,
                            padding if padding_kind == "explicit" else padding_kind, dilation, groups,
-                           bias is not None, precision, padding_mode=padding_mode, residual=residual is not None,
+                           bias is not None, precision, dtype, layout, fp32_output=fp32_output,
+                           padding_mode=padding_mode, residual=residual is not None,
                            **dict(zip(_EPILOGUE_ARGS, epilogue)))
     valid = _ext.validate(desc)
     if not valid:
@@ -119,25 +158,29 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
 
 
 def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
-            padding_mode):
+            padding_mode, fp32_output=False):
     """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream."""
     if not input.is_cuda:
         raise Unsupported(f"input: on {input.device}: conv3djit runs on CUDA tensors")
-    if input.dtype != torch.float32:
-        raise Unsupported(f"input: dtype {input.dtype}: conv3djit serves torch.float32")
-    _check_tensor("weight", weight, input)
+    if input.dtype not in _DTYPES:
+        raise Unsupported(f"input: dtype {input.dtype}: conv3djit serves torch.float32, torch.bfloat16 and "
+                          "torch.float16")
+    _check_tensor("weight", weight, input, input.dtype)
     if bias is not None:
-        _check_tensor("bias", bias, input)
+        _check_tensor("bias", bias, input, input.dtype)
+    out_dtype = _output_dtype(input, fp32_output)
     if residual is not None:
-        _check_tensor("residual", residual, input)
+        _check_tensor("residual", residual, input, out_dtype, of="output")
+    layout = _layout_of(input, weight)
     desc = _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
-                 padding_mode)
-    # Any strides are accepted: a tensor that is not contiguous NCDHW (channels_last_3d, a slice)
-    # is copied into one first.
-    input, weight = input.contiguous(), weight.contiguous()
+                 padding_mode, layout, fp32_output)
+    # Any strides are accepted: a tensor that is not dense in the layout (a weight in the other
+    # memory format, a slice) is copied into it first.
+    memory_format = _FORMATS[layout]
+    input, weight = input.contiguous(memory_format=memory_format), weight.contiguous(memory_format=memory_format)
     bias = None if bias is None else bias.contiguous()
-    residual = None if residual is None else residual.contiguous()
-    out = torch.empty(desc.output_shape, dtype=input.dtype, device=input.device)
+    residual = None if residual is None else residual.contiguous(memory_format=memory_format)
+    out = torch.empty(desc.output_shape, dtype=out_dtype, device=input.device, memory_format=memory_format)
     stream = torch.cuda.current_stream(input.device).cuda_stream
     _ext.default_engine().run_pointers(desc, input.data_ptr(), weight.data_ptr(),
                                        0 if bias is None else bias.data_ptr(), out.data_ptr(), stream,
@@ -152,12 +195,14 @@ def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
               padding: Sequence[int], padding_kind: str, dilation: Sequence[int], groups: int, precision: str,
               residual: Optional[torch.Tensor] = None, activation: str = "identity", alpha: float = 1.0,
               slope: float = 0.01, clamp_min: float = 0.0, clamp_max: float = 6.0, gamma: float = 1.0,
-              beta: float = 1.0, padding_mode: str = "zeros") -> torch.Tensor:
+              beta: float = 1.0, padding_mode: str = "zeros", fp32_output: bool = False) -> torch.Tensor:
     """conv3djit's convolution and epilogue. padding_kind 'explicit' uses `padding`; 'same' and 'valid'
-    ignore it. activation and padding_mode are conv3djit's names of them (lower case). padding_mode
-    comes last so that calls written before it existed keep their meaning."""
+    ignore it. activation and padding_mode are conv3djit's names of them (lower case). fp32_output:
+    a float32 output (and residual) of bfloat16 or float16 inputs. The output has the input's
+    memory format (contiguous or channels_last_3d). padding_mode and fp32_output come last so that
+    calls written before them keep their meaning."""
     return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
-                   (activation, alpha, slope, clamp_min, clamp_max, gamma, beta), padding_mode)
+                   (activation, alpha, slope, clamp_min, clamp_max, gamma, beta), padding_mode, fp32_output)
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -195,7 +240,9 @@ def _padding_sides(weight, padding, padding_kind, dilation):
 
 
 @conv3d_op.register_fake
-def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual=None, *rest):
+def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual=None,
+      activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0, clamp_max=6.0, gamma=1.0, beta=1.0,
+      padding_mode="zeros", fp32_output=False):
     torch._check(input.dim() == 5, lambda: f"input: expected 5 dims, got {input.dim()}")
     torch._check(weight.dim() == 5, lambda: f"weight: expected 5 dims, got {weight.dim()}")
     sides = _padding_sides(weight, padding, padding_kind, dilation)
@@ -209,7 +256,9 @@ def _(input, weight, bias, stride, padding, padding_kind, dilation, groups, prec
         for axis in range(5):
             torch._check(residual.shape[axis] == out[axis], lambda: f"residual: shape {tuple(residual.shape)}, but "
                                                                     f"the output is {tuple(out)}")
-    return input.new_empty(out)
+    # The implementation's dtype and memory format.
+    return torch.empty(out, dtype=_output_dtype(input, fp32_output), device=input.device,
+                       memory_format=_FORMATS[_layout_of(input, weight)])
 
 
 def _plain_epilogue(residual, epilogue):
@@ -219,7 +268,8 @@ def _plain_epilogue(residual, epilogue):
 
 
 def _setup_context(ctx, inputs, output):
-    input, weight, bias, stride, padding, padding_kind, dilation, groups, _, residual, *epilogue, padding_mode = inputs
+    input, weight, bias, stride, padding, padding_kind, dilation, groups, _, residual, *rest = inputs
+    epilogue, padding_mode = rest[:7], rest[7]
     if not _plain_epilogue(residual, epilogue):
         raise Unsupported("conv3djit::conv3d: no backward through a fused epilogue; conv3djit.torch.conv3d runs the "
                           "epilogue as PyTorch's ops when gradients are needed")
@@ -235,6 +285,9 @@ def _backward(ctx, grad_out):
     """PyTorch's convolution backward (cuDNN on CUDA) for the same convolution."""
     input, weight = ctx.saved_tensors
     stride, padding, padding_kind, dilation, groups = ctx.conv
+    # A float32 output of half inputs (fp32_output): its gradient in the inputs' type, as
+    # PyTorch's convolution backward takes it.
+    grad_out = grad_out.to(input.dtype)
     sides = _padding_sides(weight, padding, padding_kind, dilation)
     before = [b for b, _ in sides]
     extra = [a - b for b, a in sides]
@@ -247,9 +300,9 @@ def _backward(ctx, grad_out):
         [0, 0, 0], groups, mask)
     if grad_input is not None and any(extra):
         grad_input = grad_input[:, :, :input.shape[2], :input.shape[3], :input.shape[4]]
-    # Nothing for the op's other arguments: six of the convolution, the residual, seven of the epilogue and
-    # the padding mode.
-    return (grad_input, grad_weight, grad_bias) + (None,) * 15
+    # Nothing for the op's other arguments: six of the convolution, the residual, seven of the epilogue, the
+    # padding mode and fp32_output.
+    return (grad_input, grad_weight, grad_bias) + (None,) * 16
 
 
 conv3d_op.register_autograd(_backward, setup_context=_setup_context)
@@ -275,7 +328,7 @@ def _epilogue_ops(y, bias, residual, activation, alpha, slope, clamp_min, clamp_
     return y if residual is None else torch.add(y, residual, alpha=beta)
 
 
-def _composed(conv, residual, epilogue):
+def _composed(conv, residual, epilogue, fp32_output):
     """The differentiable form: conv3djit's convolution (with the bias when alpha is 1), then the
     epilogue as PyTorch's ops. The fused kernel keeps no pre-activation values for a backward;
     this keeps them as autograd does for any sequence of ops."""
@@ -283,7 +336,8 @@ def _composed(conv, residual, epilogue):
     alpha = epilogue[1]
     if not torch.compiler.is_compiling():  # the extension is opaque to torch.compile's tracing
         _check_epilogue(epilogue)
-    y = torch.ops.conv3djit.conv3d.default(input, weight, bias if alpha == 1 else None, *rest)
+    y = torch.ops.conv3djit.conv3d.default(input, weight, bias if alpha == 1 else None, *rest,
+                                           fp32_output=fp32_output)
     return _epilogue_ops(y, None if alpha == 1 else bias, residual, *epilogue)
 
 
@@ -298,12 +352,18 @@ def _padded(conv, padding_mode):
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision=None,
            padding_mode="zeros", activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0, clamp_max=6.0,
-           gamma=1.0, residual=None, beta=1.0):
+           gamma=1.0, residual=None, beta=1.0, fp32_output=False):
     """torch.nn.functional.conv3d through conv3djit: the same arguments and result, differentiable,
     traceable by torch.compile, capturable in CUDA graphs once its kernel is loaded. Runs on
     torch.cuda.current_stream(). precision: 'fp32', 'tf32', or None to follow
-    torch.backends.cudnn.allow_tf32. Calls that need nothing of the dispatcher (no autograd, no
-    tracing) run the op's implementation directly.
+    torch.backends.cudnn.allow_tf32 (the class of float32 inputs; bfloat16 and float16 have their
+    type's). Calls that need nothing of the dispatcher (no autograd, no tracing) run the op's
+    implementation directly.
+
+    Tensors: float32, bfloat16 or float16 (weight and bias of the input's type), in any memory
+    format. A channels_last_3d input runs in conv3djit's NDHWC layout and gives a channels_last_3d
+    output, a contiguous one NCDHW; a weight (or residual) in the other format is copied into the
+    input's. fp32_output=True: a float32 output (and residual) of half inputs.
 
     padding_mode: what the padding reads, as nn.Conv3d's: 'zeros', 'reflect' (padding < the input
     extent), 'replicate' or 'circular' (padding <= the extent), in any case. Without gradients the
@@ -331,8 +391,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         if not torch.compiler.is_compiling():  # conv3djit's checks (and messages) before F.pad's
             _desc(*conv, residual, epilogue, mode)
         conv, mode = _padded(conv, mode), "zeros"
+    fp32_output = bool(fp32_output)
     if needs_grad and not _plain_epilogue(residual, epilogue):
-        return _composed(conv, residual, epilogue)
+        return _composed(conv, residual, epilogue, fp32_output)
     if _direct(input, weight, bias, residual):
-        return _launch(*conv, residual, epilogue, mode)
-    return torch.ops.conv3djit.conv3d.default(*conv, residual, *epilogue, mode)
+        return _launch(*conv, residual, epilogue, mode, fp32_output)
+    return torch.ops.conv3djit.conv3d.default(*conv, residual, *epilogue, mode, fp32_output)
