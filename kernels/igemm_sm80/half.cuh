@@ -24,10 +24,12 @@
 // 16-byte word quad; 8 rows 80 bytes apart cover all 32 banks, so the stores and the ldmatrix.x4
 // fragment reads (8 rows of 16 bytes a phase) are free of bank conflicts.
 //
-// Accuracy: each slice's 2 mma chains start from zero and are added to the running sum with a
-// round-to-nearest FADD, and every 16 slices (512 terms) that sum joins a separate total, as in
-// the float32 kernel: fp32 outputs of long reductions (C * KD * KH * KW >= 10000) stay within
-// 1e-5 of float64.
+// Accuracy: the tensor cores' float32 accumulation truncates, so a long chain of mma into one
+// accumulator drifts. A chain here is at most 16 slices (32 mma, 512 terms): every 16 slices the
+// accumulators join a separate total with a round-to-nearest FADD and start again from zero, so
+// fp32 outputs of long reductions (C * KD * KH * KW >= 10000) stay within 1e-5 of float64. (The
+// float32 kernel also restarts every slice, which the fp32 class's 1e-6 needs; here that cost 32
+// registers and 32 FADDs a slice for nothing the half classes can see.)
 #pragma once
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
@@ -165,9 +167,8 @@ __device__ __forceinline__ void igemm_sm80_half(const typename Spec::element* __
   const T* image = in;
   const T* in_m = in;  // the element at (id0, ih0, iw0), read where a tap is in bounds
   if (m_ok) {
-    long long s = m;
-    const long long n = s / out_vol;
-    s -= n * out_vol;
+    long long n = m;
+    const long long s = take_remainder(n, out_vol);
     id0 = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
     ih0 = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
     iw0 = static_cast<int>(s % p.ow) * SW - p.pad_w;
@@ -275,8 +276,6 @@ __device__ __forceinline__ void igemm_sm80_half(const typename Spec::element* __
   for (int kt = 0; kt < KTILES; ++kt) {
     const int buf = kt & 1;
     if (kt + 1 < KTILES) load_global(kt + 1);  // in flight during the multiplies below
-    HalfWarpTile acc;
-    zero_tile(acc);
 #pragma unroll
     for (int ks = 0; ks < BK / 2; ks += 8) {  // words: 8 a k16 step
       unsigned a[2][4], b[4][2];
@@ -291,9 +290,8 @@ __device__ __forceinline__ void igemm_sm80_half(const typename Spec::element* __
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) mma_half<T>(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < 4; ++j) mma_half<T>(sum[i][j], a[i], b[j]);
     }
-    add_tile(sum, acc, false);
     if (kt + 1 < KTILES) store_shared(buf ^ 1);
     __syncthreads();
     if constexpr (BLOCKED) {
@@ -316,11 +314,8 @@ __device__ __forceinline__ void igemm_sm80_half(const typename Spec::element* __
     for (int half = 0; half < 2; ++half) {
       const long long mm = m0 + wm * 32 + i * 16 + g + half * 8;
       if (mm >= m_total) continue;
-      long long n = 0, s = mm;
-      if constexpr (!NDHWC) {
-        n = mm / out_vol;
-        s = mm - n * out_vol;
-      }
+      long long n = mm, s = mm;
+      if constexpr (!NDHWC) s = take_remainder(n, out_vol);  // 32-bit division where it fits
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
