@@ -12,6 +12,7 @@
 
 #include "catch.hpp"
 #include "conv3djit/conv3d.hpp"
+#include "conv3djit/half.hpp"
 #include "conv3djit/reference.hpp"
 
 using namespace conv3djit;
@@ -521,6 +522,115 @@ TEST_CASE("reference: a problem split over threads matches the naive loop", "[re
   const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w);
   const std::vector<float> w = dyadic(rng, weight_count(d)), b = dyadic(rng, d.k);
   require_same(run_reference(d, in, w, b), naive_conv3d(d, in, w, b));
+}
+
+namespace {
+// A tensor of logical extents n x c x s (s: the spatial positions) from NCDHW into NDHWC order.
+template <class T>
+std::vector<T> channels_last(const std::vector<T>& x, int64_t n, int64_t c, int64_t s) {
+  std::vector<T> out(x.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p) out[static_cast<size_t>((i * s + p) * c + ch)] = x[static_cast<size_t>((i * c + ch) * s + p)];
+  return out;
+}
+
+std::vector<uint16_t> as_bits(DataType t, const std::vector<float>& x) {
+  std::vector<uint16_t> bits(x.size());
+  from_float(t, x.data(), static_cast<int64_t>(x.size()), bits.data());
+  return bits;
+}
+}  // namespace
+
+TEST_CASE("reference: NDHWC is the NCDHW convolution of the same tensors, each laid out channels last",
+          "[reference]") {
+  std::mt19937 rng(31);
+  Conv3dDesc d;
+  d.n = 2; d.c = 6; d.d = 4; d.h = 5; d.w = 7; d.k = 4; d.kernel = {2, 3, 3}; d.groups = 2;
+  d.stride = {1, 2, 1}; d.padding = Padding::per_side({1, 0, 2}, {0, 1, 1}); d.bias = true;
+  d.padding_mode = PaddingMode::Replicate;
+  d.epilogue.residual = true;
+  d.epilogue.activation = Activation::Relu;
+  const OutputExtents o = output_extents(d);
+  const int64_t taps = 2 * 3 * 3, in_s = d.d * d.h * d.w, out_s = o.d * o.h * o.w;
+  const std::vector<float> in = dyadic(rng, d.n * d.c * in_s), w = dyadic(rng, weight_count(d)), b = dyadic(rng, d.k);
+  const std::vector<float> res = dyadic(rng, o.elements());
+  std::vector<double> ncdhw(o.elements());
+  reference_conv3d(d, in.data(), w.data(), b.data(), res.data(), ncdhw.data());
+
+  Conv3dDesc last = d;
+  last.layout = Layout::NDHWC;
+  const std::vector<float> in_l = channels_last(in, d.n, d.c, in_s), w_l = channels_last(w, d.k, d.c / d.groups, taps);
+  const std::vector<float> res_l = channels_last(res, d.n, d.k, out_s);
+  std::vector<double> ndhwc(o.elements());
+  reference_conv3d(last, in_l.data(), w_l.data(), b.data(), res_l.data(), ndhwc.data());
+  require_same(ndhwc, channels_last(ncdhw, d.n, d.k, out_s));
+}
+
+TEST_CASE("reference: half inputs are taken exactly; the residual has the output's type", "[reference]") {
+  std::mt19937 rng(5);
+  Conv3dDesc d;
+  d.n = 1; d.c = 3; d.d = 3; d.h = 6; d.w = 5; d.k = 5; d.kernel = {1, 3, 2}; d.padding = 1; d.bias = true;
+  d.epilogue.residual = true;
+  const OutputExtents o = output_extents(d);
+  // Multiples of 1/8 in [-1, 1] are exact in bf16 and fp16.
+  const std::vector<float> in = dyadic(rng, d.n * d.c * d.d * d.h * d.w), w = dyadic(rng, weight_count(d));
+  const std::vector<float> b = dyadic(rng, d.k), res = dyadic(rng, o.elements());
+  std::vector<double> want(o.elements());
+  reference_conv3d(d, in.data(), w.data(), b.data(), res.data(), want.data());
+  for (DataType t : {DataType::BFloat16, DataType::Float16}) {
+    for (bool wide : {false, true}) {
+      Conv3dDesc h = d;
+      h.dtype = t;
+      h.fp32_output = wide;
+      INFO(describe(h));
+      const std::vector<uint16_t> in_h = as_bits(t, in), w_h = as_bits(t, w), b_h = as_bits(t, b);
+      std::vector<uint16_t> res_h = as_bits(t, res);
+      const void* residual = wide ? static_cast<const void*>(res.data()) : res_h.data();
+      std::vector<double> got(o.elements());
+      reference_conv3d(h, in_h.data(), w_h.data(), b_h.data(), residual, got.data());
+      require_same(got, want);
+    }
+  }
+  // Values that are not exact in a half type are rounded by the caller, never by the reference:
+  // the float overload of a bf16 description reads its pointers as bf16.
+  Conv3dDesc h = d;
+  h.dtype = DataType::BFloat16;
+  std::vector<uint16_t> one_in(static_cast<size_t>(d.n * d.c * d.d * d.h * d.w), float_to_bf16(1.0f));
+  std::vector<uint16_t> one_w(static_cast<size_t>(weight_count(d)), float_to_bf16(1.0f));
+  std::vector<uint16_t> zero_b(static_cast<size_t>(d.k), 0), zero_r(static_cast<size_t>(o.elements()), 0);
+  std::vector<double> ones(o.elements());
+  reference_conv3d(h, one_in.data(), one_w.data(), zero_b.data(), zero_r.data(), ones.data());
+  // The centre of the middle plane sees every tap inside: C * KD * KH * KW = 18 ones.
+  CHECK(ones[static_cast<size_t>((1 * o.h + 3) * o.w + 2)] == 18.0);
+}
+
+TEST_CASE("reference: the half classes and the typed comparison", "[reference]") {
+  Conv3dDesc d;
+  d.dtype = DataType::BFloat16;
+  CHECK(tolerance(d).rel_l2 == 4e-3);
+  d.dtype = DataType::Float16;
+  CHECK(tolerance(d).rel_l2 == 5e-4);
+  d.fp32_output = true;
+  CHECK(tolerance(d).rel_l2 == 1e-5);
+  d.precision = Precision::Tf32;  // no effect on half inputs
+  CHECK(tolerance(d).rel_l2 == 1e-5);
+  Conv3dDesc f;
+  f.precision = Precision::Tf32;
+  CHECK(tolerance(f).rel_l2 == tolerance(Precision::Tf32).rel_l2);
+
+  // An exact bf16 result passes; one that is off by a bf16 step in every element (2^-7
+  // relative) fails bf16's 4e-3.
+  std::vector<double> ref(1000, 1.0);
+  std::vector<uint16_t> got(1000, float_to_bf16(1.0f));
+  const Tolerance bf = {4e-3, -1, -1};
+  CHECK(compare(got.data(), DataType::BFloat16, ref.data(), 1000, bf).passed);
+  std::fill(got.begin(), got.end(), float_to_bf16(1.0f + 0x1p-7f));
+  const Comparison off = compare(got.data(), DataType::BFloat16, ref.data(), 1000, bf);
+  CHECK_FALSE(off.passed);
+  CHECK(std::abs(off.rel_l2 - 0x1p-7) < 1e-12);
+  got[3] = 0x7fc0;  // NaN
+  CHECK(compare(got.data(), DataType::BFloat16, ref.data(), 1000, {1, -1, -1}).non_finite == 1);
 }
 
 TEST_CASE("reference: compare detects non-finite values and tolerance breaches", "[reference]") {

@@ -83,6 +83,10 @@ TEST_CASE("changing any single field changes the key, the text and (here) the ha
       [](SpecKey& k) { k.epilogue.residual = true; },
       [](SpecKey& k) { k.padding_mode = PaddingMode::Reflect; },
       [](SpecKey& k) { k.padding_mode = PaddingMode::Circular; },
+      [](SpecKey& k) { k.dtype = DataType::BFloat16; k.out_dtype = DataType::BFloat16; },
+      [](SpecKey& k) { k.dtype = DataType::Float16; k.out_dtype = DataType::Float16; },
+      [](SpecKey& k) { k.dtype = DataType::BFloat16; },  // float32 output of bf16 inputs
+      [](SpecKey& k) { k.layout = Layout::NDHWC; },
   };
   const SpecKey base = base_key();
   std::set<std::string> texts{canonical_text(base)};
@@ -192,6 +196,42 @@ TEST_CASE("the padding mode is in the key and the traits; the amounts are not") 
   // Zero padding's keys keep the text they always had.
   d.padding_mode = PaddingMode::Zeros;
   CHECK(canonical_text(make_plan(make_problem(d), limits_for_arch("sm_90")).key).find("pad=") == std::string::npos);
+}
+
+TEST_CASE("element types, layout and output type are in the key, the traits and the listing") {
+  Conv3dDesc d = reference_problem();
+  d.dtype = DataType::BFloat16;
+  d.layout = Layout::NDHWC;
+  const Plan plan = make_plan(make_problem(d), limits_for_arch("sm_90"));
+  CHECK(plan.key.dtype == DataType::BFloat16);
+  CHECK(plan.key.out_dtype == DataType::BFloat16);
+  CHECK(canonical_text(plan.key).find(" bf16 ndhwc class=fp32 ") != std::string::npos);
+  const std::string traits = generate(plan.key, "sm_90").source;
+  CHECK(traits.find("using element = conv3djit::bf16;") != std::string::npos);
+  CHECK(traits.find("using out_element = conv3djit::bf16;") != std::string::npos);
+  CHECK(traits.find("static constexpr int ndhwc = 1;") != std::string::npos);
+  CHECK(readable_key(cache_key_text(plan.key, "sm_90", {})).find(" bf16 ndhwc class=fp32 ") != std::string::npos);
+
+  Conv3dDesc out32 = d;
+  out32.fp32_output = true;
+  const Plan wide = make_plan(make_problem(out32), limits_for_arch("sm_90"));
+  CHECK(wide.key != plan.key);
+  CHECK(canonical_text(wide.key).find(" bf16 ndhwc out=fp32 class=") != std::string::npos);
+  CHECK(generate(wide.key, "sm_90").source.find("using out_element = float;") != std::string::npos);
+  CHECK(readable_key(cache_key_text(wide.key, "sm_90", {})).find(" ndhwc out=fp32 ") != std::string::npos);
+
+  // Half inputs have one class: a tf32 request shares the kernel.
+  Conv3dDesc tf32 = d;
+  tf32.precision = Precision::Tf32;
+  CHECK(make_plan(make_problem(tf32), limits_for_arch("sm_90")).key == plan.key);
+  // fp32_output means nothing for float32 inputs.
+  Conv3dDesc plain = reference_problem(), flagged = plain;
+  flagged.fp32_output = true;
+  CHECK(make_plan(make_problem(flagged), limits_for_arch("sm_90")).key ==
+        make_plan(make_problem(plain), limits_for_arch("sm_90")).key);
+  // NCDHW float32 keys keep their text; the listing leaves the default layout out.
+  CHECK(readable_key(cache_key_text(make_plan(make_problem(plain), limits_for_arch("sm_90")).key, "sm_90", {}))
+            .rfind("igemm_sm90 fp32 class=fp32 ", 0) == 0);
 }
 
 TEST_CASE("batch size and depth do not change the key; channels per group do") {

@@ -336,6 +336,59 @@ TEST_CASE("unsupported dtype and layout are refused as unsupported") {
   expect_invalid(d, "layout = 3", ErrorCategory::Unsupported);
 }
 
+TEST_CASE("half types and NDHWC are valid; their sizes count two bytes an element") {
+  for (DataType t : {DataType::BFloat16, DataType::Float16}) {
+    for (Layout l : {Layout::NCDHW, Layout::NDHWC}) {
+      for (bool wide : {false, true}) {
+        Conv3dDesc d = reference_problem();
+        d.dtype = t;
+        d.layout = l;
+        d.fp32_output = wide;
+        d.precision = Precision::Tf32;  // ignored for half inputs, never refused
+        INFO(describe(d));
+        CHECK(validate(d).ok);
+        CHECK(output_dtype(d) == (wide ? DataType::Float32 : t));
+      }
+    }
+  }
+  Conv3dDesc f = reference_problem();
+  f.fp32_output = true;
+  CHECK(output_dtype(f) == DataType::Float32);
+  // 2^62 input elements: their bf16 bytes (2^63) overflow int64 too.
+  Conv3dDesc huge = reference_problem();
+  huge.n = int64_t{1} << 32;
+  huge.d = huge.h = huge.w = 1 << 10;
+  huge.kernel = 1;
+  huge.c = 1;
+  huge.dtype = DataType::BFloat16;
+  expect_invalid(huge, "elements: byte size overflows int64", ErrorCategory::InvalidArgument);
+}
+
+TEST_CASE("element types and layouts have names, in any case, PyTorch's too") {
+  CHECK(std::string(dtype_name(DataType::Float32)) == "fp32");
+  CHECK(std::string(dtype_name(DataType::BFloat16)) == "bf16");
+  CHECK(std::string(dtype_name(DataType::Float16)) == "fp16");
+  CHECK(parse_dtype("BF16") == DataType::BFloat16);
+  CHECK(parse_dtype("bfloat16") == DataType::BFloat16);
+  CHECK(parse_dtype("float16") == DataType::Float16);
+  CHECK(parse_dtype("float32") == DataType::Float32);
+  CHECK_FALSE(parse_dtype("fp8").has_value());
+  CHECK(std::string(layout_name(Layout::NDHWC)) == "ndhwc");
+  CHECK(parse_layout("NDHWC") == Layout::NDHWC);
+  CHECK(parse_layout("ncdhw") == Layout::NCDHW);
+  CHECK_FALSE(parse_layout("nhwc").has_value());
+  Conv3dDesc d = reference_problem();
+  d.dtype = DataType::Float16;
+  d.fp32_output = true;
+  d.layout = Layout::NDHWC;
+  CHECK(describe(d).find("_nobias_fp16_out32_ndhwc") != std::string::npos);
+  d.dtype = DataType::BFloat16;
+  d.fp32_output = false;
+  d.layout = Layout::NCDHW;
+  CHECK(describe(d).find("_nobias_bf16") != std::string::npos);
+  CHECK(describe(reference_problem()).find("_nobias_fp32") != std::string::npos);
+}
+
 TEST_CASE("error categories have stable names") {
   CHECK(std::string(to_string(ErrorCategory::InvalidArgument)) == "invalid_argument");
   CHECK(std::string(to_string(ErrorCategory::NoDevice)) == "no_device");
