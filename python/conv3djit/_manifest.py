@@ -7,7 +7,7 @@ layers its model runs."""
 import json
 
 from . import _ext
-from ._errors import InvalidArgument
+from ._errors import Error, InvalidArgument
 
 # The epilogue's keys with the plain convolution's values: a line carries only those that differ.
 _EPILOGUE = {"activation": "identity", "slope": 0.01, "clamp_min": 0.0, "clamp_max": 6.0, "alpha": 1.0, "gamma": 1.0,
@@ -103,7 +103,7 @@ def read_manifest(path):
                 valid = _ext.validate(desc)
                 if not valid:
                     raise InvalidArgument(valid.message)
-            except (ValueError, TypeError) as e:  # json errors and InvalidArgument (a ValueError)
+            except (ValueError, TypeError, Error) as e:  # json errors, InvalidArgument, Unsupported (a dtype)
                 raise InvalidArgument(f"{path}:{number}: {e}") from None
             out.append((line.get("name") or _ext.describe(desc), desc))
     if not out:

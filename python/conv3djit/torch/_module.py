@@ -34,7 +34,7 @@ class Conv3d(nn.Conv3d):
     applied in the kernel's loads without the padded copy nn.Conv3d makes (except when autograd
     records the call: see conv3djit.torch.conv3d). Under autocast the input, weight and bias are
     cast to the autocast dtype first, as autocast does for nn.Conv3d, and the output has that type.
-    The output has the input's memory format. Calls conv3djit does not serve (CPU, float64) run
+    The output is channels_last_3d when the input (or the weight) is, as nn.Conv3d's. Calls conv3djit does not serve (CPU, float64) run
     nn.Conv3d's forward. The backward is PyTorch's.
     """
 

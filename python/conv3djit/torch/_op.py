@@ -93,10 +93,10 @@ def _format_of(t):
 
 
 def _layout_of(input, weight):
-    """A call's layout: the input's memory format, as F.conv3d's output takes it; an input that is
-    both follows the weight. The weight (and residual) are brought to it when they differ, as
-    PyTorch does."""
-    return _format_of(input) or _format_of(weight) or "ncdhw"
+    """A call's layout, as F.conv3d picks its memory format on CUDA: 'ndhwc' (channels_last_3d)
+    when the input or the weight is in it, else 'ncdhw'. The tensors in the other format are copied
+    into the call's, as PyTorch does, and the output is in it."""
+    return "ndhwc" if "ndhwc" in (_format_of(input), _format_of(weight)) else "ncdhw"
 
 
 # nn.Conv3d's padding modes; the others are F.pad's mode of the same name.
@@ -198,8 +198,8 @@ def conv3d_op(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
               beta: float = 1.0, padding_mode: str = "zeros", fp32_output: bool = False) -> torch.Tensor:
     """conv3djit's convolution and epilogue. padding_kind 'explicit' uses `padding`; 'same' and 'valid'
     ignore it. activation and padding_mode are conv3djit's names of them (lower case). fp32_output:
-    a float32 output (and residual) of bfloat16 or float16 inputs. The output has the input's
-    memory format (contiguous or channels_last_3d). padding_mode and fp32_output come last so that
+    a float32 output (and residual) of bfloat16 or float16 inputs. The output is channels_last_3d
+    when the input or the weight is, as F.conv3d's, else contiguous. padding_mode and fp32_output come last so that
     calls written before them keep their meaning."""
     return _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
                    (activation, alpha, slope, clamp_min, clamp_max, gamma, beta), padding_mode, fp32_output)
@@ -361,9 +361,10 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     implementation directly.
 
     Tensors: float32, bfloat16 or float16 (weight and bias of the input's type), in any memory
-    format. A channels_last_3d input runs in conv3djit's NDHWC layout and gives a channels_last_3d
-    output, a contiguous one NCDHW; a weight (or residual) in the other format is copied into the
-    input's. fp32_output=True: a float32 output (and residual) of half inputs.
+    format. As F.conv3d, a call with a channels_last_3d input or weight runs in that format
+    (conv3djit's NDHWC layout) and gives a channels_last_3d output, others run contiguous (NCDHW);
+    a tensor in the other format is copied into the call's. fp32_output=True: a float32 output
+    (and residual) of half inputs.
 
     padding_mode: what the padding reads, as nn.Conv3d's: 'zeros', 'reflect' (padding < the input
     extent), 'replicate' or 'circular' (padding <= the extent), in any case. Without gradients the
