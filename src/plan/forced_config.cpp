@@ -71,14 +71,34 @@ std::string config_forms() {
   return text;
 }
 
+// The element types and layouts a family serves, as its serves_types() answers for each.
+std::string served_types(const Family& f) {
+  std::vector<std::string> served;
+  for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Float16}) {
+    for (bool wide : {false, true}) {
+      if (wide && t == DataType::Float32) continue;
+      for (Layout l : {Layout::NCDHW, Layout::NDHWC}) {
+        Conv3dDesc d;
+        d.dtype = t;
+        d.fp32_output = wide;
+        d.layout = l;
+        if (!f.serves_types(make_problem(d))) {
+          served.push_back(fmt::format("{}{} {}", dtype_name(t), wide ? "->fp32" : "", layout_name(l)));
+        }
+      }
+    }
+  }
+  return served.empty() ? "none" : fmt::format("{}", fmt::join(served, ", "));
+}
+
 std::string config_help() {
   std::string text;
   for (const Family* f : registry()) {
     const KernelDef& def = f->kernel();
     std::string aliases;
     for (const std::string& a : f->aliases()) aliases += (aliases.empty() ? " (also " : ", ") + a;
-    text += fmt::format("{}{}: kernels/{}, {}\n  --config {}\n", def.name, aliases.empty() ? "" : aliases + ")",
-                        def.source, f->arch(), forms_of(*f));
+    text += fmt::format("{}{}: kernels/{}, {}\n  types: {}\n  --config {}\n", def.name,
+                        aliases.empty() ? "" : aliases + ")", def.source, f->arch(), served_types(*f), forms_of(*f));
     for (const FieldInfo& field : def.fields) {
       const char* role = field.role == FieldRole::Chosen ? "" : field.role == FieldRole::Optional ? " (optional)" : " (derived)";
       text += fmt::format("    {:<7}{}{}\n", field.name, field.help, role);
