@@ -163,11 +163,11 @@ def test_dropin_strides_and_fallbacks():
     with torch.no_grad():
         ref = F.conv3d(x.double(), mine.weight.double(), mine.bias.double(), padding=1)
         channels_last = x.contiguous(memory_format=torch.channels_last_3d)
-        assert rel_l2(mine(channels_last), ref) <= REL_L2["fp32"]  # copied to NCDHW first
+        assert rel_l2(mine(channels_last), ref) <= REL_L2["fp32"]  # served in NDHWC
         sliced = F.conv3d(x[:, :, 1:].double(), mine.weight.double(), mine.bias.double(), padding=1)
         assert rel_l2(mine(x[:, :, 1:]), sliced) <= REL_L2["fp32"]  # a view: copied too
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            assert mine(x).dtype == torch.bfloat16  # autocast: nn.Conv3d's path, as before
+            assert mine(x).dtype == torch.bfloat16  # autocast: conv3djit in bf16, as nn.Conv3d
         assert mine.double()(x.double()).dtype == torch.float64
 
 
