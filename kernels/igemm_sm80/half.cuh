@@ -35,6 +35,7 @@
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
 #include "igemm_sm80/geometry.cuh"
+#include "igemm_sm80/warp_tile.cuh"
 
 namespace conv3djit {
 
@@ -78,31 +79,6 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* row) {
 template <class T>
 __device__ __forceinline__ unsigned half_bits(const T* p) {
   return __ldg(reinterpret_cast<const unsigned short*>(p));
-}
-
-// A warp's 32 x 32 accumulators: 2 m16 x 4 n8 fragments of 4 floats.
-using HalfWarpTile = float[2][4][4];
-
-__device__ __forceinline__ void zero_tile(HalfWarpTile& a) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) a[i][j][e] = 0.f;
-}
-
-// to += from (round-to-nearest FADD); from is zeroed when `reset`.
-__device__ __forceinline__ void add_tile(HalfWarpTile& to, HalfWarpTile& from, bool reset) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        to[i][j][e] += from[i][j][e];
-        if (reset) from[i][j][e] = 0.f;
-      }
 }
 
 template <class Spec>
@@ -260,9 +236,9 @@ __device__ __forceinline__ void igemm_sm80_half(const typename Spec::element* __
       *reinterpret_cast<uint4*>(&Bs[buf][b_n][(b_q + j * (THREADS / BN)) * 4]) = b_reg[j];
   };
 
-  HalfWarpTile sum, total;  // total: only with blocked summation (otherwise optimised away)
-  zero_tile(sum);
-  zero_tile(total);
+  WarpTile sum, total;  // total: only with blocked summation (otherwise optimised away)
+  zero(sum);
+  zero(total);
 
   // ldmatrix rows: A's lane l reads row l % 16 of an m16 fragment at k half l / 16; B's lane l
   // reads channel l % 8 (+8 for l >= 16) at k half (l / 8) % 2: two n8 fragments an x4.
@@ -295,7 +271,7 @@ __device__ __forceinline__ void igemm_sm80_half(const typename Spec::element* __
     if (kt + 1 < KTILES) store_shared(buf ^ 1);
     __syncthreads();
     if constexpr (BLOCKED) {
-      if ((kt + 1) % CHUNK_TILES == 0 || kt + 1 == KTILES) add_tile(total, sum, true);
+      if ((kt + 1) % CHUNK_TILES == 0 || kt + 1 == KTILES) add_into(total, sum, true);
     }
   }
 

@@ -24,6 +24,7 @@
 #include "common/tf32.cuh"
 #include "igemm_sm80/geometry.cuh"
 #include "igemm_sm80/half.cuh"
+#include "igemm_sm80/warp_tile.cuh"
 
 namespace conv3djit {
 
@@ -33,31 +34,6 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// A warp's 32 x 32 accumulator tile: 2 m16 x 4 n8 fragments of 4 floats.
-using WarpTile = float[2][4][4];
-
-__device__ __forceinline__ void zero(WarpTile& a) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) a[i][j][e] = 0.f;
-}
-
-// to += from (round-to-nearest FADD); from is zeroed when `reset`.
-__device__ __forceinline__ void add_into(WarpTile& to, WarpTile& from, bool reset) {
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        to[i][j][e] += from[i][j][e];
-        if (reset) from[i][j][e] = 0.f;
-      }
 }
 
 template <class Spec>
