@@ -196,7 +196,7 @@ def test_wrong_residuals_raise_and_write_nothing():
         assert torch.isnan(out).all() and torch.isnan(pool).all(), f"{message}: a refused call wrote"
     with pytest.raises(conv3djit.InvalidArgument, match="residual: shape"):
         ct.conv3d(x, w, b, padding=1, activation="relu", residual=r[:, :8], precision="fp32")
-    with pytest.raises(conv3djit.InvalidArgument, match="residual: dtype torch.float64, but input is torch.float32"):
+    with pytest.raises(conv3djit.InvalidArgument, match="residual: dtype torch.float64, but the output is torch.float32"):
         ct.conv3d(x, w, b, padding=1, activation="relu", residual=r.double(), precision="fp32")
 
 

@@ -226,7 +226,8 @@ def test_wrong_calls_raise_and_write_nothing():
         (conv3djit.InvalidArgument, "weight: dtype float64, but the call needs float32", dict(weight=w.double())),
         (conv3djit.InvalidArgument, "out: dtype float64", dict(out=out.double())),
         (conv3djit.Unsupported, "weight: on cpu", dict(weight=w.cpu())),
-        (conv3djit.Unsupported, "input: not contiguous",
+        # A channels_last_3d input makes the call NDHWC (its layout): the contiguous weight is refused.
+        (conv3djit.Unsupported, "weight: not contiguous .* layout 'ndhwc' needs",
          dict(input=x.contiguous(memory_format=torch.channels_last_3d))),
         (conv3djit.Unsupported, "out: not contiguous",
          dict(out=torch.full((2, 8, 6, 6, 12), float("nan"), device="cuda")[..., ::2])),
