@@ -74,6 +74,8 @@ std::vector<Case> kernel_cases() {
       for (const Conv3dDesc& d : shapes())
         for (const std::string& config : kForced) {
           if ((i++ % 2) != 0 && !config.empty()) continue;  // forced tiles on half the shapes
+          // BN = 256 cannot keep the float32 outputs' partial sums apart (refused for C = 64, 72).
+          if (fp32_output && config.find(",256") != std::string::npos && d.c < 128) continue;
           out.push_back({config, ndhwc(d, type, fp32_output)});
         }
   return out;
