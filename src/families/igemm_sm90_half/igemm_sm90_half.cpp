@@ -18,7 +18,7 @@ struct HalfSm90Config {
 const ConfigTable<HalfSm90Config, 3> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 128 or 256"}, &HalfSm90Config::bn},
-    {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 4)"}, &HalfSm90Config::stages},
+    {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
 }}};
 
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
@@ -55,18 +55,20 @@ class HalfSm90Family final : public Family {
 
   // Where it is valid and a tap has at least 32 channels (a chunk is 64 channels: fewer would
   // leave most of each wgmma's terms zero; igemm_sm80 packs small C densely). BN = 128 for K > 64,
-  // else 64; BM = 128, 4 stages (on the H200, HunyuanVideo's C512 layer: 128 x 128 2.04 ms,
-  // 128 x 256 2.20, 128 x 256 x 3 stages 2.44, 64 x 256 4.97); 64-row tiles where 128 would make
-  // fewer than 256 blocks (a fixed count: keys never depend on the SM count).
+  // else 64; BM = 128 with 3 stages (99 KB: two blocks an SM). On the H200 (docs/kernels/
+  // igemm_sm90_half.md), HunyuanVideo's C512 layer: 128 x 128 x 3 1.83 ms, x 4 stages 2.02, x 6
+  // 2.15, 128 x 256 x 4 2.17, 128 x 64 x 4 2.38; Wan's decoder layer (147 blocks of 128 x 128):
+  // 128 x 128 x 3 0.170 ms, 64 x 64 x 4 0.195, 64 x 128 x 3 0.205. 64-row tiles only where 128
+  // would make fewer than 128 blocks (a fixed count: keys never depend on the SM count).
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || prob.c_per_group < 32) return std::nullopt;
     const int bn = prob.out.k > 64 ? 128 : 64;
-    const HalfSm90Config candidates[] = {{128, bn, 4}, {64, bn, 4}, {64, 64, 4}};
+    const HalfSm90Config candidates[] = {{128, bn, 3}, {64, bn, 3}, {64, 64, 3}};
     std::optional<HalfSm90Config> best;
     for (const HalfSm90Config& c : candidates) {
       if (c.bn > bn || !fits(prob, limits, c)) continue;
       if (!best) best = c;
-      if (blocks(prob, c) >= 256) {
+      if (blocks(prob, c) >= 128) {
         best = c;
         break;
       }
@@ -76,7 +78,7 @@ class HalfSm90Family final : public Family {
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
-    const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 4}, forced);
+    const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 3}, forced);
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "BM of 64 or 128, BN of 64, 128 or 256 (at most 128 for float32 outputs of reductions "
                             "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory");
