@@ -1,0 +1,226 @@
+// Implicit-GEMM convolution of bf16 / fp16 NDHWC tensors on Hopper's warpgroup MMA (wgmma, sm_90a),
+// groups == 1, output in the input type or float32 (Spec::out_element).
+//
+// GEMM view: rows M = N * OD * OH * OW output positions, columns = K output channels, reduction
+// in the NDHWC weight's order (kd, kh, kw, c), so that B is the weight as stored (K-major). A
+// block computes BM x BN outputs with BM / 64 warpgroups of 64 x BN (one wgmma m64nBNk16 each per
+// 16 terms, fp32 accumulators in registers).
+//
+// The reduction advances one chunk at a time: 64 channels of one tap (the last chunk of a tap
+// zero-filled past C), 128 bytes a row of A (one output position's channels at that tap, zero
+// where the tap reads padding) and of B (one output channel's weights). Every thread stages
+// 16-byte pieces of both by cp.async into a ring of Spec::stages stages, 128-byte swizzled as
+// wgmma's K-major operands want them (common/wgmma_half.cuh). Chunk q + stages - 2 is in flight
+// while chunk q is multiplied and chunk q - 1's wgmmas may still run; a stage is refilled only
+// after every warpgroup has waited for the wgmmas that read it (wait<1> before the next barrier).
+//
+// Padding modes other than zeros map each tap's (d, h, w) through padding::source. Inputs or
+// weights off a 16-byte boundary are staged by ordinary loads and stores instead of cp.async.
+//
+// Accuracy: float32 outputs of long reductions (geometry.cuh's blocked()) keep partial sums of
+// 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
+#pragma once
+#include "common/async_copy.cuh"
+#include "common/element.cuh"
+#include "common/epilogue.cuh"
+#include "common/padding.cuh"
+#include "common/wgmma_half.cuh"
+#include "igemm_sm90_half/geometry.cuh"
+
+namespace conv3djit {
+namespace sm90_half {
+
+template <class T>
+inline constexpr bool kIsBf16 = false;
+template <>
+inline constexpr bool kIsBf16<bf16> = true;
+
+// 16 bytes from global `src` to shared address `dst`, zero where !valid (src is then not read);
+// by cp.async where `vector` (src 16-byte aligned), else by 2-byte loads and one 16-byte store.
+__device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid, bool vector) {
+  if (vector) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+  } else {
+    const auto* s = static_cast<const unsigned short*>(src);
+    unsigned w[4] = {0u, 0u, 0u, 0u};
+    if (valid) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = unsigned(__ldg(s + 2 * i)) | (unsigned(__ldg(s + 2 * i + 1)) << 16);
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                 "r"(w[3]));
+  }
+}
+
+// Two consecutive outputs (channels k, k + 1) at out + at, `at` even and out aligned to two.
+__device__ __forceinline__ void store_pair(float* out, long long at, float a, float b) {
+  *reinterpret_cast<float2*>(out + at) = make_float2(a, b);
+}
+template <class H>
+__device__ __forceinline__ void store_pair(H* out, long long at, float a, float b) {
+  const unsigned v = unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
+  *reinterpret_cast<unsigned*>(out + at) = v;
+}
+
+}  // namespace sm90_half
+
+template <class Spec>
+__global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm),
+                         Spec::bn <= 128 && !igemm_sm90_half_geometry::blocked(Spec::cg, Spec::kd * Spec::kh * Spec::kw, sizeof(typename Spec::out_element) == 4) ? 2 : 1)
+igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
+                const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
+                ConvParams p) {
+  using namespace igemm_sm90_half_geometry;
+  using T = typename Spec::element;
+  using Out = typename Spec::out_element;
+  constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw;
+  constexpr int SD = Spec::sd, SH = Spec::sh, SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw;
+  constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, MODE = Spec::pad_mode;
+  constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
+  constexpr int KRED = CG * KVOL, STAGE = stage_bytes(BM, BN);
+  constexpr int RPP = THREADS / 8;  // rows one pass of the threads stages (8 pieces a row)
+  constexpr int A_COPIES = BM / RPP, B_COPIES = BN / RPP;
+  constexpr int R = BN / 2;  // accumulators a thread
+  constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4);
+  constexpr bool BF16 = sm90_half::kIsBf16<T>;
+  static_assert(CG % 8 == 0, "16-byte pieces of one tap's channels");
+  static_assert(STAGES >= 3, "a stage multiplied, one draining, at least one in flight");
+  static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 128 or 256");
+  static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
+
+  extern __shared__ uint4 shared_half_ring[];
+  const unsigned ring = (static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring)) + 1023u) & ~1023u;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
+  const long long n_tiles = (p.k + BN - 1) / BN;
+  const long long m0 = (blockIdx.x / n_tiles) * BM;
+  const long long k0 = (blockIdx.x % n_tiles) * BN;
+  const long long out_vol = p.od * p.oh * p.ow;
+  const long long m_total = p.n * out_vol;
+  const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
+
+  // This thread stages piece cj (channels 8cj .. 8cj + 7 of a chunk) of rows r0 + i * RPP; the
+  // rows' swizzled piece is the same for all of them (RPP is a multiple of 8).
+  const int cj = tid & 7, r0 = tid >> 3;
+  const unsigned piece = static_cast<unsigned>(r0 * kRowBytes + ((cj ^ (r0 & 7)) << 4));
+  const T* a_image[A_COPIES];
+  int a_d[A_COPIES], a_h[A_COPIES], a_w[A_COPIES];
+  bool a_ok[A_COPIES];
+#pragma unroll
+  for (int i = 0; i < A_COPIES; ++i) {
+    const long long m = m0 + r0 + i * RPP;
+    a_ok[i] = m < m_total;
+    a_d[i] = -(1 << 28), a_h[i] = 0, a_w[i] = 0;  // past the last position: every tap fails
+    a_image[i] = in;
+    if (a_ok[i]) {
+      long long n = m;
+      const long long s = take_remainder(n, out_vol);
+      a_d[i] = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
+      a_h[i] = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
+      a_w[i] = static_cast<int>(s % p.ow) * SW - p.pad_w;
+      a_image[i] = in + n * (static_cast<long long>(CG) * D * H * W);
+    }
+  }
+  const T* w_rows = wt + (k0 + r0) * static_cast<long long>(KRED);
+  const bool a_vector = (reinterpret_cast<unsigned long long>(in) & 15) == 0;
+  const bool b_vector = (reinterpret_cast<unsigned long long>(wt) & 15) == 0;
+
+  // Chunk q (tap q / CPT, channels from 64 * (q % CPT)) into stage s.
+  auto load_chunk = [&](int q, int s) {
+    const int tap = q / CPT, c = (q - tap * CPT) * kChunk + cj * 8;
+    const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+    const bool c_ok = CG % kChunk == 0 || c < CG;
+    const unsigned a_stage = ring + static_cast<unsigned>(s * STAGE) + piece;
+    const unsigned b_stage = a_stage + BM * kRowBytes;
+#pragma unroll
+    for (int i = 0; i < A_COPIES; ++i) {
+      const int id = a_d[i] + kd * DD, ih = a_h[i] + kh * DH, iw = a_w[i] + kw * DW;
+      bool ok;
+      int at;
+      if constexpr (MODE == padding::kZeros) {
+        ok = c_ok && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
+             static_cast<unsigned>(ih) < static_cast<unsigned>(H) && static_cast<unsigned>(iw) < static_cast<unsigned>(W);
+        at = ((id * H + ih) * W + iw) * CG + c;
+      } else {
+        ok = c_ok && a_ok[i];
+        at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CG + c;
+      }
+      sm90_half::copy16(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
+    }
+#pragma unroll
+    for (int i = 0; i < B_COPIES; ++i) {
+      const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
+      sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, b_vector);
+    }
+  };
+
+  float acc[R], total[BLOCKED ? R : 1];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < (BLOCKED ? R : 1); ++i) total[i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < CHUNKS) load_chunk(s, s);
+    copies_commit();
+  }
+#pragma unroll 1
+  for (int q = 0; q < CHUNKS; ++q) {
+    copies_wait<STAGES - 3>();  // this thread's pieces of chunk q are in
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the wgmmas
+    __syncthreads();  // everyone's pieces; every warpgroup is past the wgmmas of chunk q - 2
+    if (q + STAGES - 2 < CHUNKS) load_chunk(q + STAGES - 2, (q + STAGES - 2) % STAGES);
+    copies_commit();
+    const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
+    const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < kChunk / 16; ++ks) {
+      wgmma::mma_half<BN, BF16>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks),
+                                wgmma::descriptor_sw128(b_stage + 32 * ks), true);
+    }
+    wgmma::commit();
+    wgmma::wait<1>();
+    if constexpr (BLOCKED) {
+      if ((q + 1) % kBlockedChunks == 0 || q + 1 == CHUNKS) {
+        wgmma::wait<0>();
+        wgmma::settle(acc);
+#pragma unroll
+        for (int i = 0; i < R; ++i) total[i] += acc[i], acc[i] = 0.f;
+      }
+    }
+  }
+  wgmma::wait<0>();
+  wgmma::settle(acc);
+
+  // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
+  const int g = lane >> 2, t = lane & 3;
+  const bool pairs = p.k % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const long long k = k0 + 8 * j + 2 * t;
+    const float b0 = p.has_bias && k < p.k ? load_float(bias + k) : 0.f;
+    const float b1 = p.has_bias && k + 1 < p.k ? load_float(bias + k + 1) : 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long m = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
+      if (m >= m_total || k >= p.k) continue;
+      float v0, v1;
+      if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+      else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      const long long at = m * p.k + k;
+      if (pairs) {  // k + 1 < K too (K even)
+        const float r0v = epilogue::residual<Spec, float>(at, true, p);
+        const float r1v = epilogue::residual<Spec, float>(at + 1, true, p);
+        sm90_half::store_pair(out, at, epilogue::apply_read<Spec>(v0, b0, r0v, p),
+                              epilogue::apply_read<Spec>(v1, b1, r1v, p));
+      } else {
+        out[at] = from_float<Out>(epilogue::apply<Spec>(v0, b0, at, p));
+        if (k + 1 < p.k) out[at + 1] = from_float<Out>(epilogue::apply<Spec>(v1, b1, at + 1, p));
+      }
+    }
+  }
+}
+
+}  // namespace conv3djit

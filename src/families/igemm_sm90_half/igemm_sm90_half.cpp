@@ -1,0 +1,110 @@
+// igemm_sm90_half: implicit GEMM of bf16 / fp16 NDHWC tensors on Hopper's warpgroup tensor cores
+// (wgmma, sm_90a), groups == 1, C % 8 == 0: BM output positions x BN output channels a block,
+// chunks of 64 channels of one tap staged by cp.async into a ring of 128-byte swizzled stages
+// (docs/kernels/igemm_sm90_half.md).
+#include "igemm_sm90_half/geometry.cuh"
+#include "plan/family.hpp"
+#include "plan/forced_config.hpp"
+
+namespace conv3djit::detail {
+namespace {
+
+namespace geo = igemm_sm90_half_geometry;
+
+struct HalfSm90Config {
+  int bm, bn, stages;
+};
+
+const ConfigTable<HalfSm90Config, 3> kTable{{{
+    {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
+    {{"bn", FieldRole::Chosen, "output channels a block: 64, 128 or 256"}, &HalfSm90Config::bn},
+    {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
+}}};
+
+int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
+
+bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
+  if (c.bm != 64 && c.bm != 128) return false;
+  if (c.bn != 64 && c.bn != 128 && c.bn != 256) return false;
+  if (c.stages < 3 || c.stages > 8) return false;
+  if (geo::blocked(static_cast<int>(prob.c_per_group), taps(prob), prob.out_dtype == DataType::Float32) && c.bn > 128) {
+    return false;
+  }
+  return geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
+}
+
+class HalfSm90Family final : public Family {
+ public:
+  const KernelDef& kernel() const override { return def_; }
+  const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
+
+  Refusal serves_types(const Problem& prob) const override {
+    if (prob.desc.dtype == DataType::Float32 || prob.desc.layout != Layout::NDHWC) return "bf16 / fp16 NDHWC tensors";
+    return std::nullopt;
+  }
+
+  Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
+    const Conv3dDesc& d = prob.desc;
+    if (d.groups != 1) return "groups == 1";
+    if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
+    if (prob.c_per_group % 8 != 0) return "input channels a multiple of 8 (16-byte pieces of a tap)";
+    // Offsets inside one image are 32-bit.
+    if (d.c * d.d * d.h * d.w >= (int64_t{1} << 31)) return "an image of fewer than 2^31 elements";
+    return std::nullopt;
+  }
+
+  // Where it is valid and a tap has at least 32 channels (a chunk is 64 channels: fewer would
+  // leave most of each wgmma's terms zero; igemm_sm80 packs small C densely). BN = 128 for K > 64,
+  // else 64; BM = 128 with 3 stages (99 KB: two blocks an SM). On the H200 (docs/kernels/
+  // igemm_sm90_half.md), HunyuanVideo's C512 layer: 128 x 128 x 3 1.83 ms, x 4 stages 2.02, x 6
+  // 2.15, 128 x 256 x 4 2.17, 128 x 64 x 4 2.38; Wan's decoder layer (147 blocks of 128 x 128):
+  // 128 x 128 x 3 0.170 ms, 64 x 64 x 4 0.195, 64 x 128 x 3 0.205. 64-row tiles only where 128
+  // would make fewer than 128 blocks (a fixed count: keys never depend on the SM count).
+  std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
+    if (serves_types(prob) || can_implement(prob, limits) || prob.c_per_group < 32) return std::nullopt;
+    const int bn = prob.out.k > 64 ? 128 : 64;
+    const HalfSm90Config candidates[] = {{128, bn, 3}, {64, bn, 3}, {64, 64, 3}};
+    std::optional<HalfSm90Config> best;
+    for (const HalfSm90Config& c : candidates) {
+      if (c.bn > bn || !fits(prob, limits, c)) continue;
+      if (!best) best = c;
+      if (blocks(prob, c) >= 128) {
+        best = c;
+        break;
+      }
+    }
+    if (!best) return std::nullopt;
+    return plan(prob, *best);
+  }
+
+  Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
+    const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 3}, forced);
+    if (!fits(prob, limits, c)) {
+      refuse_config(forced, "BM of 64 or 128, BN of 64, 128 or 256 (at most 128 for float32 outputs of reductions "
+                            "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory");
+    }
+    return plan(prob, c);
+  }
+
+ private:
+  static long long blocks(const Problem& prob, const HalfSm90Config& c) {
+    return ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn);
+  }
+
+  Plan plan(const Problem& prob, const HalfSm90Config& c) const {
+    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm), geo::shared_bytes(c.bm, c.bn, c.stages));
+    plan.grid = checked_grid(blocks(prob, c), *this);
+    return plan;
+  }
+
+  const KernelDef def_{"igemm_sm90_half", "igemm_sm90_half/igemm_sm90_half.cu", kUsesConvolution, true, kTable.infos()};
+};
+
+}  // namespace
+
+const Family& igemm_sm90_half_family() {
+  static const HalfSm90Family family;
+  return family;
+}
+
+}  // namespace conv3djit::detail

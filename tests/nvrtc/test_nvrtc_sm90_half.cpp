@@ -1,0 +1,104 @@
+// NVRTC, no GPU: bf16 and fp16 NDHWC descriptions with C % 8 == 0 plan to igemm_sm90_half on
+// sm_90 (igemm_sm80 elsewhere and for what it refuses), compile for sm_90a, and ptxas reports no
+// spills for the planner's tiles, forced tiles, an epilogue with a residual and padding modes.
+#include <string>
+
+#include "catch.hpp"
+#include "config_cases.hpp"
+#include "conv3djit/engine.hpp"
+#include "core/problem.hpp"
+#include "jit/codegen.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "plan/plan.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+Conv3dDesc ndhwc(DataType type, bool fp32_output, Conv3dDesc d) {
+  d.dtype = type;
+  d.layout = Layout::NDHWC;
+  d.fp32_output = fp32_output;
+  return d;
+}
+
+struct PtxasReport {
+  std::string kernel, log;
+};
+PtxasReport ptxas_report(const Conv3dDesc& desc, const std::string& forced = "") {
+  const detail::Problem prob = detail::make_problem(desc);
+  const detail::Plan plan = detail::make_plan(prob, detail::limits_for_arch("sm_90"), forced);
+  detail::GeneratedKernel gen = detail::generate(plan.key, "sm_90");
+  gen.options.push_back("--ptxas-options=-v");
+  return {detail::canonical_text(plan.key), detail::nvrtc_compile(gen).notes};
+}
+
+void check_compiles_clean(const PtxasReport& r) {
+  INFO(r.kernel << "\n" << r.log);
+  CHECK(r.kernel.rfind("igemm_sm90_half ", 0) == 0);
+  CHECK(r.log.find("Used ") != std::string::npos);
+  CHECK(r.log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+  CHECK(r.log.find("C7510") == std::string::npos);  // wgmma serialised
+}
+
+std::string plan_family(const Conv3dDesc& d, const char* arch) {
+  const detail::Plan plan = detail::make_plan(detail::make_problem(d), detail::limits_for_arch(arch));
+  const std::string text = detail::canonical_text(plan.key);
+  return text.substr(0, text.find(' '));
+}
+
+}  // namespace
+
+TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
+  const Conv3dDesc wide = test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
+  CHECK(plan_family(ndhwc(DataType::BFloat16, false, wide), "sm_90") == "igemm_sm90_half");
+  CHECK(plan_family(ndhwc(DataType::Float16, true, wide), "sm_90") == "igemm_sm90_half");
+  CHECK(plan_family(ndhwc(DataType::BFloat16, false, wide), "sm_80") == "igemm_sm80");
+  Conv3dDesc ncdhw = wide;
+  ncdhw.dtype = DataType::BFloat16;
+  CHECK(plan_family(ncdhw, "sm_90") == "igemm_sm80");
+  // C % 8 != 0 and small C stay on igemm_sm80.
+  CHECK(plan_family(ndhwc(DataType::BFloat16, false, test::make(1, 12, {5, 6, 7}, 64, {3, 3, 3})), "sm_90") ==
+        "igemm_sm80");
+  CHECK(plan_family(ndhwc(DataType::BFloat16, false, test::make(1, 16, {5, 6, 7}, 64, {3, 3, 3})), "sm_90") ==
+        "igemm_sm80");
+  // Forced configurations outside the rules are refused; C % 8 != 0 too.
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  const Conv3dDesc d = ndhwc(DataType::BFloat16, false, wide);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:96,128"), Error);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,256,8"), Error);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false,
+                                                               test::make(1, 12, {5, 6, 7}, 64, {3, 3, 3}))),
+                                    sm90, "igemm_sm90_half:128,128"),
+                  Error);
+}
+
+TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
+  const Conv3dDesc wide = test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
+  const Conv3dDesc mid = test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1);
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      for (const Conv3dDesc& base : {wide, mid}) {
+        const Conv3dDesc d = ndhwc(type, fp32_output, base);
+        DYNAMIC_SECTION(describe(d)) { check_compiles_clean(ptxas_report(d)); }
+      }
+    }
+  }
+  Conv3dDesc e = ndhwc(DataType::BFloat16, false, mid);
+  e.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  e.epilogue.residual = true;
+  SECTION("epilogue with residual") {
+    const PtxasReport r = ptxas_report(e);
+    CHECK(r.kernel.find(" epi=bias+scale+gelu+res ") != std::string::npos);
+    check_compiles_clean(r);
+  }
+  for (const PaddingMode mode : {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular}) {
+    Conv3dDesc h = ndhwc(DataType::Float16, false, mid);
+    h.padding_mode = mode;
+    DYNAMIC_SECTION("padding " << padding_mode_name(mode)) { check_compiles_clean(ptxas_report(h)); }
+  }
+  for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256", "igemm_sm90_half:64,256,3",
+                             "igemm_sm90_half:bm=128,bn=64,stages=6"}) {
+    DYNAMIC_SECTION(config) { check_compiles_clean(ptxas_report(ndhwc(DataType::BFloat16, false, wide), config)); }
+  }
+}
