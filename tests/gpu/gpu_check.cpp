@@ -1,11 +1,28 @@
 #include "gpu_check.hpp"
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "driver/driver_api.hpp"
 #include "core/problem.hpp"
 
 namespace conv3djit::test {
+
+Engine& engine_for(const std::string& config) {
+  static std::map<std::string, std::unique_ptr<Engine>> engines;
+  static std::mutex lock;
+  std::lock_guard<std::mutex> guard(lock);
+  if (config.empty()) return Engine::global();
+  auto& e = engines[config];
+  if (!e) {
+    EngineOptions options;
+    options.kernel_config = config;
+    e = std::make_unique<Engine>(options);
+  }
+  return *e;
+}
 
 GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
                                  const cli::Stream& stream, CUcontext call_from, cli::ValueRange input_range) {

@@ -14,6 +14,10 @@ struct GpuCheck {
   std::string kernel;
 };
 
+/// One engine per forced configuration ("" = the process-wide default engine, the planner's
+/// choice), kept for the whole run so that kernels compiled once serve every later check.
+Engine& engine_for(const std::string& config);
+
 /// conv3d(desc) on `engine` vs the float64 reference, on `stream`; fresh inputs from `seed`, drawn
 /// from `input_range`. With `call_from`, conv3d is called while that context is current (another
 /// device's, say); the data lives in the context current on entry, which `stream` must belong to.

@@ -60,21 +60,6 @@ std::vector<Conv3dDesc> dense_shapes() {
   };
 }
 
-// One engine per forced configuration ("" = the planner's), kept for the whole run so that the
-// warm-up's kernels serve the checks.
-Engine& engine_for(const std::string& config) {
-  static std::map<std::string, std::unique_ptr<Engine>> engines;
-  static std::mutex lock;
-  std::lock_guard<std::mutex> guard(lock);
-  if (config.empty()) return Engine::global();
-  auto& e = engines[config];
-  if (!e) {
-    EngineOptions options;
-    options.kernel_config = config;
-    e = std::make_unique<Engine>(options);
-  }
-  return *e;
-}
 
 struct Case {
   std::string config;  // forced configuration, or "" for the planner's choice
@@ -195,7 +180,7 @@ void check_all(const std::vector<Case>& cases, bool both_ranges) {
       if (unit_range && !both_ranges) continue;
       const cli::ValueRange range = unit_range ? cli::ValueRange{0.0f, 1.0f} : cli::ValueRange{};
       DYNAMIC_SECTION((c.config.empty() ? "auto" : c.config) << " " << describe(c.desc) << (unit_range ? " [0,1)" : "")) {
-        require_pass(test::check_against_reference(engine_for(c.config), c.desc, seeds(), stream, nullptr, range), c);
+        require_pass(test::check_against_reference(test::engine_for(c.config), c.desc, seeds(), stream, nullptr, range), c);
       }
     }
   }
@@ -219,7 +204,7 @@ TEST_CASE("warm-up: every half-type kernel of this suite compiles, in parallel")
       detail::driver().cuCtxSetCurrent(ctx);
       for (size_t i = next++; i < all.size(); i = next++) {
         try {
-          engine_for(all[i].config).precompile(all[i].desc);
+          test::engine_for(all[i].config).precompile(all[i].desc);
         } catch (const Error& e) {
           std::fprintf(stderr, "%s %s: %s\n", all[i].config.c_str(), describe(all[i].desc).c_str(), e.what());
           failures.fetch_add(1);
@@ -272,7 +257,7 @@ TEST_CASE("half-type kernels keep every value in registers: no local memory") {
   for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
-    const KernelResources r = engine_for(c.config).resources(c.desc, stream.get());
+    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
     INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
     if (family_of(r.kernel) == "igemm_sm80") {
       CHECK(r.local_bytes == 0);
@@ -417,7 +402,7 @@ TEST_CASE("timing: the reference problem in bf16 and fp16", "[.][timing]") {
   for (const char* config : {"igemm:64,64", "direct"}) runs.push_back({config, {DataType::BFloat16, Layout::NDHWC, false}});
   for (const Timed& t : runs) {
     const Conv3dDesc d = typed(make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), t.combo.type, t.combo.layout, t.combo.fp32_output);
-    Engine& engine = engine_for(t.config);
+    Engine& engine = test::engine_for(t.config);
     const cli::ProblemData data(d, 5);
     engine.run(d, data.tensors(), stream.get());
     stream.synchronize();

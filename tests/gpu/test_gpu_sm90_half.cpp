@@ -30,19 +30,6 @@ Conv3dDesc ndhwc(Conv3dDesc d, DataType type, bool fp32_output) {
   return d;
 }
 
-Engine& engine_for(const std::string& config) {
-  static std::map<std::string, std::unique_ptr<Engine>> engines;
-  static std::mutex lock;
-  std::lock_guard<std::mutex> guard(lock);
-  if (config.empty()) return Engine::global();
-  auto& e = engines[config];
-  if (!e) {
-    EngineOptions options;
-    options.kernel_config = config;
-    e = std::make_unique<Engine>(options);
-  }
-  return *e;
-}
 
 struct Case {
   std::string config;  // forced configuration, or "" for the planner's choice
@@ -139,7 +126,7 @@ void check_all(const std::vector<Case>& cases, bool both_ranges) {
       if (unit_range && !both_ranges) continue;
       const cli::ValueRange range = unit_range ? cli::ValueRange{0.0f, 1.0f} : cli::ValueRange{};
       DYNAMIC_SECTION((c.config.empty() ? "auto" : c.config) << " " << describe(c.desc) << (unit_range ? " [0,1)" : "")) {
-        const test::GpuCheck r = test::check_against_reference(engine_for(c.config), c.desc, seeds(), stream, nullptr, range);
+        const test::GpuCheck r = test::check_against_reference(test::engine_for(c.config), c.desc, seeds(), stream, nullptr, range);
         const std::string cls = std::string(dtype_name(c.desc.dtype)) + (c.desc.fp32_output ? " -> fp32" : "") +
                                 " tol " + std::to_string(tolerance(c.desc).rel_l2);
         double& worst = worst_rel_l2()[cls];
@@ -191,7 +178,7 @@ TEST_CASE("igemm_sm90_half: no local memory") {
   for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
-    const KernelResources r = engine_for(c.config).resources(c.desc, stream.get());
+    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
     INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
     CHECK(r.local_bytes == 0);
   }
