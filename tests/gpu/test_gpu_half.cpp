@@ -21,6 +21,7 @@
 #include "core/problem.hpp"
 #include "driver/driver_api.hpp"
 #include "gpu_check.hpp"
+#include "kernel_cases.hpp"
 
 using namespace conv3djit;
 
@@ -61,11 +62,9 @@ std::vector<Conv3dDesc> dense_shapes() {
 }
 
 
-struct Case {
-  std::string config;  // forced configuration, or "" for the planner's choice
-  Conv3dDesc desc;
-  const char* family;  // the kernel's family, "" for any
-};
+using Case = test::KernelCase;
+using test::family_of;
+using test::worst_rel_l2;
 
 const std::vector<std::string> kForced = {"igemm_sm80:32,32", "igemm_sm80:64,64", "igemm_sm80:128,128",
                                           "igemm:128,32", "direct"};
@@ -150,42 +149,6 @@ std::vector<Case> reference_cases() {
   return out;
 }
 
-std::string family_of(const std::string& kernel) { return kernel.substr(0, kernel.find(' ')); }
-
-// The largest rel-L2 each output class met, for the summary at the end.
-std::map<std::string, double>& worst_rel_l2() {
-  static std::map<std::string, double> worst;
-  return worst;
-}
-
-void require_pass(const test::GpuCheck& r, const Case& c) {
-  const std::string cls = std::string(family_of(r.kernel)) + " " + dtype_name(c.desc.dtype) +
-                          (c.desc.fp32_output ? " -> fp32" : "") + " tol " + std::to_string(tolerance(c.desc).rel_l2);
-  double& worst = worst_rel_l2()[cls];
-  worst = std::max(worst, r.comparison.rel_l2);
-  INFO("kernel " << r.kernel << ": rel-L2 " << r.comparison.rel_l2 << ", max error "
-                 << r.comparison.max_abs_error << ", outside tolerance " << r.comparison.outside_tolerance
-                 << ", non-finite " << r.comparison.non_finite);
-  if (*c.family != '\0') CHECK(family_of(r.kernel) == c.family);
-  CHECK(r.comparison.non_finite == 0);
-  CHECK(r.comparison.passed);
-}
-
-void check_all(const std::vector<Case>& cases, bool both_ranges) {
-  cli::make_context_current();
-  cli::Stream stream;
-  std::random_device seeds;
-  for (const Case& c : cases) {
-    for (const bool unit_range : {false, true}) {
-      if (unit_range && !both_ranges) continue;
-      const cli::ValueRange range = unit_range ? cli::ValueRange{0.0f, 1.0f} : cli::ValueRange{};
-      DYNAMIC_SECTION((c.config.empty() ? "auto" : c.config) << " " << describe(c.desc) << (unit_range ? " [0,1)" : "")) {
-        require_pass(test::check_against_reference(test::engine_for(c.config), c.desc, seeds(), stream, nullptr, range), c);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 TEST_CASE("warm-up: every half-type kernel of this suite compiles, in parallel") {
@@ -217,18 +180,18 @@ TEST_CASE("warm-up: every half-type kernel of this suite compiles, in parallel")
 }
 
 TEST_CASE("half types: every kernel the planner can pick, and forced tiles, match the float64 reference") {
-  check_all(kernel_cases(), true);
+  test::check_cases(kernel_cases(), true);
 }
 
-TEST_CASE("half types: every activation with scaling and the residual") { check_all(epilogue_cases(), false); }
+TEST_CASE("half types: every activation with scaling and the residual") { test::check_cases(epilogue_cases(), false); }
 
-TEST_CASE("half types: padding modes") { check_all(padding_cases(), true); }
+TEST_CASE("half types: padding modes") { test::check_cases(padding_cases(), true); }
 
 TEST_CASE("half types: a reduction of 10800 terms meets the float32-output class") {
-  check_all(long_reduction_cases(), true);
+  test::check_cases(long_reduction_cases(), true);
 }
 
-TEST_CASE("half types: the reference problem") { check_all(reference_cases(), false); }
+TEST_CASE("half types: the reference problem") { test::check_cases(reference_cases(), false); }
 
 TEST_CASE("half types: an input off a 16-byte boundary takes the 2-byte gather") {
   cli::make_context_current();

@@ -16,6 +16,7 @@
 #include "conv3djit/engine.hpp"
 #include "conv3djit/reference.hpp"
 #include "gpu_check.hpp"
+#include "kernel_cases.hpp"
 
 using namespace conv3djit;
 
@@ -31,10 +32,9 @@ Conv3dDesc ndhwc(Conv3dDesc d, DataType type, bool fp32_output) {
 }
 
 
-struct Case {
-  std::string config;  // forced configuration, or "" for the planner's choice
-  Conv3dDesc desc;
-};
+using Case = test::KernelCase;
+using test::family_of;
+using test::worst_rel_l2;
 
 // C and K past whole tiles (C = 72: a chunk of 64 and one of 8; K = 100, 300), mid-tile extents,
 // stride and dilation, asymmetric padding, a pointwise layer.
@@ -110,36 +110,10 @@ std::vector<Case> long_reduction_cases() {
   return out;
 }
 
-std::string family_of(const std::string& kernel) { return kernel.substr(0, kernel.find(' ')); }
-
-std::map<std::string, double>& worst_rel_l2() {
-  static std::map<std::string, double> worst;
-  return worst;
-}
-
-void check_all(const std::vector<Case>& cases, bool both_ranges) {
-  cli::make_context_current();
-  cli::Stream stream;
-  std::random_device seeds;
-  for (const Case& c : cases) {
-    for (const bool unit_range : {false, true}) {
-      if (unit_range && !both_ranges) continue;
-      const cli::ValueRange range = unit_range ? cli::ValueRange{0.0f, 1.0f} : cli::ValueRange{};
-      DYNAMIC_SECTION((c.config.empty() ? "auto" : c.config) << " " << describe(c.desc) << (unit_range ? " [0,1)" : "")) {
-        const test::GpuCheck r = test::check_against_reference(test::engine_for(c.config), c.desc, seeds(), stream, nullptr, range);
-        const std::string cls = std::string(dtype_name(c.desc.dtype)) + (c.desc.fp32_output ? " -> fp32" : "") +
-                                " tol " + std::to_string(tolerance(c.desc).rel_l2);
-        double& worst = worst_rel_l2()[cls];
-        worst = std::max(worst, r.comparison.rel_l2);
-        INFO("kernel " << r.kernel << ": rel-L2 " << r.comparison.rel_l2 << ", max error " << r.comparison.max_abs_error
-                       << ", outside tolerance " << r.comparison.outside_tolerance << ", non-finite "
-                       << r.comparison.non_finite);
-        CHECK(family_of(r.kernel) == "igemm_sm90_half");
-        CHECK(r.comparison.non_finite == 0);
-        CHECK(r.comparison.passed);
-      }
-    }
-  }
+// Every case's kernel must come from igemm_sm90_half.
+void check_all(std::vector<Case> cases, bool both_ranges) {
+  for (Case& c : cases) c.family = "igemm_sm90_half";
+  test::check_cases(cases, both_ranges);
 }
 
 bool on_sm90() {
@@ -185,5 +159,5 @@ TEST_CASE("igemm_sm90_half: no local memory") {
 }
 
 TEST_CASE("igemm_sm90_half: summary of the largest rel-L2 of each output class") {
-  for (const auto& [cls, worst] : worst_rel_l2()) std::printf("worst rel-L2 igemm_sm90_half %-32s %.3g\n", cls.c_str(), worst);
+  for (const auto& [cls, worst] : worst_rel_l2()) std::printf("worst rel-L2 %-48s %.3g\n", cls.c_str(), worst);
 }
