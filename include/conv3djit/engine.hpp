@@ -19,6 +19,24 @@ enum class CompileMode {
   Never,  ///< throw Error(CacheMiss) naming the kernel and the description; compile nothing
 };
 
+/// Whether run() times candidate kernels for a description it has no tuned record of. Either way a
+/// record already in the disk cache (Engine::tune(), `conv3djit tune`, an imported archive) is used.
+enum class TuneMode {
+  Off,       ///< the planner's heuristic where there is no record (the default)
+  FirstUse,  ///< tune each description on its first call without a record, and store the winner
+};
+
+/// How Engine::tune() measures (also on first use).
+struct TuneOptions {
+  /// Plans timed per description, the heuristic's first; the others are the families' next best.
+  int max_candidates = 6;
+  /// Wall time per description, compiles included: candidates not timed by then are skipped (the
+  /// heuristic's is always timed).
+  double budget_ms = 2000;
+  /// Timed launches per candidate (after one warm-up launch); the median counts.
+  int runs = 7;
+};
+
 struct EngineOptions {
   /// Disk cache folder; empty means $CONV3DJIT_CACHE_DIR, else $XDG_CACHE_HOME/conv3djit, else
   /// ~/.cache/conv3djit.
@@ -40,6 +58,9 @@ struct EngineOptions {
   /// (cuMemGetAddressRange), so a description larger than its buffers is an invalid_argument
   /// error instead of an out-of-bounds kernel.
   bool check_allocations = true;
+  /// nullopt: $CONV3DJIT_TUNE (off or first_use), else Off.
+  std::optional<TuneMode> tune_mode;
+  TuneOptions tuning;
 };
 
 /// Counters since the Engine was made.
@@ -50,6 +71,32 @@ struct EngineStats {
   double compile_ms = 0;     ///< wall time spent in NVRTC
   uint64_t module_loads = 0; ///< cuModuleLoadData calls (one per kernel and context)
   uint64_t refused_compiles = 0;  ///< misses refused by CompileMode::Never
+  uint64_t tunes = 0;        ///< descriptions tuned (candidates timed) by this Engine
+  double tuning_ms = 0;      ///< wall time spent tuning, compiles included
+  uint64_t tuned_plans = 0;  ///< plans taken from a tuned record instead of the heuristic
+};
+
+/// One plan Engine::tune() tried.
+struct TunedCandidate {
+  std::string kernel;   ///< the kernel's key, every field named
+  std::string config;   ///< the forced configuration that plans it (EngineOptions::kernel_config form)
+  bool heuristic = false;  ///< the planner's own choice
+  double median_ms = -1;   ///< per call; negative: not timed (the budget ran out, or it failed)
+  double rel_l2 = -1;      ///< against float64 on sampled outputs; negative: not measured
+  bool accurate = false;   ///< within the description's accuracy class
+  std::string error;       ///< why it could not be timed; empty when it was
+};
+
+/// What Engine::tune() found for one description.
+struct TuneResult {
+  std::string description;  ///< describe(desc)
+  std::string device;       ///< what the record is keyed by besides the description
+  std::vector<TunedCandidate> candidates;  ///< the heuristic's first
+  int winner = -1;          ///< index into candidates: the fastest accurate one
+  double tuning_ms = 0;     ///< wall time of this tuning, compiles included (0 for a record)
+  bool from_record = false; ///< a stored record answered; nothing was timed
+  bool stored = false;      ///< the winner is in the disk cache now (false without a disk cache)
+  const TunedCandidate& best() const { return candidates.at(static_cast<size_t>(winner)); }
 };
 
 /// One kernel precompile() made sure of.
@@ -137,6 +184,15 @@ class CONV3DJIT_API Engine {
   /// registers, local memory, shared memory and launch shape; with aligned_input = false, the one
   /// it launches for an input that is not 16-byte aligned. Needs a GPU.
   KernelResources resources(const Conv3dDesc& desc, Stream stream = nullptr, bool aligned_input = true);
+
+  /// Times the planner's best few candidates for desc on `stream`'s device (TuneOptions), on
+  /// scratch tensors of its own and a stream of its own, and stores the fastest accurate one as a
+  /// record in the disk cache (keyed by the description, the device's name, SM count and clock,
+  /// the driver and library versions), which every later plan of desc on such a device takes,
+  /// in this process and in any that shares or imports the cache. With a record already there
+  /// it answers from the record unless `retune`. Throws Error(InvalidArgument) while the stream
+  /// is capturing a CUDA graph, and for a forced configuration (EngineOptions::kernel_config).
+  TuneResult tune(const Conv3dDesc& desc, Stream stream = nullptr, bool retune = false);
 
   EngineStats stats() const;
 

@@ -45,6 +45,11 @@ class Family {
   /// The family's best plan for prob by its heuristic, or nothing where the planner should look
   /// further down the registry (it cannot serve prob, or another family is measured faster).
   virtual std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const = 0;
+  /// Plans worth timing against the planner's choice (Engine::tune): the family's best few
+  /// configurations for prob, best first, at most `count`, also those its heuristic leaves to a
+  /// family further down the registry. Each must be the plan its configuration text forces
+  /// (tune/candidates.cpp replays them and drops any that is not). The default: its choice.
+  virtual std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const;
   /// The plan of a forced configuration; fields it leaves out take the family's defaults. Throws
   /// Error(InvalidArgument) naming the rule the configuration breaks.
   virtual Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& config) const = 0;

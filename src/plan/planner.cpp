@@ -39,6 +39,13 @@ Refusal Family::serves_types(const Problem& prob) const {
   return std::nullopt;
 }
 
+std::vector<Plan> Family::candidates(const Problem& prob, const DeviceLimits& limits, int count) const {
+  std::vector<Plan> plans;
+  if (count <= 0) return plans;
+  if (auto plan = choose(prob, limits)) plans.push_back(std::move(*plan));
+  return plans;
+}
+
 SpecKey shape_key(const Problem& prob, const KernelDef& def) {
   SpecKey k;
   k.kernel = &def;
