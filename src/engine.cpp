@@ -27,6 +27,9 @@
 #include "jit/codegen.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/family.hpp"
+#include "tune/candidates.hpp"
+#include "tune/record.hpp"
+#include "tune/tuner.hpp"
 
 namespace conv3djit {
 
@@ -116,6 +119,29 @@ CompileMode compile_mode(const EngineOptions& options) {
               fmt::format("CONV3DJIT_COMPILE = '{}': expected allow, warn or never", value));
 }
 
+// EngineOptions::tune_mode, else $CONV3DJIT_TUNE; an unknown value is an error, as for the compile mode.
+TuneMode tune_mode(const EngineOptions& options) {
+  if (options.tune_mode) return *options.tune_mode;
+  const char* value = std::getenv("CONV3DJIT_TUNE");
+  if (value == nullptr || *value == '\0') return TuneMode::Off;
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "off") return TuneMode::Off;
+  if (v == "first_use" || v == "first-use") return TuneMode::FirstUse;
+  throw Error(ErrorCategory::InvalidArgument, fmt::format("CONV3DJIT_TUNE = '{}': expected off or first_use", value));
+}
+
+// Every kernel a plan may launch: the convolution's, then its steps and its twin for misaligned
+// inputs.
+std::vector<std::pair<SpecKey, unsigned>> plan_kernels(const Plan& plan) {
+  std::vector<std::pair<SpecKey, unsigned>> keys = {{plan.key, plan.shared_bytes}};
+  for (const PrepPlan* step : {plan.prep ? &*plan.prep : nullptr, plan.input_copy ? &*plan.input_copy : nullptr}) {
+    if (step != nullptr) keys.emplace_back(step->key, 0);
+  }
+  if (plan.unaligned) keys.emplace_back(plan.unaligned->key, plan.unaligned->shared_bytes);
+  return keys;
+}
+
 // Runs f; a cache miss refused by CompileMode::Never is rethrown naming the description too.
 template <class F>
 auto naming_misses(const Conv3dDesc& desc, F&& f) {
@@ -191,6 +217,7 @@ struct Engine::Impl {
   explicit Impl(EngineOptions o)
       : options(std::move(o)),
         mode(compile_mode(options)),
+        tuning(tune_mode(options)),
         disk(options.disk_cache ? std::make_unique<DiskCache>(options.cache_dir, options.cache_limit_bytes,
                                                               options.trust_shared_cache ||
                                                                   env_flag("CONV3DJIT_TRUST_SHARED_CACHE"))
@@ -198,6 +225,7 @@ struct Engine::Impl {
 
   EngineOptions options;
   CompileMode mode;
+  TuneMode tuning;
   std::unique_ptr<DiskCache> disk;
   MemoryCache<BinaryKey, BinaryPtr, BinaryKeyHash> binaries;
   MemoryCache<FunctionKey, CUfunction, FunctionKey::Hash> functions;
@@ -206,6 +234,11 @@ struct Engine::Impl {
   std::unordered_map<unsigned long long, ContextInfo> contexts;  // by context ID
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0}, refused_compiles{0};
   std::atomic<uint64_t> compile_us{0};
+  std::atomic<uint64_t> tunes{0}, tuning_us{0}, tuned_plans{0};
+  // Records of this Engine's tuning, by key text: what an Engine without a disk cache keeps.
+  std::mutex records_mutex;
+  std::unordered_map<std::string, TunedRecord> records;
+  std::unordered_map<unsigned long long, DeviceIdentity> identities;  // by context ID, under contexts_mutex
 
   const ContextInfo& context_info(const CallContext& ctx) {
     std::lock_guard<std::mutex> lock(contexts_mutex);
@@ -314,11 +347,139 @@ struct Engine::Impl {
     return fn;
   }
 
-  // The plan for desc on ctx's device, made once per description and context.
-  Plan plan(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx) {
-    return plans.get_or_create(PlanKey{desc_fields(desc), ctx.id}, [&] {
-      return make_plan(prob, context_info(ctx).limits, options.kernel_config);
-    });
+  const DeviceIdentity& identity(const CallContext& ctx) {
+    const CUdevice device = context_info(ctx).device;
+    std::lock_guard<std::mutex> lock(contexts_mutex);
+    auto it = identities.find(ctx.id);
+    if (it == identities.end()) it = identities.emplace(ctx.id, identify_device(device)).first;
+    return it->second;
+  }
+
+  std::optional<TunedRecord> find_record(const std::string& key) {
+    {
+      std::lock_guard<std::mutex> lock(records_mutex);
+      auto it = records.find(key);
+      if (it != records.end()) return it->second;
+    }
+    if (!disk) return std::nullopt;
+    const std::optional<std::string> payload = disk->load(key);
+    if (!payload) return std::nullopt;
+    std::optional<TunedRecord> record = decode_record(*payload);
+    if (!record) log().warn("disk cache entry is not a tuned record, ignored: {}", key);
+    return record;
+  }
+
+  // The plan a record names, if there is one for desc on ctx's device and it still plans the
+  // kernel it names.
+  std::optional<Plan> recorded_plan(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx) {
+    const std::string key = record_key_text(desc, identity(ctx));
+    const std::optional<TunedRecord> record = find_record(key);
+    if (!record) return std::nullopt;
+    try {
+      Plan plan = make_plan(prob, context_info(ctx).limits, record->config);
+      if (canonical_text(plan.key) == record->kernel) {
+        tuned_plans.fetch_add(1);
+        return plan;
+      }
+      log().warn("tuned record for {} names '{}', but '{}' now plans '{}': using the planner's choice", describe(desc),
+                 record->kernel, record->config, canonical_text(plan.key));
+    } catch (const Error& e) {
+      log().warn("tuned record for {} cannot be planned ({}): using the planner's choice", describe(desc), e.what());
+    }
+    return std::nullopt;
+  }
+
+  // Times the candidates and keeps the winner's record (on disk where there is a disk cache).
+  TuneResult tune_now(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx) {
+    const auto start = std::chrono::steady_clock::now();
+    const DeviceLimits& limits = context_info(ctx).limits;
+    const std::vector<Candidate> candidates = tuning_candidates(prob, limits, options.tuning.max_candidates);
+    TuneHooks hooks;
+    hooks.prepare = [&](const Plan& plan) {
+      for (const auto& [key, shared] : plan_kernels(plan)) function(key, shared, ctx);
+    };
+    hooks.launch = [&](const Plan& plan, const Conv3dTensors& t, CUstream stream) { launch(plan, t, stream, ctx); };
+    TuneResult result;
+    result.description = describe(desc);
+    result.device = identity(ctx).text();
+    result.candidates = naming_misses(desc, [&] { return time_candidates(prob, candidates, options.tuning, ctx.handle, hooks); });
+    for (size_t i = 0; i < result.candidates.size(); ++i) {
+      const TunedCandidate& c = result.candidates[i];
+      if (c.median_ms < 0 || !c.accurate) continue;
+      if (result.winner < 0 || c.median_ms < result.candidates[result.winner].median_ms) result.winner = static_cast<int>(i);
+    }
+    result.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    tunes.fetch_add(1);
+    tuning_us.fetch_add(static_cast<uint64_t>(result.tuning_ms * 1000));
+    if (result.winner < 0) {
+      const TunedCandidate& h = result.candidates.front();
+      throw Error(ErrorCategory::Unsupported,
+                  fmt::format("tuning {}: no candidate ran within its accuracy class (the planner's, {}: {})",
+                              result.description, h.kernel,
+                              !h.error.empty() ? h.error : fmt::format("rel-L2 {:.3g} on sampled outputs", h.rel_l2)));
+    }
+    const TunedCandidate& best = result.best();
+    TunedRecord record;
+    record.config = best.config;
+    record.kernel = best.kernel;
+    record.median_ms = best.median_ms;
+    record.heuristic_ms = result.candidates.front().median_ms;
+    record.candidates = static_cast<int>(std::count_if(result.candidates.begin(), result.candidates.end(),
+                                                       [](const TunedCandidate& c) { return c.median_ms >= 0; }));
+    record.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string key = record_key_text(desc, identity(ctx));
+    {
+      std::lock_guard<std::mutex> lock(records_mutex);
+      records[key] = record;
+    }
+    if (disk) {
+      const std::string problem = disk->store(key, encode_record(record));
+      result.stored = problem.empty();
+      if (!problem.empty()) log().warn("tuned record for {} kept in memory only: {}", result.description, problem);
+      // The winner's kernels go to disk too, so that a process with this cache compiles nothing.
+      try {
+        const Plan plan = make_plan(prob, limits, record.config);
+        for (const auto& [kernel, shared] : plan_kernels(plan)) precompile(kernel, context_info(ctx).arch);
+      } catch (const Error& e) {
+        log().warn("tuned {}: its kernels are not all in the disk cache: {}", result.description, e.what());
+      }
+    }
+    log().info("tuned {} in {:.0f} ms: {} at {:.4f} ms (the planner's choice {:.4f} ms, {} candidates timed)",
+               result.description, result.tuning_ms, best.kernel, best.median_ms, record.heuristic_ms,
+               record.candidates);
+    return result;
+  }
+
+  // The plan without the plan cache: a forced configuration, else a tuned record, else (tuning on
+  // first use, outside graph capture) a tuning's winner, else the planner's choice.
+  Plan choose_plan(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx, bool may_tune) {
+    const DeviceLimits& limits = context_info(ctx).limits;
+    if (!options.kernel_config.empty()) return make_plan(prob, limits, options.kernel_config);
+    if (std::optional<Plan> plan = recorded_plan(prob, desc, ctx)) return std::move(*plan);
+    if (may_tune) {
+      try {
+        const TuneResult r = tune_now(prob, desc, ctx);
+        return make_plan(prob, limits, r.best().config);
+      } catch (const Error& e) {
+        if (e.category() == ErrorCategory::CacheMiss) throw;
+        log().warn("tuning {} failed, using the planner's choice: {}", describe(desc), e.what());
+      }
+    }
+    return make_plan(prob, limits, "");
+  }
+
+  // The plan for desc on ctx's device, made once per description and context. While `stream`
+  // captures a graph nothing is tuned: a plan not made yet is made from a record or the
+  // heuristic, and not kept, so that the first call outside the capture tunes.
+  Plan plan(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx, CUstream stream) {
+    const PlanKey key{desc_fields(desc), ctx.id};
+    const bool may_tune = tuning == TuneMode::FirstUse && options.kernel_config.empty();
+    if (may_tune && stream_capturing(stream)) {
+      if (std::optional<Plan> cached = plans.find(key)) return std::move(*cached);
+      return choose_plan(prob, desc, ctx, false);
+    }
+    return plans.get_or_create(key, [&] { return choose_plan(prob, desc, ctx, may_tune); });
   }
 
   void launch(const Plan& planned, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
@@ -379,13 +540,13 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
     ContextScope scope(ctx.handle);
     check_allocations(prob, desc, tensors, element_bytes(prob.out_dtype));
   }
-  naming_misses(desc, [&] { impl_->launch(impl_->plan(prob, desc, ctx), tensors, cu_stream, ctx); });
+  naming_misses(desc, [&] { impl_->launch(impl_->plan(prob, desc, ctx, cu_stream), tensors, cu_stream, ctx); });
 }
 
 KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool aligned_input) {
   const Problem prob = make_problem(desc);
   const CallContext ctx = call_context(static_cast<CUstream>(stream));
-  const Plan planned = impl_->plan(prob, desc, ctx);
+  const Plan planned = impl_->plan(prob, desc, ctx, static_cast<CUstream>(stream));
   const Plan& plan = planned.for_input(aligned_input);
   ContextScope scope(ctx.handle);
   CUfunction fn = naming_misses(desc, [&] { return impl_->function(plan.key, plan.shared_bytes, ctx); });
@@ -435,16 +596,15 @@ PrecompileResult Engine::precompile(const Conv3dDesc& desc, const std::string& a
   const Problem prob = make_problem(desc);
   DeviceLimits limits;
   const std::string target = target_arch(*impl_, arch, &limits);
-  const Plan plan = make_plan(prob, limits, impl_->options.kernel_config);
+  // For this device, the kernel a tuned record names (precompile never tunes); for an arch, the
+  // planner's.
+  const Plan plan = arch.empty() ? impl_->choose_plan(prob, desc, call_context(nullptr), false)
+                                 : make_plan(prob, limits, impl_->options.kernel_config);
   return naming_misses(desc, [&] {
     PrecompileResult r;
-    r.kernels.push_back(impl_->precompile(plan.key, target));
     // Production must not compile the helpers either: weight preparation, the input's copy for
     // TMA boxes, the twin for misaligned inputs.
-    for (const PrepPlan* step : {plan.prep ? &*plan.prep : nullptr, plan.input_copy ? &*plan.input_copy : nullptr}) {
-      if (step != nullptr) r.kernels.push_back(impl_->precompile(step->key, target));
-    }
-    if (plan.unaligned) r.kernels.push_back(impl_->precompile(plan.unaligned->key, target));
+    for (const auto& [key, shared] : plan_kernels(plan)) r.kernels.push_back(impl_->precompile(key, target));
     return r;
   });
 }
@@ -453,7 +613,42 @@ std::string Engine::kernel_for(const Conv3dDesc& desc, const std::string& arch) 
   const Problem prob = make_problem(desc);
   DeviceLimits limits;
   target_arch(*impl_, arch, &limits);
+  if (arch.empty()) return canonical_text(impl_->choose_plan(prob, desc, call_context(nullptr), false).key);
   return canonical_text(make_plan(prob, limits, impl_->options.kernel_config).key);
+}
+
+TuneResult Engine::tune(const Conv3dDesc& desc, Stream stream, bool retune) {
+  const Problem prob = make_problem(desc);
+  const auto cu_stream = static_cast<CUstream>(stream);
+  const CallContext ctx = call_context(cu_stream);
+  if (!impl_->options.kernel_config.empty()) {
+    throw Error(ErrorCategory::InvalidArgument,
+                fmt::format("kernel_config = '{}': a forced configuration leaves nothing to tune", impl_->options.kernel_config));
+  }
+  if (stream_capturing(cu_stream)) {
+    throw Error(ErrorCategory::InvalidArgument, "the stream is capturing a CUDA graph: tune before capturing");
+  }
+  if (!retune) {
+    const std::string key = record_key_text(desc, impl_->identity(ctx));
+    if (std::optional<TunedRecord> record = impl_->find_record(key)) {
+      TuneResult r;
+      r.description = describe(desc);
+      r.device = impl_->identity(ctx).text();
+      TunedCandidate c;
+      c.kernel = record->kernel;
+      c.config = record->config;
+      c.median_ms = record->median_ms;
+      c.accurate = true;
+      r.candidates.push_back(c);
+      r.winner = 0;
+      r.from_record = true;
+      r.stored = impl_->disk && impl_->disk->contains(key);
+      return r;
+    }
+  }
+  TuneResult r = impl_->tune_now(prob, desc, ctx);
+  impl_->plans.erase(PlanKey{desc_fields(desc), ctx.id});  // the next call plans from the record
+  return r;
 }
 
 EngineStats Engine::stats() const {
@@ -464,6 +659,9 @@ EngineStats Engine::stats() const {
   s.compile_ms = impl_->compile_us.load() / 1000.0;
   s.module_loads = impl_->module_loads.load();
   s.refused_compiles = impl_->refused_compiles.load();
+  s.tunes = impl_->tunes.load();
+  s.tuning_ms = impl_->tuning_us.load() / 1000.0;
+  s.tuned_plans = impl_->tuned_plans.load();
   return s;
 }
 
@@ -476,7 +674,7 @@ DiskCache& require_disk(const std::unique_ptr<DiskCache>& disk) {
 
 std::vector<CacheEntry> Engine::cache_entries() const {
   std::vector<CacheEntry> entries = require_disk(impl_->disk).entries();
-  for (CacheEntry& e : entries) e.kernel = readable_key(e.key);
+  for (CacheEntry& e : entries) e.kernel = is_record_key(e.key) ? readable_record_key(e.key) : readable_key(e.key);
   return entries;
 }
 CacheInfo Engine::cache_info() const { return require_disk(impl_->disk).info(); }

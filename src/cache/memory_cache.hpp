@@ -4,6 +4,7 @@
 // is not cached; its waiters get the same exception and a later call tries again.
 #include <future>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace conv3djit::detail {
@@ -46,6 +47,22 @@ class MemoryCache {
       }
       promise.set_exception(std::current_exception());
       throw;
+    }
+  }
+
+  /// The value for key if it exists (waiting while another thread makes it), without making it.
+  std::optional<Value> find(const Key& key) {
+    std::shared_future<Value> future;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = map_.find(key);
+      if (it == map_.end()) return std::nullopt;
+      future = it->second;
+    }
+    try {
+      return future.get();
+    } catch (...) {
+      return std::nullopt;  // its make() failed: as if it were not there
     }
   }
 

@@ -13,6 +13,7 @@
 
 #include "conv3djit/half.hpp"
 #include "core/problem.hpp"
+#include "core/reference_at.hpp"
 
 namespace conv3djit {
 namespace {
@@ -118,6 +119,56 @@ int64_t padded_source(PaddingMode mode, int64_t i, int64_t n) {
   }
   return i;
 }
+
+}  // namespace
+
+namespace detail {
+
+double reference_at(const Problem& p, const TensorReader& read, int64_t index) {
+  const Conv3dDesc& d = p.desc;
+  const bool ndhwc = d.layout == Layout::NDHWC;
+  const int64_t spatial = p.out.d * p.out.h * p.out.w;
+  const int64_t k = ndhwc ? index % d.k : index / spatial % d.k;
+  const int64_t pos = ndhwc ? index / d.k % spatial : index % spatial;
+  const int64_t n = ndhwc ? index / d.k / spatial : index / spatial / d.k;
+  const int64_t ow = pos % p.out.w, oh = pos / p.out.w % p.out.h, od = pos / p.out.w / p.out.h;
+  const int64_t c_first = k / p.k_per_group * p.c_per_group;
+  const int64_t taps = d.kernel.d * d.kernel.h * d.kernel.w;
+  // The input index of a padded coordinate along an axis, or -1 for a zero.
+  const auto source = [&](int64_t i, int64_t extent) {
+    if (d.padding_mode == PaddingMode::Zeros) return i < 0 || i >= extent ? int64_t{-1} : i;
+    return padded_source(d.padding_mode, i, extent);
+  };
+  double sum = 0;
+  for (int64_t kd = 0; kd < d.kernel.d; ++kd) {
+    const int64_t id = source(od * d.stride.d - p.pad.before.d + kd * d.dilation.d, d.d);
+    if (id < 0) continue;
+    for (int64_t kh = 0; kh < d.kernel.h; ++kh) {
+      const int64_t ih = source(oh * d.stride.h - p.pad.before.h + kh * d.dilation.h, d.h);
+      if (ih < 0) continue;
+      for (int64_t kw = 0; kw < d.kernel.w; ++kw) {
+        const int64_t iw = source(ow * d.stride.w - p.pad.before.w + kw * d.dilation.w, d.w);
+        if (iw < 0) continue;
+        const int64_t tap = (kd * d.kernel.h + kh) * d.kernel.w + kw;
+        const int64_t at = (id * d.h + ih) * d.w + iw;
+        for (int64_t c = 0; c < p.c_per_group; ++c) {
+          const int64_t x = ndhwc ? (n * d.d * d.h * d.w + at) * d.c + c_first + c
+                                  : ((n * d.c + c_first + c) * d.d * d.h * d.w) + at;
+          const int64_t w = ndhwc ? (k * taps + tap) * p.c_per_group + c : (k * p.c_per_group + c) * taps + tap;
+          sum += read(RefTensor::Input, x) * read(RefTensor::Weight, w);
+        }
+      }
+    }
+  }
+  const Epilogue& e = d.epilogue;
+  double v = activate(e, double{e.alpha} * sum + (d.bias ? read(RefTensor::Bias, k) : 0.0)) * double{e.gamma};
+  if (e.residual) v += double{e.beta} * read(RefTensor::Residual, index);
+  return v;
+}
+
+}  // namespace detail
+
+namespace {
 
 // The input padded as F.pad(x, ..., mode) pads it: the composition that the kernels' index maps
 // must equal.

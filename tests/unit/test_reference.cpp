@@ -14,6 +14,9 @@
 #include "conv3djit/conv3d.hpp"
 #include "conv3djit/half.hpp"
 #include "conv3djit/reference.hpp"
+#include "config_cases.hpp"
+#include "core/problem.hpp"
+#include "core/reference_at.hpp"
 
 using namespace conv3djit;
 
@@ -691,5 +694,67 @@ TEST_CASE("reference: compare detects non-finite values and tolerance breaches",
     const Comparison r = compare(small.data(), zeros.data(), 4, tf32);
     CHECK(std::abs(r.rel_l2 - 5e-5) < 1e-9);
     CHECK(r.passed);
+  }
+}
+
+// reference_at (one output, as tuning samples them) against the whole reference: every layout,
+// type, padding mode, the epilogue, groups, strides and dilation.
+TEST_CASE("reference_at: each output is the whole reference's", "[reference]") {
+  using test::make;
+  std::vector<Conv3dDesc> descs = {
+      make(2, 3, {5, 6, 7}, 4, {3, 2, 3}, {1, 2, 1}, Dims3{1, 0, 1}, {1, 1, 2}, 1, true),
+      make(1, 6, {4, 5, 6}, 6, {3, 3, 3}, 1, 1, 1, 3, true),
+      make(1, 4, {4, 5, 6}, 5, {2, 3, 3}, 1, Padding::per_side({1, 1, 2}, {0, 1, 1})),
+  };
+  Conv3dDesc reflect = make(1, 2, {5, 6, 7}, 3, {3, 3, 3}, 1, 1);
+  reflect.padding_mode = PaddingMode::Reflect;
+  descs.push_back(reflect);
+  Conv3dDesc circular = reflect;
+  circular.padding_mode = PaddingMode::Circular;
+  descs.push_back(circular);
+  Conv3dDesc fused = make(2, 5, {4, 4, 5}, 8, {3, 3, 3}, 1, 1, 1, 1, true);
+  fused.epilogue.activation = Activation::Silu;
+  fused.epilogue.alpha = 0.5f;
+  fused.epilogue.gamma = 1.5f;
+  fused.epilogue.residual = true;
+  fused.epilogue.beta = -0.75f;
+  descs.push_back(fused);
+  for (Conv3dDesc base : std::vector<Conv3dDesc>(descs)) {
+    base.dtype = DataType::BFloat16;
+    base.layout = Layout::NDHWC;
+    descs.push_back(base);
+  }
+  std::mt19937 rng(7);
+  for (const Conv3dDesc& d : descs) {
+    INFO(describe(d));
+    const detail::Problem p = detail::make_problem(d);
+    const DataType out_type = output_dtype(d);
+    const std::vector<float> in = dyadic(rng, p.input_elements), w = dyadic(rng, p.weight_elements),
+                             b = dyadic(rng, d.k), r = dyadic(rng, p.output_elements);
+    std::vector<uint16_t> in16(in.size()), w16(w.size()), b16(b.size()), r16(r.size());
+    const bool half = d.dtype != DataType::Float32;
+    if (half) {
+      from_float(d.dtype, in.data(), p.input_elements, in16.data());
+      from_float(d.dtype, w.data(), p.weight_elements, w16.data());
+      from_float(d.dtype, b.data(), d.k, b16.data());
+      from_float(out_type, r.data(), p.output_elements, r16.data());
+    }
+    const auto ptr = [&](const std::vector<float>& f, const std::vector<uint16_t>& h) -> const void* {
+      return half ? static_cast<const void*>(h.data()) : static_cast<const void*>(f.data());
+    };
+    std::vector<double> whole(p.output_elements);
+    reference_conv3d(d, ptr(in, in16), ptr(w, w16), ptr(b, b16), ptr(r, r16), whole.data());
+    const detail::TensorReader read = [&](detail::RefTensor t, int64_t i) -> double {
+      switch (t) {
+        case detail::RefTensor::Input: return in[i];
+        case detail::RefTensor::Weight: return w[i];
+        case detail::RefTensor::Bias: return b[i];
+        case detail::RefTensor::Residual: return r[i];
+      }
+      return 0;
+    };
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < p.output_elements; ++i) mismatches += reference_at(p, read, i) != whole[i];
+    CHECK(mismatches == 0);
   }
 }
