@@ -2,6 +2,7 @@
 // one arch) stands in for libcuda. It proves the per-context design: each specialisation is
 // compiled once per arch and loaded once per context, every launch uses a function loaded into
 // the context of the caller's stream, and threads on both devices can call at once.
+#include <cstdio>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -71,6 +72,15 @@ CUresult device_attribute(int* v, CUdevice_attribute a, CUdevice) {
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = 228 * 1024; break;
     default: *v = 0;
   }
+  return CUDA_SUCCESS;
+}
+// What a plan's lookup of tuned records asks of the device.
+CUresult device_get_name(char* name, int length, CUdevice) {
+  std::snprintf(name, static_cast<size_t>(length), "fake sm_90");
+  return CUDA_SUCCESS;
+}
+CUresult driver_get_version(int* v) {
+  *v = 13000;
   return CUDA_SUCCESS;
 }
 CUresult module_load(CUmodule* m, const void* image) {
@@ -178,6 +188,8 @@ detail::DriverApi fake_driver() {
   api.cuStreamGetCtx = stream_get_ctx;
   api.cuCtxGetId = ctx_get_id;
   api.cuDeviceGetAttribute = device_attribute;
+  api.cuDeviceGetName = device_get_name;
+  api.cuDriverGetVersion = driver_get_version;
   api.cuModuleLoadData = module_load;
   api.cuModuleGetFunction = module_get_function;
   api.cuFuncSetAttribute = func_set_attribute;
