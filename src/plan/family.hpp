@@ -94,6 +94,13 @@ struct ConfigTable {
   }
 };
 
+/// The first `count` of plans with distinct keys, in their order (a family's candidates).
+std::vector<Plan> distinct_plans(std::vector<Plan> plans, int count);
+
+/// Whether blocks of `bn` output channels are worth timing for k of them: the narrowest width
+/// always, a wider one only where half of it would not cover k (else it adds only padding).
+inline bool useful_width(long long k, int bn, int narrowest) { return bn == narrowest || bn < 2 * k; }
+
 /// The key's shape fields for prob and kernel def (those the kernel does not use stay zero).
 SpecKey shape_key(const Problem& prob, const KernelDef& def);
 

@@ -46,6 +46,17 @@ std::vector<Plan> Family::candidates(const Problem& prob, const DeviceLimits& li
   return plans;
 }
 
+std::vector<Plan> distinct_plans(std::vector<Plan> plans, int count) {
+  std::vector<Plan> out;
+  for (Plan& plan : plans) {
+    if (static_cast<int>(out.size()) >= count) break;
+    if (std::none_of(out.begin(), out.end(), [&](const Plan& p) { return p.key == plan.key; })) {
+      out.push_back(std::move(plan));
+    }
+  }
+  return out;
+}
+
 SpecKey shape_key(const Problem& prob, const KernelDef& def) {
   SpecKey k;
   k.kernel = &def;

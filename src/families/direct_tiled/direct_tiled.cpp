@@ -95,29 +95,23 @@ class TiledFamily final : public Family {
     return std::nullopt;
   }
 
-  // The best feasible configuration; nothing if the kernel cannot serve the problem. Up to 8
-  // warps a block: WK channel groups (as many as K needs) times WS row bands; fewer channel
-  // groups only when nothing else fits (large kernels' weights).
+  // The best feasible configuration; nothing if the kernel cannot serve the problem.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (prob.desc.groups != 1 || prob.out.k < 4) return std::nullopt;
-    std::optional<TiledChoice> best;
-    double best_score = 0;
-    for (int wk = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8))); wk >= 1 && !best; wk /= 2) {
-      for (int ws = 8 / wk; ws >= 1; ws /= 2) {
-        for (int tw : {8, 4}) {
-          for (int wr : {1, 2, 4, 8, 16, 32}) {
-            if (ws * wr > 32) continue;
-            auto candidate = score(prob, limits, wk, ws, wr, tw);
-            if (candidate && candidate->first > best_score) {
-              best_score = candidate->first;
-              best = candidate->second;
-            }
-          }
-        }
-      }
+    const std::vector<TiledChoice> choices = ranked(prob, limits);
+    if (choices.empty()) return std::nullopt;
+    return plan(prob, limits, choices.front());
+  }
+
+  // The best few feasible configurations, also for K < 4 (which choose() leaves to direct).
+  std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
+    std::vector<Plan> plans;
+    if (prob.desc.groups != 1) return plans;
+    for (const TiledChoice& c : ranked(prob, limits)) {
+      if (static_cast<int>(plans.size()) >= count) break;
+      plans.push_back(plan(prob, limits, c));
     }
-    if (!best) return std::nullopt;
-    return plan(prob, limits, *best);
+    return plans;
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
@@ -165,6 +159,28 @@ class TiledFamily final : public Family {
     const double occupancy = std::min(1.0, bpsm * g.block_threads / 32 / 8.0);
     const double s = eff_w * eff_h * eff_k * (tw == 8 ? 1.0 : 0.75) * occupancy;
     return std::make_pair(s, TiledChoice{TiledConfig{wk, ws, wr, cc, tw, tiled_copy_width(prob), g.teams}, g, bpsm});
+  }
+
+  // The feasible configurations, best score first (ties in the search's order). Up to 8 warps a
+  // block: WK channel groups (as many as K needs) times WS row bands; fewer channel groups only
+  // when nothing else fits (large kernels' weights).
+  static std::vector<TiledChoice> ranked(const Problem& prob, const DeviceLimits& limits) {
+    std::vector<std::pair<double, TiledChoice>> found;
+    const int most = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8)));
+    for (int wk = most; wk >= 1 && found.empty(); wk /= 2) {
+      for (int ws = 8 / wk; ws >= 1; ws /= 2) {
+        for (int tw : {8, 4}) {
+          for (int wr : {1, 2, 4, 8, 16, 32}) {
+            if (ws * wr > 32) continue;
+            if (auto candidate = score(prob, limits, wk, ws, wr, tw)) found.push_back(*candidate);
+          }
+        }
+      }
+    }
+    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<TiledChoice> choices;
+    for (const auto& f : found) choices.push_back(f.second);
+    return choices;
   }
 
   // The choice's plan; with 16-byte copies it carries its 4-byte twin for inputs not 16-byte aligned.

@@ -72,9 +72,21 @@ class Sm80Family final : public Family {
     const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
     if (prob.desc.groups != 1 || prob.out.k < 16) return std::nullopt;
     if (!(prob.c_per_group >= 16 || kred >= 1000 || prob.desc.precision == Precision::Tf32)) return std::nullopt;
-    const Sm80Config c{128, prob.out.k <= 32 ? 32 : 64};
-    if (!fits(prob, limits, c)) return std::nullopt;
-    return plan(prob, c);
+    return choose_float(prob, limits);
+  }
+
+  // choose()'s tile, also where it leaves the layer to the FFMA kernels; then the other tiles that
+  // fit, of column blocks that are not mostly padding.
+  std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
+    std::vector<Plan> plans;
+    if (auto first = half_inputs(prob) ? choose_half(prob, limits) : choose_float(prob, limits)) {
+      plans.push_back(std::move(*first));
+    }
+    const Sm80Config tiles[] = {{128, 64}, {64, 64}, {128, 32}, {64, 128}, {128, 128}, {256, 64}, {64, 32}};
+    for (const Sm80Config& c : tiles) {
+      if (useful_width(prob.out.k, c.bn, 32) && fits(prob, limits, c)) plans.push_back(plan(prob, c));
+    }
+    return distinct_plans(std::move(plans), count);
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
@@ -87,6 +99,13 @@ class Sm80Family final : public Family {
   }
 
  private:
+  // float32: 128 rows, K <= 32 in one tile of 32 columns, else 64.
+  std::optional<Plan> choose_float(const Problem& prob, const DeviceLimits& limits) const {
+    const Sm80Config c{128, prob.out.k <= 32 ? 32 : 64};
+    if (!fits(prob, limits, c)) return std::nullopt;
+    return plan(prob, c);
+  }
+
   // Half inputs: wherever it is valid (against direct's FFMA of converted halves, the only other
   // kernel for them). BN covers K <= 32 in one tile, else 64; BM = 64 where 128-row tiles would
   // make fewer than 256 blocks (a fixed count, not the device's SMs: keys never depend on them).

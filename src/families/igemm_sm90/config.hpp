@@ -25,8 +25,8 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
     {{"cp", FieldRole::Derived, "input tile channel pitch (floats)"}, &Sm90Config::cp},
     {{"tma", FieldRole::Optional, "staging: 1 TMA boxes (dilation[D] <= 8, boxes within 256, zero padding), 0 cp.async; "
                                   "default TMA where it fits"}, &Sm90Config::tma},
-    {{"rows", FieldRole::Optional, "1: row tiles, TH x TW consecutive positions of an output plane (in the key: "
-                                   "the output width); default 0"}, &Sm90Config::rows},
+    {{"rows", FieldRole::Optional, "1 (or the output width, the key's form): row tiles, TH x TW consecutive "
+                                   "positions of an output plane; default 0"}, &Sm90Config::rows},
     {{"planes", FieldRole::Optional, "output planes a tile: 1, or 2-3 in the tf32 class with BN 64, CC = C, unit "
                                      "stride and dilation along D, KD >= PLANES and zero padding; default 1"}, &Sm90Config::planes},
     {{"parity", FieldRole::Derived, "parity of the TMA box shift, for paired input loads"}, &Sm90Config::parity},

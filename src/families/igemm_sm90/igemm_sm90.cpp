@@ -42,22 +42,52 @@ class Sm90Family final : public Family {
     return plan(best->first, limits, best->second);
   }
 
-  // The planner's search kept to the forced fields (so that a pointwise layer is planned as the
-  // same flat plane the planner would take); else that one configuration on the layer as given.
+  // The planner's choice (or, where it leaves the layer to igemm_sm80 or the FFMA kernels, the
+  // search's best regardless); then, best first by their score, the search's best with another
+  // column width, the other tile form, another count of planes, cp.async staging, or half or twice
+  // the chunk (where it has none, the first's tile with that one change). Each is what force()
+  // plans for its fields.
+  std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
+    if (can_implement(prob, limits)) return {};
+    Sm90Filter any;
+    any.forced = true;
+    auto first = choose_sm90_shape(prob, limits);
+    if (!first) first = choose_sm90_shape(prob, limits, any);
+    if (!first) return {};
+    const Sm90Choice& c = first->second;
+    Sm90Filter tile = any;
+    tile.th = c.th, tile.tw = c.tw, tile.bn = c.bn, tile.cc = c.cc, tile.rows = c.row;
+    std::vector<std::pair<Problem, Sm90Choice>> others;
+    const auto vary = [&](std::optional<int> Sm90Filter::*field, int value) {
+      Sm90Filter best = any, near = tile;
+      best.*field = near.*field = value;
+      auto other = forced_choice(prob, limits, best);
+      if (!other) other = forced_choice(prob, limits, near);
+      if (other) others.push_back(std::move(*other));
+    };
+    for (int bn : {32, 64, 128, 256}) {
+      if (bn != c.bn && useful_width(prob.out.k, bn, 32)) vary(&Sm90Filter::bn, bn);
+    }
+    vary(&Sm90Filter::rows, c.row > 0 ? 0 : 1);
+    vary(&Sm90Filter::planes, c.pl > 1 ? 1 : 2);
+    if (c.boxed) vary(&Sm90Filter::tma, 0);
+    for (int cc : {c.cc / 2, std::min(2 * c.cc, static_cast<int>(prob.c_per_group))}) {
+      if (cc >= 1 && cc != c.cc) vary(&Sm90Filter::cc, cc);
+    }
+    std::stable_sort(others.begin(), others.end(),
+                     [](const auto& a, const auto& b) { return a.second.score > b.second.score; });
+    std::vector<Plan> plans = {plan(first->first, limits, c)};
+    for (const auto& [shape, choice] : others) plans.push_back(plan(shape, limits, choice));
+    return distinct_plans(std::move(plans), count);
+  }
+
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
     Sm90Filter f;
     f.forced = true;
     f.th = forced.get("th"), f.tw = forced.get("tw"), f.bn = forced.get("bn");
     f.cc = std::min<int>(*forced.get("cc"), static_cast<int>(prob.c_per_group));
     f.tma = forced.get("tma"), f.rows = forced.get("rows"), f.planes = forced.get("planes");
-    const bool values_ok = (!f.tma || *f.tma <= 1) && (!f.rows || *f.rows <= 1);
-    if (values_ok && !can_implement(prob, limits)) {
-      if (auto best = choose_sm90_shape(prob, limits, f)) return plan(best->first, limits, best->second);
-      if (auto c = sm90_candidate(prob, limits, *f.th, *f.tw, *f.bn, *f.cc, f.tma.value_or(-1), f.rows.value_or(0) == 1,
-                                  f.planes.value_or(1))) {
-        return plan(prob, limits, *c);
-      }
-    }
+    if (auto c = forced_choice(prob, limits, f)) return plan(c->first, limits, c->second);
     refuse_config(forced,
                   "groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), TW a multiple of "
                   "8, TH x TW a multiple of 64 up to 256 within the registers a thread may have, CC >= 1, the "
@@ -73,6 +103,23 @@ class Sm90Family final : public Family {
   }
 
  private:
+  // The choice of the fields `f` forces and the problem it plans, or nothing where force() refuses
+  // them: the planner's search kept to them (so that a pointwise layer is planned as the same flat
+  // plane the planner would take); else, with the whole tile given, that one configuration on the
+  // layer as given.
+  std::optional<std::pair<Problem, Sm90Choice>> forced_choice(const Problem& prob, const DeviceLimits& limits,
+                                                               const Sm90Filter& f) const {
+    if (can_implement(prob, limits) || (f.tma && *f.tma > 1)) return std::nullopt;
+    if (auto best = choose_sm90_shape(prob, limits, f)) return best;
+    const bool rows = f.rows.value_or(0) > 0;
+    if (!f.th || !f.tw || !f.bn || !f.cc || !f.admits_row(rows ? static_cast<int>(prob.out.w) : 0)) {
+      return std::nullopt;
+    }
+    auto c = sm90_candidate(prob, limits, *f.th, *f.tw, *f.bn, *f.cc, f.tma.value_or(-1), rows, f.planes.value_or(1));
+    if (!c) return std::nullopt;
+    return std::make_pair(prob, *c);
+  }
+
   Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) const {
     const Sm90Geometry& g = s.g;
     // Pair loads need the box shift's parity at compile time (0 where the kernel has none).

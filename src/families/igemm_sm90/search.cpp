@@ -238,7 +238,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
             const bool rows = width == 0;
             if (pl > 1 && !(rows && wgs == 4 && bn == 64)) continue;  // (sm90_candidate checks the rest)
             const int tw = rows ? 64 : width, th = 64 * wgs / tw;
-            if (!filter.admits(th, tw, bn, cc, rows, pl)) continue;
+            if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl)) continue;
             // Useful fraction of the padded work, times the speed of this tile relative to 4
             // warpgroups of 128 columns (the times above).
             const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;

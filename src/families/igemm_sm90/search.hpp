@@ -33,9 +33,11 @@ struct Sm90Choice {
 struct Sm90Filter {
   bool forced = false;
   std::optional<int> th, tw, bn, cc, tma, rows, planes;
-  bool admits(int th_, int tw_, int bn_, int cc_, bool rows_, int pl) const {
+  /// rows: 0 TH x TW tiles, 1 row tiles, or row tiles of that output width (the key's form).
+  bool admits_row(int row) const { return !rows || (*rows <= 1 ? *rows == (row > 0 ? 1 : 0) : *rows == row); }
+  bool admits(int th_, int tw_, int bn_, int cc_, int row, int pl) const {
     auto ok = [](const std::optional<int>& want, int v) { return !want || *want == v; };
-    return ok(th, th_) && ok(tw, tw_) && ok(bn, bn_) && ok(cc, cc_) && ok(rows, rows_ ? 1 : 0) && ok(planes, pl);
+    return ok(th, th_) && ok(tw, tw_) && ok(bn, bn_) && ok(cc, cc_) && admits_row(row) && ok(planes, pl);
   }
 };
 

@@ -53,28 +53,26 @@ class HalfSm90Family final : public Family {
     return std::nullopt;
   }
 
-  // Where it is valid and a tap has at least 32 channels (a chunk is 64 channels: fewer would
-  // leave most of each wgmma's terms zero; igemm_sm80 packs small C densely). BN = 128 for K > 64,
-  // else 64; BM = 128 with 3 stages (99 KB: two blocks an SM). On the H200 (docs/kernels/
-  // igemm_sm90_half.md), HunyuanVideo's C512 layer: 128 x 128 x 3 1.83 ms, x 4 stages 2.02, x 6
-  // 2.15, 128 x 256 x 4 2.17, 128 x 64 x 4 2.38; Wan's decoder layer (147 blocks of 128 x 128):
-  // 128 x 128 x 3 0.170 ms, 64 x 64 x 4 0.195, 64 x 128 x 3 0.205. 64-row tiles only where 128
-  // would make fewer than 128 blocks (a fixed count: keys never depend on the SM count).
+  // Where a tap has at least 32 channels (a chunk is 64 channels: fewer would leave most of each
+  // wgmma's terms zero; igemm_sm80 packs small C densely): choose_tile's.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (serves_types(prob) || can_implement(prob, limits) || prob.c_per_group < 32) return std::nullopt;
-    const int bn = prob.out.k > 64 ? 128 : 64;
-    const HalfSm90Config candidates[] = {{128, bn, 3}, {64, bn, 3}, {64, 64, 3}};
-    std::optional<HalfSm90Config> best;
-    for (const HalfSm90Config& c : candidates) {
-      if (c.bn > bn || !fits(prob, limits, c)) continue;
-      if (!best) best = c;
-      if (blocks(prob, c) >= 128) {
-        best = c;
-        break;
-      }
+    if (prob.c_per_group < 32) return std::nullopt;
+    return choose_tile(prob, limits);
+  }
+
+  // choose()'s pick, also for fewer than 32 channels; then the other tiles and rings that fit, of
+  // column blocks that are not mostly padding.
+  std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
+    std::vector<Plan> plans;
+    auto first = choose_tile(prob, limits);
+    if (!first) return plans;
+    plans.push_back(std::move(*first));
+    const HalfSm90Config others[] = {{128, 128, 3}, {128, 64, 3}, {64, 128, 3}, {64, 64, 3},
+                                     {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
+    for (const HalfSm90Config& c : others) {
+      if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, c));
     }
-    if (!best) return std::nullopt;
-    return plan(prob, *best);
+    return distinct_plans(std::move(plans), count);
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
@@ -87,6 +85,29 @@ class HalfSm90Family final : public Family {
   }
 
  private:
+  // Where it is valid, whatever C: BN = 128 for K > 64, else 64; BM = 128 with 3 stages (99 KB:
+  // two blocks an SM). On the H200 (docs/kernels/igemm_sm90_half.md), HunyuanVideo's C512 layer:
+  // 128 x 128 x 3 1.83 ms, x 4 stages 2.02, x 6 2.15, 128 x 256 x 4 2.17, 128 x 64 x 4 2.38; Wan's
+  // decoder layer (147 blocks of 128 x 128): 128 x 128 x 3 0.170 ms, 64 x 64 x 4 0.195, 64 x 128 x
+  // 3 0.205. 64-row tiles only where 128 would make fewer than 128 blocks (a fixed count: keys
+  // never depend on the SM count).
+  std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
+    if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
+    const int bn = prob.out.k > 64 ? 128 : 64;
+    const HalfSm90Config tiles[] = {{128, bn, 3}, {64, bn, 3}, {64, 64, 3}};
+    std::optional<HalfSm90Config> best;
+    for (const HalfSm90Config& c : tiles) {
+      if (c.bn > bn || !fits(prob, limits, c)) continue;
+      if (!best) best = c;
+      if (blocks(prob, c) >= 128) {
+        best = c;
+        break;
+      }
+    }
+    if (!best) return std::nullopt;
+    return plan(prob, *best);
+  }
+
   static long long blocks(const Problem& prob, const HalfSm90Config& c) {
     return ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn);
   }
