@@ -45,6 +45,7 @@ std::vector<Command> add_cache_commands(CLI::App& app, const GlobalOptions& glob
 Command add_verify_command(CLI::App& app, const GlobalOptions& global);
 Command add_run_command(CLI::App& app, const GlobalOptions& global);
 Command add_bench_command(CLI::App& app, const GlobalOptions& global);
+Command add_tune_command(CLI::App& app, const GlobalOptions& global);
 Command add_families_command(CLI::App& app);
 
 // Shared by the timing commands, run and bench (defined in cmd_run.cpp).

@@ -53,7 +53,7 @@ CLI::ExtrasError unknown_command(const std::vector<std::string>& names, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"conv3djit: JIT-compiled 3D convolutions: warm and manage the kernel cache, verify, time",
+  CLI::App app{"conv3djit: JIT-compiled 3D convolutions: warm and manage the kernel cache, verify, time, tune",
                "conv3djit"};
   app.set_version_flag("--version", std::string("conv3djit ") + conv3djit::version());
   app.require_subcommand(1);
@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
 
   std::vector<Command> commands = {add_precompile_command(app, global), add_verify_command(app, global),
                                    add_run_command(app, global), add_bench_command(app, global),
+                                   add_tune_command(app, global),
                                    add_families_command(app)};
   for (Command& command : add_cache_commands(app, global)) commands.push_back(std::move(command));
 
