@@ -2,7 +2,7 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/run_on_gpu.sh [tests|sweep|bench|compile|all]
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|tune|compile|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT)
 set -u -o pipefail
 what=${1:-all}
@@ -43,6 +43,20 @@ for row in r["rows"]:
     print(f'{row["name"]:22} {row["precision"]:5} c3j {f(row["conv3djit_ms"],4):>8} cudnn {f(row["cudnn_ms"],4):>8} x{f(row["speedup"],3):>6}'
           f' err {f(row["conv3djit_rel_l2"],2)}/{f(row["cudnn_rel_l2"],2)} {(row.get("kernel") or row.get("conv3djit_error") or "")[:60]}')
 PY
+esac
+case $what in tune)
+  # Tunes each suite into a cache of its own (tune-<suite>.json: every candidate's time beside the
+  # planner's choice), then benches the suite against cuDNN with those records.
+  for m in ${TUNE_MANIFESTS:-bench/suite.jsonl bench/suite_tf32.jsonl bench/suite_half.jsonl}; do
+    name=$(basename $m .jsonl)
+    export CONV3DJIT_CACHE_DIR=$PWD/$build/cache-tuned-$name
+    $cli tune --manifest $m --json >"$out/tune-$name.json" 2>"$out/tune-$name.log"
+    echo "tune $name exit $?"; tail -3 "$out/tune-$name.log"
+    [ -n "${TUNE_NO_BENCH:-}" ] && continue
+    $cli bench --manifest $m --json >"$out/bench-tuned-$name.json" 2>"$out/bench-tuned-$name.log"
+    echo "bench tuned $name exit $?"; tail -2 "$out/bench-tuned-$name.log"
+  done
+  export CONV3DJIT_CACHE_DIR=$PWD/$build/cache
 esac
 case $what in compile|all)
   # Cold NVRTC compiles, each kernel's median of COMPILE_REPEAT (interleaved rounds). A fixed
