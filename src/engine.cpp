@@ -131,6 +131,18 @@ TuneMode tune_mode(const EngineOptions& options) {
   throw Error(ErrorCategory::InvalidArgument, fmt::format("CONV3DJIT_TUNE = '{}': expected off or first_use", value));
 }
 
+// TuneOptions out of range are refused when the Engine is made, not at the first tuning.
+const TuneOptions& checked(const TuneOptions& t) {
+  if (t.max_candidates < 1) {
+    throw Error(ErrorCategory::InvalidArgument, fmt::format("tuning.max_candidates = {}: must be >= 1", t.max_candidates));
+  }
+  if (!(t.budget_ms > 0)) {
+    throw Error(ErrorCategory::InvalidArgument, fmt::format("tuning.budget_ms = {}: must be > 0", t.budget_ms));
+  }
+  if (t.runs < 1) throw Error(ErrorCategory::InvalidArgument, fmt::format("tuning.runs = {}: must be >= 1", t.runs));
+  return t;
+}
+
 // Every kernel a plan may launch: the convolution's, then its steps and its twin for misaligned
 // inputs.
 std::vector<std::pair<SpecKey, unsigned>> plan_kernels(const Plan& plan) {
@@ -218,6 +230,7 @@ struct Engine::Impl {
       : options(std::move(o)),
         mode(compile_mode(options)),
         tuning(tune_mode(options)),
+        tune_options(checked(options.tuning)),
         disk(options.disk_cache ? std::make_unique<DiskCache>(options.cache_dir, options.cache_limit_bytes,
                                                               options.trust_shared_cache ||
                                                                   env_flag("CONV3DJIT_TRUST_SHARED_CACHE"))
@@ -226,6 +239,7 @@ struct Engine::Impl {
   EngineOptions options;
   CompileMode mode;
   TuneMode tuning;
+  TuneOptions tune_options;
   std::unique_ptr<DiskCache> disk;
   MemoryCache<BinaryKey, BinaryPtr, BinaryKeyHash> binaries;
   MemoryCache<FunctionKey, CUfunction, FunctionKey::Hash> functions;
@@ -393,7 +407,7 @@ struct Engine::Impl {
   TuneResult tune_now(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx) {
     const auto start = std::chrono::steady_clock::now();
     const DeviceLimits& limits = context_info(ctx).limits;
-    const std::vector<Candidate> candidates = tuning_candidates(prob, limits, options.tuning.max_candidates);
+    const std::vector<Candidate> candidates = tuning_candidates(prob, limits, tune_options.max_candidates);
     TuneHooks hooks;
     hooks.prepare = [&](const Plan& plan) {
       for (const auto& [key, shared] : plan_kernels(plan)) function(key, shared, ctx);
@@ -402,7 +416,7 @@ struct Engine::Impl {
     TuneResult result;
     result.description = describe(desc);
     result.device = identity(ctx).text();
-    result.candidates = naming_misses(desc, [&] { return time_candidates(prob, candidates, options.tuning, ctx.handle, hooks); });
+    result.candidates = naming_misses(desc, [&] { return time_candidates(prob, candidates, tune_options, ctx.handle, hooks); });
     for (size_t i = 0; i < result.candidates.size(); ++i) {
       const TunedCandidate& c = result.candidates[i];
       if (c.median_ms < 0 || !c.accurate) continue;
@@ -411,32 +425,35 @@ struct Engine::Impl {
     result.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     tunes.fetch_add(1);
     tuning_us.fetch_add(static_cast<uint64_t>(result.tuning_ms * 1000));
+    result.heuristic_ms = result.candidates.front().median_ms;
+    result.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
     if (result.winner < 0) {
       const TunedCandidate& h = result.candidates.front();
-      throw Error(ErrorCategory::Unsupported,
-                  fmt::format("tuning {}: no candidate ran within its accuracy class (the planner's, {}: {})",
-                              result.description, h.kernel,
-                              !h.error.empty() ? h.error : fmt::format("rel-L2 {:.3g} on sampled outputs", h.rel_l2)));
+      result.store_problem = "no candidate ran within the accuracy class";
+      log().warn("tuning {}: no candidate ran within its accuracy class (the planner's, {}: {}); nothing stored",
+                 result.description, h.kernel,
+                 !h.error.empty() ? h.error : fmt::format("rel-L2 {:.3g} on sampled outputs", h.rel_l2));
+      return result;
     }
     const TunedCandidate& best = result.best();
     TunedRecord record;
     record.config = best.config;
     record.kernel = best.kernel;
     record.median_ms = best.median_ms;
-    record.heuristic_ms = result.candidates.front().median_ms;
+    record.heuristic_ms = result.heuristic_ms;
     record.candidates = static_cast<int>(std::count_if(result.candidates.begin(), result.candidates.end(),
                                                        [](const TunedCandidate& c) { return c.median_ms >= 0; }));
-    record.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
+    record.tuned_unix = result.tuned_unix;
     const std::string key = record_key_text(desc, identity(ctx));
     {
       std::lock_guard<std::mutex> lock(records_mutex);
       records[key] = record;
     }
+    result.store_problem = disk ? disk->store(key, encode_record(record)) : "this Engine has no disk cache";
+    result.stored = result.store_problem.empty();
+    if (!result.stored) log().warn("tuned record for {} kept in memory only: {}", result.description, result.store_problem);
     if (disk) {
-      const std::string problem = disk->store(key, encode_record(record));
-      result.stored = problem.empty();
-      if (!problem.empty()) log().warn("tuned record for {} kept in memory only: {}", result.description, problem);
       // The winner's kernels go to disk too, so that a process with this cache compiles nothing.
       try {
         const Plan plan = make_plan(prob, limits, record.config);
@@ -460,7 +477,7 @@ struct Engine::Impl {
     if (may_tune) {
       try {
         const TuneResult r = tune_now(prob, desc, ctx);
-        return make_plan(prob, limits, r.best().config);
+        if (r.winner >= 0) return make_plan(prob, limits, r.best().config);
       } catch (const Error& e) {
         if (e.category() == ErrorCategory::CacheMiss) throw;
         log().warn("tuning {} failed, using the planner's choice: {}", describe(desc), e.what());
@@ -638,11 +655,15 @@ TuneResult Engine::tune(const Conv3dDesc& desc, Stream stream, bool retune) {
       c.kernel = record->kernel;
       c.config = record->config;
       c.median_ms = record->median_ms;
-      c.accurate = true;
+      c.accurate = true;  // it won an accuracy check when it was tuned
+      c.heuristic = c.kernel == canonical_text(make_plan(prob, impl_->context_info(ctx).limits, "").key);
       r.candidates.push_back(c);
       r.winner = 0;
+      r.heuristic_ms = record->heuristic_ms;
+      r.tuned_unix = record->tuned_unix;
       r.from_record = true;
       r.stored = impl_->disk && impl_->disk->contains(key);
+      if (!r.stored) r.store_problem = impl_->disk ? "the record is in this Engine's memory only" : "this Engine has no disk cache";
       return r;
     }
   }

@@ -40,15 +40,12 @@ struct TunedRow {
   std::string error;  // non-empty: tune() threw, or the record could not be stored
 };
 
-// The planner's choice over the winner's time (> 1: the winner is faster), when both were timed
-// now; a record answers with its winner only.
+// The planner's choice over the winner's time (> 1: the winner is faster), as measured now or
+// when the record was made.
 std::optional<double> tuned_speedup(const TunedRow& row) {
   const TuneResult& r = row.result;
-  if (r.from_record || r.winner < 0 || r.candidates.empty()) return std::nullopt;
-  const TunedCandidate& heuristic = r.candidates.front();
-  const TunedCandidate& best = r.best();
-  if (!heuristic.heuristic || heuristic.median_ms <= 0 || best.median_ms <= 0) return std::nullopt;
-  return heuristic.median_ms / best.median_ms;
+  if (r.winner < 0 || r.heuristic_ms <= 0 || r.best().median_ms <= 0) return std::nullopt;
+  return r.heuristic_ms / r.best().median_ms;
 }
 
 nlohmann::json tuned_number(double value) { return value < 0 ? nlohmann::json(nullptr) : nlohmann::json(value); }
@@ -72,7 +69,10 @@ nlohmann::json tuned_row_json(const TunedRow& row) {
           {"tuning_ms", r.tuning_ms},
           {"from_record", r.from_record},
           {"stored", r.stored},
+          {"store_problem", r.store_problem.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.store_problem)},
           {"winner", r.winner},
+          {"heuristic_ms", tuned_number(r.heuristic_ms)},
+          {"tuned_unix", r.tuned_unix},
           {"speedup", speedup ? nlohmann::json(*speedup) : nlohmann::json(nullptr)},
           {"candidates", std::move(candidates)},
           {"error", row.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.error)}};
@@ -91,8 +91,7 @@ void print_tuned_row(const TunedRow& row) {
     fmt::print("  tuned in {:.1f} ms\n", r.tuning_ms);
   }
   if (!r.candidates.empty()) {
-    const TunedCandidate& first = r.candidates.front();
-    const double heuristic_ms = first.heuristic ? first.median_ms : -1;
+    const double heuristic_ms = r.heuristic_ms;
     fmt::print("     {:>10}  {:>8}  {:>9}  {}\n", "MEDIAN_MS", "VS_PLAN", "REL_L2", "CONFIG / KERNEL");
     for (size_t i = 0; i < r.candidates.size(); ++i) {
       const TunedCandidate& c = r.candidates[i];
@@ -168,8 +167,8 @@ int run_tune(const TuneCmdOptions& options, const GlobalOptions& global) {
       try {
         row.result = engine.tune(named.desc, nullptr, options.retune);
         if (!row.result.stored) {
-          row.error = fmt::format("the record is not in the disk cache '{}' (the log says why)",
-                                  engine.cache_info().dir);
+          row.error = fmt::format("the record is not in the disk cache '{}': {}", engine.cache_info().dir,
+                                  row.result.store_problem);
         }
       } catch (const Error& e) {
         if (e.category() == ErrorCategory::NoDevice) throw;

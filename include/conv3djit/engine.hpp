@@ -92,10 +92,15 @@ struct TuneResult {
   std::string description;  ///< describe(desc)
   std::string device;       ///< what the record is keyed by besides the description
   std::vector<TunedCandidate> candidates;  ///< the heuristic's first
-  int winner = -1;          ///< index into candidates: the fastest accurate one
+  /// Index into candidates of the fastest accurate one; -1 when none ran within the accuracy
+  /// class (then nothing is stored, and plans keep the heuristic's choice).
+  int winner = -1;
+  double heuristic_ms = -1; ///< the planner's choice's time, also as a record remembers it
   double tuning_ms = 0;     ///< wall time of this tuning, compiles included (0 for a record)
+  int64_t tuned_unix = 0;   ///< when the winner was measured (seconds since the epoch)
   bool from_record = false; ///< a stored record answered; nothing was timed
-  bool stored = false;      ///< the winner is in the disk cache now (false without a disk cache)
+  bool stored = false;      ///< the winner is in the disk cache now
+  std::string store_problem;  ///< why not, where it is not ("this Engine has no disk cache", ...)
   const TunedCandidate& best() const { return candidates.at(static_cast<size_t>(winner)); }
 };
 
@@ -185,7 +190,8 @@ class CONV3DJIT_API Engine {
   /// it launches for an input that is not 16-byte aligned. Needs a GPU.
   KernelResources resources(const Conv3dDesc& desc, Stream stream = nullptr, bool aligned_input = true);
 
-  /// Times the planner's best few candidates for desc on `stream`'s device (TuneOptions), on
+  /// Times the planner's best few candidates for desc on `stream`'s device (TuneOptions; out of
+  /// range values are Error(InvalidArgument) when the Engine is made), on
   /// scratch tensors of its own and a stream of its own, and stores the fastest accurate one as a
   /// record in the disk cache (keyed by the description, the device's name, SM count and clock,
   /// the driver and library versions), which every later plan of desc on such a device takes,

@@ -262,7 +262,7 @@ std::vector<TunedCandidate> time_candidates(const Problem& prob, const std::vect
       c.rel_l2 = cmp.rel_l2;
       c.accurate = cmp.passed;
       std::vector<double> times;
-      for (int r = 0; r < std::max(1, options.runs); ++r) {
+      for (int r = 0; r < options.runs; ++r) {
         check_cu(drv.cuEventRecord(begin, stream.get()), "cuEventRecord");
         hooks.launch(plan, tensors, stream.get());
         check_cu(drv.cuEventRecord(end, stream.get()), "cuEventRecord");

@@ -100,6 +100,8 @@ TEST_CASE("tune: an accurate winner, stored; another Engine on the cache runs it
     const TuneResult again = tuner.tune(desc, stream.get());
     CHECK(again.from_record);
     CHECK(again.best().kernel == r.best().kernel);
+    CHECK(again.heuristic_ms == Approx(r.heuristic_ms).epsilon(1e-5));
+    CHECK(r.heuristic_ms == r.candidates.front().median_ms);
     CHECK(tuner.stats().tunes == 1);
 
     // A fresh Engine on the same folder (another process would be the same): the winner, read

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "catch.hpp"
@@ -151,4 +152,30 @@ TEST_CASE("tuning: CONV3DJIT_TUNE takes off or first_use, and refuses anything e
   memory_only.tune_mode = TuneMode::Off;
   CHECK_NOTHROW(Engine(memory_only));
   ::unsetenv("CONV3DJIT_TUNE");
+}
+
+TEST_CASE("tuning: limits out of range are refused when the Engine is made", "[tune]") {
+  EngineOptions options;
+  options.disk_cache = false;
+  const auto refused = [&](const char* expected) {
+    try {
+      Engine engine(options);
+      FAIL("accepted: " << expected);
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::InvalidArgument);
+      CHECK(std::string(e.what()).find(expected) != std::string::npos);
+    }
+  };
+  options.tuning.max_candidates = 0;
+  refused("tuning.max_candidates = 0: must be >= 1");
+  options.tuning = TuneOptions{};
+  options.tuning.budget_ms = 0;
+  refused("tuning.budget_ms = 0: must be > 0");
+  options.tuning.budget_ms = std::numeric_limits<double>::quiet_NaN();
+  refused("tuning.budget_ms = nan: must be > 0");
+  options.tuning = TuneOptions{};
+  options.tuning.runs = 0;
+  refused("tuning.runs = 0: must be >= 1");
+  options.tuning = TuneOptions{};
+  CHECK_NOTHROW(Engine(options));
 }
