@@ -74,6 +74,7 @@ const std::vector<std::vector<std::string>> kValidArgs = {
     {"verify", "--input", "1,4,8,8,8", "--out-channels", "8", "--kernel", "3", "--input-range", "0,1"},
     {"run", "--input", "1,4,8,8,8", "--out-channels", "8", "--kernel", "3", "--config", "tiled:8,4", "--iters", "3"},
     {"bench", "--input", "1,4,8,8,8", "--out-channels", "8", "--kernel", "3,5,7", "--stride", "1,2,1"},
+    {"tune", "--input", "1,4,8,8,8", "--out-channels", "8", "--kernel", "3", "--max-candidates", "2", "--budget-ms", "500"},
     {"--cache-dir", "cache", "list"},
     {"info", "--json"},
     {"families"},
@@ -83,7 +84,7 @@ const std::vector<std::vector<std::string>> kValidArgs = {
 };
 
 const std::vector<std::string> kTokens = {
-    "precompile", "verify", "run", "bench", "list", "info", "clear", "export", "import", "families",
+    "precompile", "verify", "run", "bench", "tune", "--max-candidates", "--budget-ms", "--runs", "--retune", "list", "info", "clear", "export", "import", "families",
     "--input", "--out-channels", "--kernel", "--stride", "--padding", "--dilation", "--groups", "--bias",
     "--precision", "--dtype", "--layout", "--fp32-output", "bf16", "ndhwc", "--manifest", "--arch", "--cache-dir", "--json", "-j", "--repeat", "--config",
     "--iters", "--warmup", "--seed", "--input-range", "--input-offset", "--help", "--version", "-v",
@@ -210,7 +211,7 @@ std::vector<std::string> mutate_args(Rng& rng) {
     }
   }
   for (std::string& token : args) token = contained(token);
-  for (const char* command : {"precompile", "verify", "run", "bench"}) {
+  for (const char* command : {"precompile", "verify", "run", "bench", "tune"}) {
     if (std::find(args.begin(), args.end(), command) != args.end()) {
       args.insert(args.end(), {"--manifest", "poison.jsonl"});
       break;
@@ -283,7 +284,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args;
     if (i % 2 == 0) {  // a manifest, through each command that reads one
       write_file(dir + "/manifest.jsonl", mutate_manifest(rng));
-      args = pick(rng, std::vector<std::vector<std::string>>{{"precompile", "--arch", "sm_90"}, {"run"}, {"bench", "--json"}});
+      args = pick(rng, std::vector<std::vector<std::string>>{{"precompile", "--arch", "sm_90"}, {"run"}, {"bench", "--json"}, {"tune", "--json"}});
       args.insert(args.end(), {"--manifest", "manifest.jsonl"});
     } else {
       args = mutate_args(rng);
