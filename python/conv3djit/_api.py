@@ -54,6 +54,15 @@ def precompile(desc=None, *, arch=None, engine=None, **kwargs):
     return (engine or _ext.default_engine()).precompile(_desc_of(desc, kwargs), arch or "")
 
 
+def tune(desc=None, *, stream=None, retune=False, engine=None, **kwargs):
+    """Times the planner's best few kernels for a description (a Conv3dDesc or its keyword
+    arguments) on `stream`'s device (an int handle or a stream object; None: the legacy default
+    stream), checks each against float64, and keeps the fastest accurate one as a record in the
+    disk cache, which every later call of the description on such a device runs. With a record
+    already there it answers from it unless `retune`. Returns a TuneResult (.best, .candidates)."""
+    return (engine or _ext.default_engine()).tune(_desc_of(desc, kwargs), stream, retune)
+
+
 def _framework(array):
     return type(array).__module__.split(".", 1)[0]
 

@@ -25,10 +25,13 @@ Precision precision_of(const std::string& name);
 /// None / 'allow' / 'warn' / 'never'; anything else is InvalidArgument.
 std::optional<CompileMode> compile_mode_of(const std::optional<std::string>& name);
 
+/// None / 'off' / 'first_use'; anything else is InvalidArgument.
+std::optional<TuneMode> tune_mode_of(const std::optional<std::string>& name);
+
 /// Conv3dDesc, Validation and the shape functions.
 void bind_desc(nb::module_& m);
 
-/// The result structs: PrecompileResult, EngineStats, CacheInfo, ...
+/// The result structs: PrecompileResult, EngineStats, TuneResult, CacheInfo, ...
 void bind_results(nb::module_& m);
 
 /// The CPU reference, tolerance() and compare().

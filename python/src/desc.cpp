@@ -39,6 +39,13 @@ std::optional<CompileMode> compile_mode_of(const std::optional<std::string>& nam
   invalid(fmt::format("compile_mode = '{}': expected None, 'allow', 'warn' or 'never'", *name));
 }
 
+std::optional<TuneMode> tune_mode_of(const std::optional<std::string>& name) {
+  if (!name) return std::nullopt;
+  if (*name == "off") return TuneMode::Off;
+  if (*name == "first_use") return TuneMode::FirstUse;
+  invalid(fmt::format("tune_mode = '{}': expected None, 'off' or 'first_use'", *name));
+}
+
 namespace {
 
 // One axis value from an int-like object (int, numpy integer, ...), or nullopt.

@@ -60,15 +60,28 @@ void on_arrays(Engine& e, const Conv3dDesc& desc, const InArray& input, const In
   (e.*Run)(desc, t, s);
 }
 
+// Engine(max_candidates=, tune_budget_ms=, tune_runs=) as TuneOptions, each checked (a NaN budget is refused).
+TuneOptions tune_options_of(int max_candidates, double budget_ms, int runs) {
+  if (max_candidates < 1) invalid(fmt::format("max_candidates = {}: expected an int >= 1", max_candidates));
+  if (!(budget_ms > 0)) invalid(fmt::format("tune_budget_ms = {}: expected a number > 0", budget_ms));
+  if (runs < 1) invalid(fmt::format("tune_runs = {}: expected an int >= 1", runs));
+  TuneOptions t;
+  t.max_candidates = max_candidates;
+  t.budget_ms = budget_ms;
+  t.runs = runs;
+  return t;
+}
+
 void bind_engine(nb::module_& m) {
   using Release = nb::call_guard<nb::gil_scoped_release>;
   nb::class_<Engine>(m, "Engine",
                      "The kernel caches and settings behind conv3d(). default_engine() is the process-wide one; a "
-                     "separate Engine gives a separate cache folder, limit or compile mode.")
+                     "separate Engine gives a separate cache folder, limit, compile mode or tuning.")
       .def("__init__",
            [](Engine* self, const std::string& cache_dir, uint64_t cache_limit_bytes, bool disk_cache,
               const std::string& kernel_config, const std::optional<std::string>& compile_mode,
-              bool trust_shared_cache, bool check_allocations) {
+              bool trust_shared_cache, bool check_allocations, const std::optional<std::string>& tune_mode,
+              int max_candidates, double tune_budget_ms, int tune_runs) {
              EngineOptions o;
              o.cache_dir = cache_dir;
              o.cache_limit_bytes = cache_limit_bytes;
@@ -77,11 +90,20 @@ void bind_engine(nb::module_& m) {
              o.compile_mode = compile_mode_of(compile_mode);
              o.trust_shared_cache = trust_shared_cache;
              o.check_allocations = check_allocations;
+             o.tune_mode = tune_mode_of(tune_mode);
+             o.tuning = tune_options_of(max_candidates, tune_budget_ms, tune_runs);
              new (self) Engine(o);
            },
            nb::kw_only(), "cache_dir"_a = "", "cache_limit_bytes"_a = EngineOptions{}.cache_limit_bytes,
            "disk_cache"_a = true, "kernel_config"_a = "", "compile_mode"_a.none() = nb::none(),
-           "trust_shared_cache"_a = false, "check_allocations"_a = true)
+           "trust_shared_cache"_a = false, "check_allocations"_a = true, "tune_mode"_a.none() = nb::none(),
+           "max_candidates"_a = TuneOptions{}.max_candidates, "tune_budget_ms"_a = TuneOptions{}.budget_ms,
+           "tune_runs"_a = TuneOptions{}.runs,
+           "compile_mode: None ($CONV3DJIT_COMPILE, else 'allow'), 'allow', 'warn' or 'never'. tune_mode: None "
+           "($CONV3DJIT_TUNE, else 'off'), 'off' (tuned records are used, nothing is timed) or 'first_use' (a "
+           "description's first run without a record tunes it). max_candidates, tune_budget_ms, tune_runs: how "
+           "tune() measures: plans timed per description, wall time per description (compiles included), timed "
+           "launches per candidate.")
       .def("run", on_arrays<&Engine::run, false>,
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
@@ -123,6 +145,19 @@ void bind_engine(nb::module_& m) {
              return e.resources(desc, s, aligned_input);
            },
            "desc"_a, "stream"_a.none() = nb::none(), "aligned_input"_a = true)
+      .def("tune",
+           [](Engine& e, const Conv3dDesc& desc, nb::handle stream, bool retune) {
+             const Stream s = stream_of(stream);
+             nb::gil_scoped_release release;
+             return e.tune(desc, s, retune);
+           },
+           "desc"_a, "stream"_a.none() = nb::none(), "retune"_a = false,
+           "Times the planner's best few plans for desc on `stream`'s device (None: the legacy default stream), on "
+           "scratch tensors and a stream of its own, checks each against float64 on sampled outputs, and keeps "
+           "the fastest accurate one as a record in the disk cache, which every later plan of desc on such a "
+           "device takes (in any process that shares or imports the cache). With a record already there it "
+           "answers from it (from_record) unless `retune`. Returns a TuneResult. Raises InvalidArgument while "
+           "the stream captures a CUDA graph or with a kernel_config, Unsupported when no candidate is accurate.")
       .def("stats", &Engine::stats)
       .def("cache_entries", &Engine::cache_entries, Release())
       .def("cache_info", &Engine::cache_info, Release())

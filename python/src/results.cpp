@@ -1,9 +1,12 @@
-// The library's result structs (precompile results, statistics, cache listings, device and kernel
-// facts, accuracy checks) as read-only Python classes with readable reprs.
+// The library's result structs (precompile results, statistics, tuning results, cache listings,
+// device and kernel facts, accuracy checks) as read-only Python classes with readable reprs.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <optional>
 
 #include <conv3djit/engine.hpp>
 #include <conv3djit/reference.hpp>
@@ -24,6 +27,36 @@ std::string fields_repr(const char* name, std::initializer_list<std::pair<const 
 }
 
 std::string quoted(const std::string& s) { return repr_text(nb::str(s.c_str())); }
+
+// The library's "negative: not measured" as None.
+std::optional<double> measured(double value) { return value < 0 ? std::nullopt : std::optional<double>(value); }
+
+// A measured value to `digits` significant digits, or None.
+std::string measured_text(double value, int digits) {
+  return value < 0 ? "None" : fmt::format("{:.{}g}", value, digits);
+}
+
+std::string candidate_repr(const TunedCandidate& c) {
+  std::string text = fields_repr("TunedCandidate", {{"config", quoted(c.config)},
+                                                    {"heuristic", c.heuristic ? "True" : "False"},
+                                                    {"median_ms", measured_text(c.median_ms, 4)},
+                                                    {"rel_l2", measured_text(c.rel_l2, 3)},
+                                                    {"accurate", c.accurate ? "True" : "False"}});
+  if (!c.error.empty()) text.insert(text.size() - 1, ", error=" + quoted(c.error));
+  return text;
+}
+
+std::string result_repr(const TuneResult& r) {
+  const bool won = r.winner >= 0 && static_cast<size_t>(r.winner) < r.candidates.size();
+  std::string text = fmt::format("TuneResult(description={}, candidates={}, winner={}", quoted(r.description),
+                                 r.candidates.size(), r.winner);
+  if (won) {
+    text += fmt::format(", best={}, median_ms={}", quoted(r.best().config), measured_text(r.best().median_ms, 4));
+    if (!r.from_record && r.winner != 0) text += ", heuristic_ms=" + measured_text(r.candidates.front().median_ms, 4);
+  }
+  return text + fmt::format(", tuning_ms={:.1f}, from_record={}, stored={})", r.tuning_ms,
+                            r.from_record ? "True" : "False", r.stored ? "True" : "False");
+}
 
 }  // namespace
 
@@ -53,11 +86,42 @@ void bind_results(nb::module_& m) {
       .def_ro("compile_ms", &EngineStats::compile_ms)
       .def_ro("module_loads", &EngineStats::module_loads)
       .def_ro("refused_compiles", &EngineStats::refused_compiles)
+      .def_ro("tunes", &EngineStats::tunes, "Descriptions tuned (candidates timed) by this Engine.")
+      .def_ro("tuning_ms", &EngineStats::tuning_ms, "Wall time spent tuning, compiles included.")
+      .def_ro("tuned_plans", &EngineStats::tuned_plans, "Plans taken from a tuned record instead of the heuristic.")
       .def("__repr__", [](const EngineStats& s) {
         return fmt::format("EngineStats(memory_hits={}, disk_hits={}, compiles={}, compile_ms={:.1f}, module_loads={}, "
-                           "refused_compiles={})",
-                           s.memory_hits, s.disk_hits, s.compiles, s.compile_ms, s.module_loads, s.refused_compiles);
+                           "refused_compiles={}, tunes={}, tuning_ms={:.1f}, tuned_plans={})",
+                           s.memory_hits, s.disk_hits, s.compiles, s.compile_ms, s.module_loads, s.refused_compiles,
+                           s.tunes, s.tuning_ms, s.tuned_plans);
       });
+  nb::class_<TunedCandidate>(m, "TunedCandidate", "One plan Engine.tune() tried.")
+      .def_ro("kernel", &TunedCandidate::kernel, "The kernel's key, every field named.")
+      .def_ro("config", &TunedCandidate::config,
+              "The configuration that plans it, in Engine(kernel_config=...)'s form ('igemm_sm80:bm=64,bn=64').")
+      .def_ro("heuristic", &TunedCandidate::heuristic, "Whether it is the planner's own choice.")
+      .def_prop_ro("median_ms", [](const TunedCandidate& c) { return measured(c.median_ms); },
+                   "Per call, the median of the timed launches; None: not timed (the budget ran out, or it failed).")
+      .def_prop_ro("rel_l2", [](const TunedCandidate& c) { return measured(c.rel_l2); },
+                   "Relative L2 error against float64 on sampled outputs; None: not measured.")
+      .def_ro("accurate", &TunedCandidate::accurate, "Within the description's accuracy class.")
+      .def_ro("error", &TunedCandidate::error, "Why it could not be timed; empty when it was.")
+      .def("__repr__", &candidate_repr);
+  nb::class_<TuneResult>(m, "TuneResult", "What Engine.tune() found for one description.")
+      .def_ro("description", &TuneResult::description, "describe(desc).")
+      .def_ro("device", &TuneResult::device, "What the record is keyed by besides the description.")
+      .def_ro("candidates", &TuneResult::candidates, "The TunedCandidates, the heuristic's first.")
+      .def_ro("winner", &TuneResult::winner, "Index into candidates of the fastest accurate one.")
+      .def_ro("tuning_ms", &TuneResult::tuning_ms, "Wall time of this tuning, compiles included (0 for a record).")
+      .def_ro("from_record", &TuneResult::from_record, "A stored record answered; nothing was timed.")
+      .def_ro("stored", &TuneResult::stored, "The winner is in the disk cache now (False without a disk cache).")
+      .def_prop_ro("best",
+                   [](const TuneResult& r) -> std::optional<TunedCandidate> {
+                     if (r.winner < 0 || static_cast<size_t>(r.winner) >= r.candidates.size()) return std::nullopt;
+                     return r.best();
+                   },
+                   "candidates[winner] (None without a winner).")
+      .def("__repr__", &result_repr);
   nb::class_<CacheEntry>(m, "CacheEntry", "One disk cache entry.")
       .def_ro("key", &CacheEntry::key)
       .def_ro("kernel", &CacheEntry::kernel)
