@@ -59,7 +59,8 @@ def tune(desc=None, *, stream=None, retune=False, engine=None, **kwargs):
     arguments) on `stream`'s device (an int handle or a stream object; None: the legacy default
     stream), checks each against float64, and keeps the fastest accurate one as a record in the
     disk cache, which every later call of the description on such a device runs. With a record
-    already there it answers from it unless `retune`. Returns a TuneResult (.best, .candidates)."""
+    already there it answers from it unless `retune`. Returns a TuneResult (.best, .candidates;
+    .best is None, and nothing is stored, when no candidate is accurate)."""
     return (engine or _ext.default_engine()).tune(_desc_of(desc, kwargs), stream, retune)
 
 

@@ -156,8 +156,9 @@ void bind_engine(nb::module_& m) {
            "scratch tensors and a stream of its own, checks each against float64 on sampled outputs, and keeps "
            "the fastest accurate one as a record in the disk cache, which every later plan of desc on such a "
            "device takes (in any process that shares or imports the cache). With a record already there it "
-           "answers from it (from_record) unless `retune`. Returns a TuneResult. Raises InvalidArgument while "
-           "the stream captures a CUDA graph or with a kernel_config, Unsupported when no candidate is accurate.")
+           "answers from it (from_record) unless `retune`. Returns a TuneResult (winner -1 and nothing stored "
+           "when no candidate is accurate). Raises InvalidArgument while the stream captures a CUDA graph or with "
+           "a kernel_config.")
       .def("stats", &Engine::stats)
       .def("cache_entries", &Engine::cache_entries, Release())
       .def("cache_info", &Engine::cache_info, Release())

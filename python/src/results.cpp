@@ -50,12 +50,11 @@ std::string result_repr(const TuneResult& r) {
   const bool won = r.winner >= 0 && static_cast<size_t>(r.winner) < r.candidates.size();
   std::string text = fmt::format("TuneResult(description={}, candidates={}, winner={}", quoted(r.description),
                                  r.candidates.size(), r.winner);
-  if (won) {
-    text += fmt::format(", best={}, median_ms={}", quoted(r.best().config), measured_text(r.best().median_ms, 4));
-    if (!r.from_record && r.winner != 0) text += ", heuristic_ms=" + measured_text(r.candidates.front().median_ms, 4);
-  }
-  return text + fmt::format(", tuning_ms={:.1f}, from_record={}, stored={})", r.tuning_ms,
-                            r.from_record ? "True" : "False", r.stored ? "True" : "False");
+  if (won) text += fmt::format(", best={}, median_ms={}", quoted(r.best().config), measured_text(r.best().median_ms, 4));
+  text += fmt::format(", heuristic_ms={}, tuning_ms={:.1f}, from_record={}, stored={}", measured_text(r.heuristic_ms, 4),
+                      r.tuning_ms, r.from_record ? "True" : "False", r.stored ? "True" : "False");
+  if (!r.store_problem.empty()) text += ", store_problem=" + quoted(r.store_problem);
+  return text + ")";
 }
 
 }  // namespace
@@ -111,10 +110,17 @@ void bind_results(nb::module_& m) {
       .def_ro("description", &TuneResult::description, "describe(desc).")
       .def_ro("device", &TuneResult::device, "What the record is keyed by besides the description.")
       .def_ro("candidates", &TuneResult::candidates, "The TunedCandidates, the heuristic's first.")
-      .def_ro("winner", &TuneResult::winner, "Index into candidates of the fastest accurate one.")
+      .def_ro("winner", &TuneResult::winner,
+              "Index into candidates of the fastest accurate one; -1 when none ran within the accuracy class "
+              "(then nothing is stored, and plans keep the heuristic's choice).")
+      .def_prop_ro("heuristic_ms", [](const TuneResult& r) { return measured(r.heuristic_ms); },
+                   "The planner's own choice's time (as the record remembers it, for one); None: not timed.")
       .def_ro("tuning_ms", &TuneResult::tuning_ms, "Wall time of this tuning, compiles included (0 for a record).")
+      .def_ro("tuned_unix", &TuneResult::tuned_unix, "When the winner was measured (seconds since the epoch).")
       .def_ro("from_record", &TuneResult::from_record, "A stored record answered; nothing was timed.")
-      .def_ro("stored", &TuneResult::stored, "The winner is in the disk cache now (False without a disk cache).")
+      .def_ro("stored", &TuneResult::stored, "The winner is in the disk cache now.")
+      .def_ro("store_problem", &TuneResult::store_problem,
+              "Why it is not, where it is not ('this Engine has no disk cache', ...); empty when stored.")
       .def_prop_ro("best",
                    [](const TuneResult& r) -> std::optional<TunedCandidate> {
                      if (r.winner < 0 || static_cast<size_t>(r.winner) >= r.candidates.size()) return std::nullopt;

@@ -61,7 +61,8 @@ def test_result_classes_are_exported():
         assert name in conv3djit.__all__ and hasattr(conv3djit, name)
     with pytest.raises(TypeError):
         conv3djit.TuneResult()  # made by Engine.tune only
-    for field in ("description", "device", "candidates", "winner", "tuning_ms", "from_record", "stored", "best"):
+    for field in ("description", "device", "candidates", "winner", "best", "heuristic_ms", "tuning_ms", "tuned_unix",
+                  "from_record", "stored", "store_problem"):
         assert hasattr(conv3djit.TuneResult, field)
     for field in ("kernel", "config", "heuristic", "median_ms", "rel_l2", "accurate", "error"):
         assert hasattr(conv3djit.TunedCandidate, field)

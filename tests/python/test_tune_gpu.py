@@ -1,8 +1,8 @@
 """Tuning on a CUDA device: Engine.tune on small layers (tf32 NCDHW, bf16 NDHWC), the winner accurate
 and timed, answered from its record the second time and timed again with retune; a second Engine on
 the same cache folder runs the winner without tuning or compiling, within the class of float64
-F.conv3d; tune_mode='first_use' tunes once; stream objects; the refusals (a forced configuration,
-a capturing stream)."""
+F.conv3d; tune_mode='first_use' tunes once; an Engine without a disk cache keeps its record in
+memory; stream objects; the refusals (a forced configuration, a capturing stream)."""
 import pytest
 
 from conftest import needs_gpu, needs_torch
@@ -53,6 +53,7 @@ def _check_tuned(result, desc, max_candidates):
     heuristic = result.candidates[0]
     assert heuristic.heuristic and not any(c.heuristic for c in result.candidates[1:])
     assert heuristic.median_ms is not None  # the planner's choice is always timed
+    assert result.heuristic_ms == heuristic.median_ms and result.tuned_unix > 0
     best = result.best
     assert 0 <= result.winner < len(result.candidates) and best.config == result.candidates[result.winner].config
     assert best.accurate and best.error == "" and best.median_ms > 0
@@ -73,7 +74,7 @@ def test_tuned_record_serves_a_fresh_engine(name, tmp_path):
     engine = conv3djit.Engine(cache_dir=cache)
     result = engine.tune(desc)
     _check_tuned(result, desc, 6)
-    assert result.stored
+    assert result.stored and result.store_problem == ""
     stats = engine.stats()
     assert stats.tunes == 1 and stats.tuning_ms > 0
 
@@ -81,6 +82,7 @@ def test_tuned_record_serves_a_fresh_engine(name, tmp_path):
     assert again.from_record and again.tuning_ms == 0 and again.stored and again.winner == 0
     assert again.best.config == result.best.config and again.best.kernel == result.best.kernel
     assert again.best.rel_l2 is None and "rel_l2=None" in repr(again.best)
+    assert again.heuristic_ms == pytest.approx(result.heuristic_ms, rel=1e-3) and again.tuned_unix == result.tuned_unix
     assert engine.stats().tunes == 1
 
     fresh = conv3djit.Engine(cache_dir=cache)
@@ -119,6 +121,19 @@ def test_first_use_tunes_once(tmp_path):
     plain = conv3djit.Engine(cache_dir=str(tmp_path / "other"), tune_mode="off")
     _run_and_check(plain, desc)
     assert plain.stats().tunes == 0 and plain.stats().tuned_plans == 0
+
+
+def test_memory_only_engine_keeps_the_record(tmp_path):
+    desc = CASES["tf32_ncdhw"]
+    engine = conv3djit.Engine(cache_dir=str(tmp_path / "never"), disk_cache=False, max_candidates=2, tune_runs=3)
+    result = engine.tune(desc)
+    _check_tuned(result, desc, 2)
+    assert not result.stored and "no disk cache" in result.store_problem and "store_problem=" in repr(result)
+    again = engine.tune(desc)
+    assert again.from_record and not again.stored and again.best.config == result.best.config
+    _run_and_check(engine, desc)
+    assert engine.stats().tunes == 1 and engine.stats().tuned_plans >= 1
+    assert not (tmp_path / "never").exists()
 
 
 def test_refusals(tmp_path):
