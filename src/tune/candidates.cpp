@@ -64,6 +64,14 @@ std::vector<Candidate> tuning_candidates(const Problem& prob, const DeviceLimits
     if (family->serves_types(prob) || family->can_implement(prob, limits)) continue;
     offered.push_back(family->candidates(prob, limits, count));
   }
+  // The registry's last family (direct) serves everything as the fallback and wins nowhere the
+  // others can serve (on the H200 suites it was the slowest candidate of every such row): it
+  // takes only the places the others leave.
+  std::vector<Plan> fallback;
+  if (!registry().back()->serves_types(prob) && !registry().back()->can_implement(prob, limits) && !offered.empty()) {
+    fallback = std::move(offered.back());
+    offered.pop_back();
+  }
   for (size_t turn = 0; static_cast<int>(out.size()) < count; ++turn) {
     bool any = false;
     for (std::vector<Plan>& plans : offered) {
@@ -73,6 +81,7 @@ std::vector<Candidate> tuning_candidates(const Problem& prob, const DeviceLimits
     }
     if (!any) break;
   }
+  for (Plan& plan : fallback) add(std::move(plan), false);
   return out;
 }
 
