@@ -95,12 +95,17 @@ using PlanKey = InContext<DescFields, DescFieldsHash>;
 // How long a process waits for another one compiling the same kernel before compiling it too.
 constexpr std::chrono::seconds kCompileWait{120};
 
+// An environment variable's value in lower case ("" when unset).
+std::string env_word(const char* name) {
+  const char* value = std::getenv(name);
+  std::string v = value != nullptr ? value : "";
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v;
+}
+
 // A yes/no environment switch: 1, true, yes, on (any case) mean yes.
 bool env_flag(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr) return false;
-  std::string v(value);
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string v = env_word(name);
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
@@ -108,27 +113,23 @@ bool env_flag(const char* name) {
 // default: a mistyped "never" must not quietly let production compile.
 CompileMode compile_mode(const EngineOptions& options) {
   if (options.compile_mode) return *options.compile_mode;
-  const char* value = std::getenv("CONV3DJIT_COMPILE");
-  if (value == nullptr || *value == '\0') return CompileMode::Allow;
-  std::string v(value);
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string v = env_word("CONV3DJIT_COMPILE");
+  if (v.empty()) return CompileMode::Allow;
   if (v == "allow") return CompileMode::Allow;
   if (v == "warn") return CompileMode::Warn;
   if (v == "never") return CompileMode::Never;
   throw Error(ErrorCategory::InvalidArgument,
-              fmt::format("CONV3DJIT_COMPILE = '{}': expected allow, warn or never", value));
+              fmt::format("CONV3DJIT_COMPILE = '{}': expected allow, warn or never", std::getenv("CONV3DJIT_COMPILE")));
 }
 
 // EngineOptions::tune_mode, else $CONV3DJIT_TUNE; an unknown value is an error, as for the compile mode.
 TuneMode tune_mode(const EngineOptions& options) {
   if (options.tune_mode) return *options.tune_mode;
-  const char* value = std::getenv("CONV3DJIT_TUNE");
-  if (value == nullptr || *value == '\0') return TuneMode::Off;
-  std::string v(value);
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string v = env_word("CONV3DJIT_TUNE");
+  if (v.empty()) return TuneMode::Off;
   if (v == "off") return TuneMode::Off;
   if (v == "first_use" || v == "first-use") return TuneMode::FirstUse;
-  throw Error(ErrorCategory::InvalidArgument, fmt::format("CONV3DJIT_TUNE = '{}': expected off or first_use", value));
+  throw Error(ErrorCategory::InvalidArgument, fmt::format("CONV3DJIT_TUNE = '{}': expected off or first_use", std::getenv("CONV3DJIT_TUNE")));
 }
 
 // TuneOptions out of range are refused when the Engine is made, not at the first tuning.

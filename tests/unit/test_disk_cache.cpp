@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "catch.hpp"
+#include "temp_dir.hpp"
 #include "conv3djit/error.hpp"
 #include "cache/disk_cache.hpp"
 #include "core/hash.hpp"
@@ -31,27 +32,14 @@
 
 namespace {
 
+using conv3djit::test::TempDir;
+
 namespace fs = std::filesystem;
 using conv3djit::ErrorCategory;
 using conv3djit::detail::DiskCache;
 using conv3djit::test::WarningLog;
 
 constexpr uint64_t kNoLimit = 1ull << 40;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "conv3djit-disk-cache-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
