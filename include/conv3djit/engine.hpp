@@ -33,7 +33,8 @@ struct TuneOptions {
   /// Wall time per description, compiles included: candidates not timed by then are skipped (the
   /// heuristic's is always timed).
   double budget_ms = 2000;
-  /// Timed launches per candidate (after one warm-up launch); the median counts.
+  /// Timed launches per candidate (after one warm-up launch); the median counts. A candidate
+  /// whose run takes more than twice the best median so far stops there.
   int runs = 7;
 };
 

@@ -53,6 +53,8 @@ constexpr int64_t kPeriod = 1000003;
 constexpr int64_t kOffsets[] = {0, 314159, 271828, 161803};  // by RefTensor
 // Outputs checked per candidate: runs of consecutive elements (one copy each) spread over the output.
 constexpr int64_t kSampleRuns = 32, kRunLength = 32;
+// A timed run this many times the best median so far ends a candidate's runs.
+constexpr double kHopeless = 2.0;
 
 struct Pattern {
   std::vector<float> values;  // in [-1, 1), exactly representable in the tensors' types
@@ -233,6 +235,7 @@ std::vector<TunedCandidate> time_candidates(const Problem& prob, const std::vect
     }
   } events{begin, end};
 
+  double best_ms = -1;  // of the accurate candidates timed so far
   for (size_t i = 0; i < candidates.size(); ++i) {
     TunedCandidate& c = out[i];
     if (!c.error.empty()) continue;
@@ -270,8 +273,12 @@ std::vector<TunedCandidate> time_candidates(const Problem& prob, const std::vect
         float ms = 0;
         check_cu(drv.cuEventElapsedTime(&ms, begin, end), "cuEventElapsedTime");
         times.push_back(ms);
+        // A candidate twice as slow as the best so far cannot win: its other runs would only
+        // spend the budget (direct's FFMA ran 0.75 s a call where the winner took 1.8 ms).
+        if (best_ms > 0 && ms > kHopeless * best_ms) break;
       }
       c.median_ms = median_of(times);
+      if (c.accurate && (best_ms < 0 || c.median_ms < best_ms)) best_ms = c.median_ms;
       if (!c.accurate) {
         log().warn("tuning {}: {} misses its accuracy class on sampled outputs (rel-L2 {:.3g}, {} non-finite); "
                    "not a winner",
