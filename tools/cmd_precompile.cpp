@@ -22,6 +22,7 @@ struct PrecompileOptions {
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool json = false;
   int repeat = 0;  // > 0: time this many cold compiles of each kernel instead of warming the cache
+  std::string config;  // a forced configuration: the kernels a benchmark or a tuned record names
 };
 
 // What happened to one description.
@@ -112,8 +113,8 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
 // interleave the kernels, so a slow spell of the host spreads over all of them, and each kernel
 // reports the median of its rounds (rows come in the same order every round).
 std::vector<Row> time_compiles(const GlobalOptions& global, const std::vector<NamedDesc>& descs,
-                               const std::string& arch, int repeat) {
-  EngineOptions options = global.engine_options();
+                               const std::string& arch, int repeat, const std::string& config) {
+  EngineOptions options = global.engine_options(config);
   options.disk_cache = false;
   std::vector<Row> rows;
   for (int round = 0; round < repeat; ++round) {
@@ -178,9 +179,9 @@ int run_precompile(const PrecompileOptions& options, const GlobalOptions& global
   const auto start = std::chrono::steady_clock::now();
   std::vector<Row> rows;
   if (options.repeat > 0) {
-    rows = time_compiles(global, descs, arch, options.repeat);
+    rows = time_compiles(global, descs, arch, options.repeat, options.config);
   } else {
-    Engine engine(global.engine_options());
+    Engine engine(global.engine_options(options.config));
     rows = merge(descs, compile_all(engine, descs, arch, options.jobs));
   }
   const double wall_ms =
@@ -202,6 +203,7 @@ Command add_precompile_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("precompile", "compile kernels into the cache ahead of use");
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   cmd->add_option("--arch", options->arch, "target like sm_90 or sm_90a; needs no GPU (default: this GPU's)");
+  add_config_flag(*cmd, options->config);
   CLI::Option* jobs = cmd->add_option("-j,--jobs", options->jobs, "parallel compiles (default: all cores)")
                           ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
