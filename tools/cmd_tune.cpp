@@ -59,6 +59,7 @@ nlohmann::json tuned_row_json(const TunedRow& row) {
                           {"heuristic", c.heuristic},
                           {"median_ms", tuned_number(c.median_ms)},
                           {"rel_l2", tuned_number(c.rel_l2)},
+                          {"ready_ms", tuned_number(c.ready_ms)},
                           {"accurate", c.accurate},
                           {"error", c.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.error)}});
   }

@@ -84,6 +84,7 @@ struct TunedCandidate {
   bool heuristic = false;  ///< the planner's own choice
   double median_ms = -1;   ///< per call; negative: not timed (the budget ran out, or it failed)
   double rel_l2 = -1;      ///< against float64 on sampled outputs; negative: not measured
+  double ready_ms = -1;    ///< compiling (or reading from the disk cache) and loading its kernels
   bool accurate = false;   ///< within the description's accuracy class
   std::string error;       ///< why it could not be timed; empty when it was
 };

@@ -103,6 +103,8 @@ void bind_results(nb::module_& m) {
                    "Per call, the median of the timed launches; None: not timed (the budget ran out, or it failed).")
       .def_prop_ro("rel_l2", [](const TunedCandidate& c) { return measured(c.rel_l2); },
                    "Relative L2 error against float64 on sampled outputs; None: not measured.")
+      .def_prop_ro("ready_ms", [](const TunedCandidate& c) { return measured(c.ready_ms); },
+                   "Compiling (or reading from the disk cache) and loading its kernels; None when not done.")
       .def_ro("accurate", &TunedCandidate::accurate, "Within the description's accuracy class.")
       .def_ro("error", &TunedCandidate::error, "Why it could not be timed; empty when it was.")
       .def("__repr__", &candidate_repr);

@@ -150,11 +150,13 @@ std::vector<TunedCandidate> time_candidates(const Problem& prob, const std::vect
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i = next++; i < candidates.size(); i = next++) {
+        const auto ready_start = Clock::now();
         try {
           hooks.prepare(candidates[i].plan);
         } catch (const std::exception& e) {
           out[i].error = e.what();
         }
+        out[i].ready_ms = std::chrono::duration<double, std::milli>(Clock::now() - ready_start).count();
       }
     };
     const size_t threads = std::min<size_t>(candidates.size(), std::max(1u, std::thread::hardware_concurrency()));

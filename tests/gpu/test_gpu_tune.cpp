@@ -80,6 +80,7 @@ TEST_CASE("tune: an accurate winner, stored; another Engine on the cache runs it
       INFO(c.kernel << " " << c.config << " " << c.error);
       if (c.median_ms < 0) continue;
       ++timed;
+      CHECK(c.ready_ms > 0);
       CHECK(c.accurate);  // every kernel the planner can be forced to is within its class
       CHECK(c.median_ms >= r.best().median_ms);
     }
