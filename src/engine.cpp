@@ -493,9 +493,9 @@ struct Engine::Impl {
   Plan plan(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx, CUstream stream) {
     const PlanKey key{desc_fields(desc), ctx.id};
     const bool may_tune = tuning == TuneMode::FirstUse && options.kernel_config.empty();
-    if (may_tune && stream_capturing(stream)) {
-      if (std::optional<Plan> cached = plans.find(key)) return std::move(*cached);
-      return choose_plan(prob, desc, ctx, false);
+    if (may_tune) {
+      if (std::optional<Plan> cached = plans.find(key)) return std::move(*cached);  // no driver call per run
+      if (stream_capturing(stream)) return choose_plan(prob, desc, ctx, false);
     }
     return plans.get_or_create(key, [&] { return choose_plan(prob, desc, ctx, may_tune); });
   }
