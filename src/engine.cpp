@@ -405,7 +405,9 @@ struct Engine::Impl {
   }
 
   // Times the candidates and keeps the winner's record (on disk where there is a disk cache).
-  TuneResult tune_now(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx) {
+  // *winner_plan (if given) becomes the winner's plan.
+  TuneResult tune_now(const Problem& prob, const Conv3dDesc& desc, const CallContext& ctx,
+                      Plan* winner_plan = nullptr) {
     const auto start = std::chrono::steady_clock::now();
     const DeviceLimits& limits = context_info(ctx).limits;
     const std::vector<Candidate> candidates = tuning_candidates(prob, limits, tune_options.max_candidates);
@@ -457,8 +459,9 @@ struct Engine::Impl {
     if (disk) {
       // The winner's kernels go to disk too, so that a process with this cache compiles nothing.
       try {
-        const Plan plan = make_plan(prob, limits, record.config);
-        for (const auto& [kernel, shared] : plan_kernels(plan)) precompile(kernel, context_info(ctx).arch);
+        for (const auto& [kernel, shared] : plan_kernels(candidates[result.winner].plan)) {
+          precompile(kernel, context_info(ctx).arch);
+        }
       } catch (const Error& e) {
         log().warn("tuned {}: its kernels are not all in the disk cache: {}", result.description, e.what());
       }
@@ -466,6 +469,7 @@ struct Engine::Impl {
     log().info("tuned {} in {:.0f} ms: {} at {:.4f} ms (the planner's choice {:.4f} ms, {} candidates timed)",
                result.description, result.tuning_ms, best.kernel, best.median_ms, record.heuristic_ms,
                record.candidates);
+    if (winner_plan != nullptr) *winner_plan = candidates[result.winner].plan;
     return result;
   }
 
@@ -477,8 +481,8 @@ struct Engine::Impl {
     if (std::optional<Plan> plan = recorded_plan(prob, desc, ctx)) return std::move(*plan);
     if (may_tune) {
       try {
-        const TuneResult r = tune_now(prob, desc, ctx);
-        if (r.winner >= 0) return make_plan(prob, limits, r.best().config);
+        Plan winner;
+        if (tune_now(prob, desc, ctx, &winner).winner >= 0) return winner;
       } catch (const Error& e) {
         if (e.category() == ErrorCategory::CacheMiss) throw;
         log().warn("tuning {} failed, using the planner's choice: {}", describe(desc), e.what());
