@@ -1,5 +1,7 @@
-// Implicit-GEMM convolution of bf16 / fp16 NDHWC tensors on Hopper's warpgroup MMA (wgmma, sm_90a),
-// groups == 1, output in the input type or float32 (Spec::out_element).
+// Implicit-GEMM convolution of bf16 / fp16 tensors on Hopper's warpgroup MMA (wgmma, sm_90a),
+// groups == 1, output in the input type or float32 (Spec::out_element). The input and weight are
+// read channels-last (NDHWC); for an NCDHW layer they are the channels_last copies the call makes
+// first, and the output and residual are NCDHW (Spec::ndhwc 0).
 //
 // GEMM view: rows M = N * OD * OH * OW output positions, columns = K output channels, reduction
 // in the NDHWC weight's order (kd, kh, kw, c), so that B is the weight as stored (K-major). A
@@ -196,6 +198,39 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
   const int g = lane >> 2, t = lane & 3;
+  if constexpr (Spec::ndhwc == 0) {
+    // NCDHW output: channel k of row m is at (n·K + k)·OD·OH·OW + s; the 8 lanes of one t store 8
+    // consecutive positions of a channel. Rows past the last position get a negative base.
+    long long base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      long long n = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
+      const bool ok = n < m_total;
+      const long long s = take_remainder(n, out_vol);
+      base[h] = ok ? n * p.k * out_vol + s : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const long long k = k0 + 8 * j + 2 * t + e;
+        if (k >= p.k) continue;
+        const float b = p.has_bias ? load_float(bias + k) : 0.f;
+        float r[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) r[h] = epilogue::residual<Spec, float>(base[h] + k * out_vol, base[h] >= 0, p);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (base[h] < 0) continue;
+          float v;
+          if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
+          else v = acc[4 * j + 2 * h + e];
+          out[base[h] + k * out_vol] = from_float<Out>(epilogue::apply_read<Spec>(v, b, r[h], p));
+        }
+      }
+    }
+    return;
+  }
   const bool pairs = p.k % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {

@@ -36,6 +36,9 @@ struct PrepPlan {
   SpecKey key;
   unsigned grid = 1, block = 1;
   uint64_t workspace_bytes = 0;
+  // An input copy the kernel always reads (channels_last); without it, only where the input's
+  // rows or alignment need one (Plan::copies_input).
+  bool every_call = false;
 };
 
 struct Plan {
@@ -50,7 +53,8 @@ struct Plan {
   // (igemm_sm90's TMA boxes read such an input from a copy instead: input_copy_plan.)
   std::shared_ptr<const Plan> unaligned;
   // igemm_sm90 with TMA boxes: the input copied into rows of input_row_pitch(W) floats
-  // (pitch_rows), which the box map then reads where copies_input says so.
+  // (pitch_rows), which the box map then reads where copies_input says so; igemm_sm90_half on
+  // NCDHW: the input channels-last, on every call.
   std::optional<PrepPlan> input_copy;
   // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
   // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
@@ -58,8 +62,9 @@ struct Plan {
 
   /// The plan that runs an input (16-byte) aligned or not: this one or its twin.
   const Plan& for_input(bool aligned) const { return unaligned && !aligned ? *unaligned : *this; }
-  /// Whether a call runs input_copy first: rows that are not 16-byte multiples (W % 4 != 0, a
-  /// tensor map's strides cannot step over them), or an input that is not 16-byte aligned.
+  /// Whether a call runs input_copy first: always for an every_call copy; else for rows that are
+  /// not 16-byte multiples (W % 4 != 0, a tensor map's strides cannot step over them), or an input
+  /// that is not 16-byte aligned.
   bool copies_input(bool aligned) const;
 };
 
@@ -68,7 +73,7 @@ struct Plan {
 inline int64_t input_row_pitch(int64_t w) { return (w + 3) / 4 * 4; }
 
 inline bool Plan::copies_input(bool aligned) const {
-  return input_copy && (!aligned || input_row_pitch(params.w) != params.w);
+  return input_copy && (input_copy->every_call || !aligned || input_row_pitch(params.w) != params.w);
 }
 
 /// The kernel and launch for prob on a device with these limits. `forced` (for experiments and

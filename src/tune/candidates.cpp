@@ -23,7 +23,7 @@ namespace {
 bool same_step(const std::optional<PrepPlan>& a, const std::optional<PrepPlan>& b) {
   if (a.has_value() != b.has_value()) return false;
   return !a || (a->key == b->key && a->grid == b->grid && a->block == b->block &&
-                a->workspace_bytes == b->workspace_bytes);
+                a->workspace_bytes == b->workspace_bytes && a->every_call == b->every_call);
 }
 }  // namespace
 

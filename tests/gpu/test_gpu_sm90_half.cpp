@@ -1,4 +1,5 @@
-// GPU: igemm_sm90_half (bf16 / fp16 NDHWC on wgmma, sm_90 only) against the float64 reference on
+// GPU: igemm_sm90_half (bf16 / fp16 on wgmma, sm_90 only; NCDHW through channels_last copies)
+// against the float64 reference on
 // fresh random data with NaN-poisoned outputs: the planner's tiles and forced ones, both output
 // types, C and K that end mid-tile, mid-tile extents, padding and padding modes, strides and
 // dilation, every activation with scaling and a residual, long reductions; no local memory in any
@@ -110,6 +111,35 @@ std::vector<Case> long_reduction_cases() {
   return out;
 }
 
+// NCDHW layers: the channels_last copies of input and weight (whole and partial 64 x 64 tiles),
+// the NCDHW store of both output types, the residual read in NCDHW, a padding mode, a long
+// reduction.
+std::vector<Case> ncdhw_cases() {
+  std::vector<Case> out;
+  int i = 0;
+  auto ncdhw = [](Conv3dDesc d) {
+    d.layout = Layout::NCDHW;
+    return d;
+  };
+  for (const Conv3dDesc& d : shapes()) {
+    const DataType type = i % 2 ? DataType::Float16 : DataType::BFloat16;
+    out.push_back({"", ncdhw(ndhwc(d, type, i % 3 == 1))});
+    out.push_back({i % 2 ? "igemm_sm90_half:128,256" : "igemm_sm90_half:64,64", ncdhw(ndhwc(d, type, i % 3 == 2))});
+    ++i;
+  }
+  Conv3dDesc r = ncdhw(ndhwc(shapes()[0], DataType::BFloat16, false));
+  r.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  r.epilogue.residual = true;
+  out.push_back({"", r});
+  r.fp32_output = true;
+  out.push_back({"igemm_sm90_half:128,128", r});
+  Conv3dDesc m = ncdhw(ndhwc(make(2, 48, {4, 6, 8}, 40, {3, 3, 3}, {1, 2, 1}, 1, 1, 1, true), DataType::Float16, false));
+  m.padding_mode = PaddingMode::Reflect;
+  out.push_back({"", m});
+  out.push_back({"", ncdhw(ndhwc(make(1, 512, {4, 6, 7}, 136, {3, 3, 3}, 1, 1, 1, 1, true), DataType::BFloat16, true))});
+  return out;
+}
+
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -145,11 +175,16 @@ TEST_CASE("igemm_sm90_half: long reductions meet the float32-output class") {
   check_all(long_reduction_cases(), false);
 }
 
+TEST_CASE("igemm_sm90_half: NCDHW layers through channels_last copies") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  check_all(ncdhw_cases(), true);
+}
+
 TEST_CASE("igemm_sm90_half: no local memory") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
   std::vector<Case> all = kernel_cases();
-  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases()})
+  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());

@@ -1,6 +1,7 @@
-// NVRTC, no GPU: bf16 and fp16 NDHWC descriptions with C % 8 == 0 plan to igemm_sm90_half on
-// sm_90 (igemm_sm80 elsewhere and for what it refuses), compile for sm_90a, and ptxas reports no
-// spills for the planner's tiles, forced tiles, an epilogue with a residual and padding modes.
+// NVRTC, no GPU: bf16 and fp16 descriptions with C % 8 == 0 and C >= 32 plan to igemm_sm90_half
+// on sm_90 (igemm_sm80 elsewhere and for what it refuses; NCDHW ones with channels_last copies of
+// input and weight), compile for sm_90a, and ptxas reports no spills for the planner's tiles,
+// forced tiles, an epilogue with a residual, padding modes and the NCDHW store.
 #include <string>
 
 #include "catch.hpp"
@@ -54,9 +55,37 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
   CHECK(plan_family(ndhwc(DataType::BFloat16, false, wide), "sm_90") == "igemm_sm90_half");
   CHECK(plan_family(ndhwc(DataType::Float16, true, wide), "sm_90") == "igemm_sm90_half");
   CHECK(plan_family(ndhwc(DataType::BFloat16, false, wide), "sm_80") == "igemm_sm80");
+  // NCDHW: the kernel reads channels-last copies of the input and the weight, made on every call.
   Conv3dDesc ncdhw = wide;
   ncdhw.dtype = DataType::BFloat16;
-  CHECK(plan_family(ncdhw, "sm_90") == "igemm_sm80");
+  CHECK(plan_family(ncdhw, "sm_90") == "igemm_sm90_half");
+  CHECK(plan_family(ncdhw, "sm_80") == "igemm_sm80");
+  {
+    const detail::Plan plan = detail::make_plan(detail::make_problem(ncdhw), detail::limits_for_arch("sm_90"));
+    REQUIRE(plan.input_copy);
+    REQUIRE(plan.prep);
+    CHECK(std::string(plan.input_copy->key.kernel->name) == "channels_last");
+    CHECK(plan.input_copy->key.field("weights") == 0);
+    CHECK(plan.prep->key.field("weights") == 1);
+    CHECK(plan.copies_input(true));  // aligned or not
+    CHECK(plan.input_copy->workspace_bytes == uint64_t{1} * 256 * 8 * 28 * 28 * 2);
+    CHECK(plan.prep->workspace_bytes == uint64_t{256} * 256 * 27 * 2);
+    // Shape-generic: another layer of the same type shares the copies' kernels.
+    const detail::Plan other =
+        detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false, test::make(2, 64, {5, 6, 7}, 64, {1, 3, 3}))),
+                          detail::limits_for_arch("sm_90"));
+    CHECK_FALSE(other.input_copy);
+    Conv3dDesc small = test::make(2, 40, {5, 6, 7}, 48, {1, 3, 3});
+    small.dtype = DataType::BFloat16;
+    const detail::Plan third = detail::make_plan(detail::make_problem(small), detail::limits_for_arch("sm_90"));
+    REQUIRE(third.input_copy);
+    CHECK(third.input_copy->key == plan.input_copy->key);
+    CHECK(third.prep->key == plan.prep->key);
+  }
+  // NCDHW with C % 8 != 0 stays on igemm_sm80.
+  Conv3dDesc odd = test::make(1, 36, {5, 6, 7}, 64, {3, 3, 3});
+  odd.dtype = DataType::Float16;
+  CHECK(plan_family(odd, "sm_90") == "igemm_sm80");
   // C % 8 != 0 and small C stay on igemm_sm80.
   CHECK(plan_family(ndhwc(DataType::BFloat16, false, test::make(1, 12, {5, 6, 7}, 64, {3, 3, 3})), "sm_90") ==
         "igemm_sm80");
@@ -96,6 +125,30 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     Conv3dDesc h = ndhwc(DataType::Float16, false, mid);
     h.padding_mode = mode;
     DYNAMIC_SECTION("padding " << padding_mode_name(mode)) { check_compiles_clean(ptxas_report(h)); }
+  }
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      Conv3dDesc d = ndhwc(type, fp32_output, mid);
+      d.layout = Layout::NCDHW;
+      DYNAMIC_SECTION("NCDHW " << describe(d)) { check_compiles_clean(ptxas_report(d)); }
+    }
+  }
+  SECTION("NCDHW epilogue with residual") {
+    Conv3dDesc n = e;
+    n.layout = Layout::NCDHW;
+    check_compiles_clean(ptxas_report(n));
+  }
+  SECTION("channels_last copies") {
+    Conv3dDesc n = ndhwc(DataType::BFloat16, false, mid);
+    n.layout = Layout::NCDHW;
+    const detail::Plan plan = detail::make_plan(detail::make_problem(n), detail::limits_for_arch("sm_90"));
+    for (const detail::PrepPlan* step : {&*plan.input_copy, &*plan.prep}) {
+      detail::GeneratedKernel gen = detail::generate(step->key, "sm_90");
+      gen.options.push_back("--ptxas-options=-v");
+      const std::string log = detail::nvrtc_compile(gen).notes;
+      INFO(log);
+      CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+    }
   }
   for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256", "igemm_sm90_half:64,256,3",
                              "igemm_sm90_half:bm=128,bn=64,stages=6"}) {

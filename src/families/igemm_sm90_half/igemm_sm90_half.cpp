@@ -1,7 +1,9 @@
-// igemm_sm90_half: implicit GEMM of bf16 / fp16 NDHWC tensors on Hopper's warpgroup tensor cores
+// igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors on Hopper's warpgroup tensor cores
 // (wgmma, sm_90a), groups == 1, C % 8 == 0: BM output positions x BN output channels a block,
 // chunks of 64 channels of one tap staged by cp.async into a ring of 128-byte swizzled stages
-// (docs/kernels/igemm_sm90_half.md).
+// (docs/kernels/igemm_sm90_half.md). NCDHW layers read channels_last copies of their input and
+// weight, made on every call, and store NCDHW.
+#include "families/channels_last/channels_last.hpp"
 #include "igemm_sm90_half/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -39,7 +41,7 @@ class HalfSm90Family final : public Family {
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
   Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.dtype == DataType::Float32 || prob.desc.layout != Layout::NDHWC) return "bf16 / fp16 NDHWC tensors";
+    if (prob.desc.dtype == DataType::Float32) return "bf16 / fp16 tensors";
     return std::nullopt;
   }
 
@@ -70,7 +72,7 @@ class HalfSm90Family final : public Family {
     const HalfSm90Config others[] = {{128, 128, 3}, {128, 64, 3}, {64, 128, 3}, {64, 64, 3},
                                      {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
     for (const HalfSm90Config& c : others) {
-      if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, c));
+      if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
     }
     return distinct_plans(std::move(plans), count);
   }
@@ -81,7 +83,7 @@ class HalfSm90Family final : public Family {
       refuse_config(forced, "BM of 64 or 128, BN of 64, 128 or 256 (at most 128 for float32 outputs of reductions "
                             "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory");
     }
-    return plan(prob, c);
+    return plan(prob, limits, c);
   }
 
  private:
@@ -105,16 +107,20 @@ class HalfSm90Family final : public Family {
       }
     }
     if (!best) return std::nullopt;
-    return plan(prob, *best);
+    return plan(prob, limits, *best);
   }
 
   static long long blocks(const Problem& prob, const HalfSm90Config& c) {
     return ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn);
   }
 
-  Plan plan(const Problem& prob, const HalfSm90Config& c) const {
+  Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
     Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm), geo::shared_bytes(c.bm, c.bn, c.stages));
     plan.grid = checked_grid(blocks(prob, c), *this);
+    if (prob.desc.layout == Layout::NCDHW) {
+      plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
+      plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
+    }
     return plan;
   }
 
