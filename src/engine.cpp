@@ -533,10 +533,10 @@ struct Engine::Impl {
     // does one whose rows are not 16-byte multiples (Plan::copies_input).
     if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
     if (plan.prep) wt = prepare(*plan.prep, prepared);
-    // Kernels with TMA staging take the input's and the output's maps as their last parameters
-    // (zero where unused); the other kernels have five parameters and the driver reads no further.
+    // Kernels with TMA copies take their family's two maps as their last parameters (zero where
+    // unused); the other kernels have five parameters and the driver reads no further.
     CUtensorMap map{}, out_map{};
-    if (plan.family != nullptr) plan.family->tensor_maps(plan, in, t.output, &map, &out_map);
+    if (plan.family != nullptr) plan.family->tensor_maps(plan, in, wt, t.output, &map, &out_map);
     void* out = t.output;
     void* args[] = {&in, &wt, &bias, &out, &params, &map, &out_map};
     check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),

@@ -49,6 +49,15 @@ __device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x,
       : "memory");
 }
 
+// Box of a 2-D tiled map at (x, y), innermost first; out-of-bounds elements arrive as zeros.
+__device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x, int y, unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // Contiguous global -> shared copy; addresses 16-byte aligned, bytes a multiple of 16.
 __device__ __forceinline__ void load_bytes(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
   asm volatile(

@@ -14,10 +14,16 @@ CONV3DJIT_HOST_DEVICE constexpr int chunks_per_tap(int cg) { return (cg + kChunk
 CONV3DJIT_HOST_DEVICE constexpr int threads(int bm) { return bm / 64 * 128; }
 /// Bytes of one ring stage: BM rows of A and BN rows of B.
 CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn) { return (bm + bn) * kRowBytes; }
-/// Dynamic shared memory: the ring, plus 1024 bytes to align it to the swizzle's 1024-byte groups.
+/// Most stages a ring may have.
+inline constexpr int kMaxStages = 8;
+/// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, and
+/// one mbarrier a stage for its box of weights.
 CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages) {
-  return stages * stage_bytes(bm, bn) + 1024;
+  return stages * stage_bytes(bm, bn) + 1024 + 8 * kMaxStages;
 }
+/// Whether the weight's chunks arrive as TMA boxes (one a chunk, from the weight's tensor map):
+/// where its address is 16-byte aligned, as a map needs; else by cp.async like the input's.
+CONV3DJIT_HOST_DEVICE constexpr bool weight_boxes(unsigned long long weight) { return weight % 16 == 0; }
 /// Chunks between the accumulators' restarts when partial sums are kept apart (float32 outputs
 /// of long reductions): 8 chunks, 512 terms.
 inline constexpr int kBlockedChunks = 8;

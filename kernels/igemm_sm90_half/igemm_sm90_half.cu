@@ -11,13 +11,16 @@
 // The reduction advances one chunk at a time: 64 channels of one tap (the last chunk of a tap
 // zero-filled past C), 128 bytes a row of A (one output position's channels at that tap, zero
 // where the tap reads padding) and of B (one output channel's weights). Every thread stages
-// 16-byte pieces of both by cp.async into a ring of Spec::stages stages, 128-byte swizzled as
-// wgmma's K-major operands want them (common/wgmma_half.cuh). Chunk q + stages - 2 is in flight
+// 16-byte pieces of A by cp.async into a ring of Spec::stages stages, 128-byte swizzled as
+// wgmma's K-major operands want them (common/wgmma_half.cuh); B arrives as one TMA box a chunk
+// (the weight's tensor map, the same swizzle), completing on its stage's mbarrier, which halves
+// or thirds the copies the threads issue (their rate per warp is what limits the pipeline). Chunk q + stages - 2 is in flight
 // while chunk q is multiplied and chunk q - 1's wgmmas may still run; a stage is refilled only
 // after every warpgroup has waited for the wgmmas that read it (wait<1> before the next barrier).
 //
 // Padding modes other than zeros map each tap's (d, h, w) through padding::source. Inputs or
-// weights off a 16-byte boundary are staged by ordinary loads and stores instead of cp.async.
+// weights off a 16-byte boundary (no map for such a weight) are staged by ordinary loads and
+// stores instead.
 //
 // Accuracy: float32 outputs of long reductions (geometry.cuh's blocked()) keep partial sums of
 // 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
@@ -26,6 +29,7 @@
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
+#include "common/tma.cuh"
 #include "common/wgmma_half.cuh"
 #include "igemm_sm90_half/geometry.cuh"
 
@@ -71,7 +75,7 @@ __global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm),
                          Spec::bn <= 128 && !igemm_sm90_half_geometry::blocked(Spec::cg, Spec::kd * Spec::kh * Spec::kw, sizeof(typename Spec::out_element) == 4) ? 2 : 1)
 igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
                 const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
-                ConvParams p) {
+                ConvParams p, const __grid_constant__ TensorMap weight_map) {
   using namespace igemm_sm90_half_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
@@ -91,7 +95,12 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
 
   extern __shared__ uint4 shared_half_ring[];
-  const unsigned ring = (static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring)) + 1023u) & ~1023u;
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
+  const unsigned ring = (base + 1023u) & ~1023u;
+  // One mbarrier a stage after the ring: its box of weights has landed.
+  auto* const b_full = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(shared_half_ring) +
+                                                             (ring - base) + STAGES * STAGE);
+  auto* const ring_ptr = reinterpret_cast<char*>(shared_half_ring) + (ring - base);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
   const long long n_tiles = (p.k + BN - 1) / BN;
@@ -125,7 +134,15 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   }
   const T* w_rows = wt + (k0 + r0) * static_cast<long long>(KRED);
   const bool a_vector = (reinterpret_cast<unsigned long long>(in) & 15) == 0;
-  const bool b_vector = (reinterpret_cast<unsigned long long>(wt) & 15) == 0;
+  const bool b_box = weight_boxes(reinterpret_cast<unsigned long long>(wt));
+  if (b_box) {
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < STAGES; ++s) tma::init(b_full + s);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();  // initialised before any thread waits
+  }
 
   // Chunk q (tap q / CPT, channels from 64 * (q % CPT)) into stage s.
   auto load_chunk = [&](int q, int s) {
@@ -149,10 +166,20 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       }
       sm90_half::copy16(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
     }
+    if (b_box) {
+      // One box: BN output channels x 64 columns from this chunk's first; columns past the tap's
+      // channels meet A's zeros, rows and columns past the weight arrive as zeros.
+      if (tid == 0) {
+        tma::arrive_expect(b_full + s, BN * kRowBytes);
+        tma::load_box(ring_ptr + s * STAGE + BM * kRowBytes, weight_map, tap * CG + (q - tap * CPT) * kChunk,
+                      static_cast<int>(k0), b_full + s);
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < B_COPIES; ++i) {
       const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
-      sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, b_vector);
+      sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
     }
   };
 
@@ -176,6 +203,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     copies_commit();
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
+    if (b_box) tma::wait(b_full + q % STAGES, (q / STAGES) & 1);  // chunk q's weights
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kChunk / 16; ++ks) {

@@ -53,10 +53,11 @@ class Family {
   /// The plan of a forced configuration; fields it leaves out take the family's defaults. Throws
   /// Error(InvalidArgument) naming the rule the configuration breaks.
   virtual Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& config) const = 0;
-  /// The tensor maps the kernel takes after its five arguments (input, output), where it takes
-  /// them; the kernels that take none ignore them.
-  virtual void tensor_maps(const Plan&, const void* /*input*/, void* /*output*/, CUtensorMap* /*in_map*/,
-                           CUtensorMap* /*out_map*/) const {}
+  /// The two tensor maps the kernel takes after its five arguments, where it takes them, from the
+  /// tensors it reads (after any preparation step) and writes; the kernels that take none ignore
+  /// them.
+  virtual void tensor_maps(const Plan&, const void* /*input*/, const void* /*weight*/, void* /*output*/,
+                           CUtensorMap* /*first*/, CUtensorMap* /*second*/) const {}
 };
 
 /// The families, in the planner's order.

@@ -96,7 +96,8 @@ class Sm90Family final : public Family {
                   "class, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES");
   }
 
-  void tensor_maps(const Plan& plan, const void* input, void* output, CUtensorMap* in_map,
+  // The input's map, then the output's.
+  void tensor_maps(const Plan& plan, const void* input, const void* /*weight*/, void* output, CUtensorMap* in_map,
                    CUtensorMap* out_map) const override {
     if (uses_tensor_map(plan)) *in_map = input_tensor_map(plan, input);
     if (uses_output_map(plan, output)) *out_map = output_tensor_map(plan, output);

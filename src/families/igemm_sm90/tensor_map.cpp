@@ -1,8 +1,6 @@
 #include "families/igemm_sm90/tensor_map.hpp"
 
-#include <cstring>
-
-#include "driver/driver_api.hpp"
+#include "driver/tensor_map.hpp"
 #include "families/igemm_sm90/config.hpp"
 #include "igemm_sm90/geometry.cuh"
 
@@ -11,27 +9,6 @@ namespace conv3djit::detail {
 bool uses_tensor_map(const Plan& plan) { return kSm90Table.load(plan.key.config).tma == 1; }
 
 namespace {
-
-CUtensorMapDataType map_type(DataType t) {
-  switch (t) {
-    case DataType::Float32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    case DataType::BFloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    case DataType::Float16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  }
-  throw Error(ErrorCategory::Unsupported, "tensor map: no TMA data type for this element type");
-}
-
-// A tensor of `rank` dimensions (innermost first; strides in bytes of dims 1..rank-1) in
-// boxes of `box` elements, unswizzled, out-of-bounds elements zero.
-CUtensorMap tiled_map(CUtensorMapDataType type, cuuint32_t rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
-                      const cuuint32_t* box, const cuuint32_t* element_strides, CUtensorMapL2promotion promotion) {
-  CUtensorMap map{};
-  check_cu(driver().cuTensorMapEncodeTiled(&map, type, rank, const_cast<void*>(base), dims,
-                                           strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-           "cuTensorMapEncodeTiled");
-  return map;
-}
 
 CUtensorMap encode(const Plan& plan, const void* input) {
   const ConvParams& p = plan.params;
@@ -51,7 +28,8 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(c.rp), static_cast<cuuint32_t>(c.pp / c.rp), planes,
                              static_cast<cuuint32_t>(c.cc), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
-  return tiled_map(map_type(k.dtype), 5, input, dims, strides, box, element_strides, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  return encode_tiled_map(tensor_map_type(k.dtype), 5, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_NONE,
+                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 CUtensorMap encode_output(const Plan& plan, const void* output) {
@@ -64,35 +42,16 @@ CUtensorMap encode_output(const Plan& plan, const void* output) {
   const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(kSm90Table.load(plan.key.config).planes),
                              static_cast<cuuint32_t>(plan.store_channels), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  return tiled_map(map_type(plan.key.dtype), 4, output, dims, strides, box, element_strides, CU_TENSOR_MAP_L2_PROMOTION_NONE);
-}
-
-// The last map this thread encoded for a role (input, output): a layer called again on the same
-// buffers (the common case in inference loops) reuses it instead of encoding anew.
-struct LastMap {
-  const void* tensor = nullptr;
-  long long extents[5] = {};  // with the key, all the map depends on
-  SpecKey key;
-  CUtensorMap map{};
-};
-
-const CUtensorMap& remembered(LastMap& last, const Plan& plan, const void* tensor, const long long (&extents)[5],
-                              CUtensorMap (*make)(const Plan&, const void*)) {
-  if (last.tensor != tensor || last.key != plan.key || std::memcmp(last.extents, extents, sizeof(extents)) != 0) {
-    last.map = make(plan, tensor);  // first: a throw leaves the old entry intact
-    last.tensor = tensor;
-    std::memcpy(last.extents, extents, sizeof(extents));
-    last.key = plan.key;
-  }
-  return last.map;
+  return encode_tiled_map(tensor_map_type(plan.key.dtype), 4, output, dims, strides, box, element_strides,
+                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace
 
 const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
-  thread_local LastMap last;
+  thread_local LastTensorMap last;
   const ConvParams& p = plan.params;
-  return remembered(last, plan, input, {p.n, p.c, p.d, p.h, p.w}, encode);
+  return last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] { return encode(plan, input); });
 }
 
 bool uses_output_map(const Plan& plan, const void* output) {
@@ -101,9 +60,9 @@ bool uses_output_map(const Plan& plan, const void* output) {
 }
 
 const CUtensorMap& output_tensor_map(const Plan& plan, void* output) {
-  thread_local LastMap last;
+  thread_local LastTensorMap last;
   const ConvParams& p = plan.params;
-  return remembered(last, plan, output, {p.n, p.k, p.od, p.oh, p.ow}, encode_output);
+  return last.get(plan.key, output, {p.n, p.k, p.od, p.oh, p.ow}, [&] { return encode_output(plan, output); });
 }
 
 }  // namespace conv3djit::detail

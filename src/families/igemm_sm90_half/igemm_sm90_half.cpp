@@ -1,8 +1,9 @@
 // igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors on Hopper's warpgroup tensor cores
 // (wgmma, sm_90a), groups == 1, C % 8 == 0: BM output positions x BN output channels a block,
-// chunks of 64 channels of one tap staged by cp.async into a ring of 128-byte swizzled stages
-// (docs/kernels/igemm_sm90_half.md). NCDHW layers read channels_last copies of their input and
+// chunks of 64 channels of one tap staged into a ring of 128-byte swizzled stages, the input's
+// by cp.async, the weight's as one TMA box (docs/kernels/igemm_sm90_half.md). NCDHW layers read channels_last copies of their input and
 // weight, made on every call, and store NCDHW.
+#include "driver/tensor_map.hpp"
 #include "families/channels_last/channels_last.hpp"
 #include "igemm_sm90_half/geometry.cuh"
 #include "plan/family.hpp"
@@ -69,12 +70,30 @@ class HalfSm90Family final : public Family {
     auto first = choose_tile(prob, limits);
     if (!first) return plans;
     plans.push_back(std::move(*first));
-    const HalfSm90Config others[] = {{128, 128, 3}, {128, 64, 3}, {64, 128, 3}, {64, 64, 3},
+    const HalfSm90Config others[] = {{128, 256, 4}, {128, 128, 3}, {128, 64, 3}, {64, 128, 3}, {64, 64, 3},
                                      {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
     for (const HalfSm90Config& c : others) {
       if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
     }
     return distinct_plans(std::move(plans), count);
+  }
+
+  // The weight's map (the first), where weight_boxes() holds: the K x KD·KH·KW·C matrix in boxes
+  // of BN rows x 64 channels, 128-byte swizzled as the ring's stages hold B.
+  void tensor_maps(const Plan& plan, const void* /*input*/, const void* weight, void* /*output*/,
+                   CUtensorMap* weight_map, CUtensorMap* /*second*/) const override {
+    if (!geo::weight_boxes(reinterpret_cast<unsigned long long>(weight))) return;
+    thread_local LastTensorMap last;
+    const ConvParams& p = plan.params;
+    const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
+    *weight_map = last.get(plan.key, weight, {p.k, kred, 0, 0, 0}, [&] {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * element_bytes(plan.key.dtype)};
+      const cuuint32_t box[2] = {geo::kChunk, static_cast<cuuint32_t>(kTable.load(plan.key.config).bn)};
+      const cuuint32_t element_strides[2] = {1, 1};
+      return encode_tiled_map(tensor_map_type(plan.key.dtype), 2, weight, dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+    });
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
@@ -87,14 +106,18 @@ class HalfSm90Family final : public Family {
   }
 
  private:
-  // Where it is valid, whatever C: BN = 128 for K > 64, else 64; BM = 128 with 3 stages (99 KB:
-  // two blocks an SM). On the H200 (docs/kernels/igemm_sm90_half.md), HunyuanVideo's C512 layer:
-  // 128 x 128 x 3 1.83 ms, x 4 stages 2.02, x 6 2.15, 128 x 256 x 4 2.17, 128 x 64 x 4 2.38; Wan's
-  // decoder layer (147 blocks of 128 x 128): 128 x 128 x 3 0.170 ms, 64 x 64 x 4 0.195, 64 x 128 x
-  // 3 0.205. 64-row tiles only where 128 would make fewer than 128 blocks (a fixed count: keys
-  // never depend on the SM count).
+  // Where it is valid, whatever C: 128 x 256 with 4 stages (197 KB, one block an SM) for K > 128,
+  // else BN = 128 for K > 64, else 64, with BM = 128 and 3 stages (99 KB: two blocks an SM). On
+  // the H200 (docs/kernels/igemm_sm90_half.md), bf16 NDHWC: HunyuanVideo's C512 layer 128 x 256 x 4
+  // 1.33 ms, x 3 1.43, 128 x 128 x 3 1.58, x 4 1.94; CogVideoX's C256 0.79 against 0.94; Wan's
+  // K = 192 layer 0.48 against 0.61; at K = 128 (LTX) 128 x 256 loses, 0.79 against 0.35. 64-row
+  // tiles only where 128 would make fewer than 128 blocks (a fixed count: keys never depend on the
+  // SM count).
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
+    if (const HalfSm90Config wide{128, 256, 4}; prob.out.k > 128 && fits(prob, limits, wide)) {
+      return plan(prob, limits, wide);
+    }
     const int bn = prob.out.k > 64 ? 128 : 64;
     const HalfSm90Config tiles[] = {{128, bn, 3}, {64, bn, 3}, {64, 64, 3}};
     std::optional<HalfSm90Config> best;

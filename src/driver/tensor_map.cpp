@@ -1,0 +1,28 @@
+#include "driver/tensor_map.hpp"
+
+#include "conv3djit/error.hpp"
+#include "driver/driver_api.hpp"
+
+namespace conv3djit::detail {
+
+CUtensorMapDataType tensor_map_type(DataType type) {
+  switch (type) {
+    case DataType::Float32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case DataType::BFloat16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DataType::Float16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  }
+  throw Error(ErrorCategory::Unsupported, "tensor map: no TMA data type for this element type");
+}
+
+CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void* base, const cuuint64_t* dims,
+                             const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t* element_strides,
+                             CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
+  CUtensorMap map{};
+  check_cu(driver().cuTensorMapEncodeTiled(&map, type, rank, const_cast<void*>(base), dims, strides, box,
+                                           element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeTiled");
+  return map;
+}
+
+}  // namespace conv3djit::detail
