@@ -94,6 +94,18 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
   // Forced configurations outside the rules are refused; C % 8 != 0 too.
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   const Conv3dDesc d = ndhwc(DataType::BFloat16, false, wide);
+  // Tiles: 128 x 256 with 4 stages past 128 output channels (one block an SM, 197 KB), else
+  // 128 x 128 x 3 where that makes 128 blocks or more; float32 outputs of long reductions keep
+  // BN <= 128 (blocked sums).
+  const Conv3dDesc conv3b = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
+  auto tile = [&](const Conv3dDesc& desc) {
+    const detail::Plan plan = detail::make_plan(detail::make_problem(desc), sm90);
+    return std::to_string(plan.key.field("bm")) + "x" + std::to_string(plan.key.field("bn")) + "x" +
+           std::to_string(plan.key.field("stages"));
+  };
+  CHECK(tile(d) == "128x256x4");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(8, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1))) == "128x128x3");
+  CHECK(tile(ndhwc(DataType::BFloat16, true, conv3b)) == "128x128x3");
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:96,128"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,256,8"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false,
