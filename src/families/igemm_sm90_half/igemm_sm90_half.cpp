@@ -29,7 +29,7 @@ int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h *
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 128 && c.bn != 256) return false;
-  if (c.stages < 3 || c.stages > 8) return false;
+  if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
   if (geo::blocked(static_cast<int>(prob.c_per_group), taps(prob), prob.out_dtype == DataType::Float32) && c.bn > 128) {
     return false;
   }
