@@ -14,8 +14,8 @@
 // 16-byte pieces of A by cp.async into a ring of Spec::stages stages, 128-byte swizzled as
 // wgmma's K-major operands want them (common/wgmma_half.cuh); B arrives as one TMA box a chunk
 // (the weight's tensor map, the same swizzle), completing on its stage's mbarrier, which halves
-// or thirds the copies the threads issue (their rate per warp is what limits the pipeline). Chunk q + stages - 2 is in flight
-// while chunk q is multiplied and chunk q - 1's wgmmas may still run; a stage is refilled only
+// or thirds the copies the threads issue (their rate per warp is what limits the pipeline).
+// Chunk q + stages - 2 is in flight while chunk q is multiplied and chunk q - 1's wgmmas may still run; a stage is refilled only
 // after every warpgroup has waited for the wgmmas that read it (wait<1> before the next barrier).
 //
 // Padding modes other than zeros map each tap's (d, h, w) through padding::source. Inputs or
@@ -97,10 +97,9 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   extern __shared__ uint4 shared_half_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
   const unsigned ring = (base + 1023u) & ~1023u;
+  char* const ring_ptr = reinterpret_cast<char*>(shared_half_ring) + (ring - base);
   // One mbarrier a stage after the ring: its box of weights has landed.
-  auto* const b_full = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(shared_half_ring) +
-                                                             (ring - base) + STAGES * STAGE);
-  auto* const ring_ptr = reinterpret_cast<char*>(shared_half_ring) + (ring - base);
+  auto* const b_full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
   const long long n_tiles = (p.k + BN - 1) / BN;

@@ -4,6 +4,8 @@
 // address and a layer called again on the same buffers should not pay the encoding again.
 #include <cuda.h>
 
+#include <algorithm>
+
 #include "conv3djit/conv3d.hpp"
 #include "jit/spec_key.hpp"
 
@@ -31,21 +33,13 @@ struct LastTensorMap {
   /// throw from make() leaves the old entry intact.
   template <class Make>
   const CUtensorMap& get(const SpecKey& k, const void* t, const long long (&ext)[5], Make&& make) {
-    if (tensor != t || key != k || !same_extents(ext)) {
+    if (tensor != t || key != k || !std::equal(ext, ext + 5, extents)) {
       map = make();
       tensor = t;
-      for (int i = 0; i < 5; ++i) extents[i] = ext[i];
+      std::copy(ext, ext + 5, extents);
       key = k;
     }
     return map;
-  }
-
- private:
-  bool same_extents(const long long (&ext)[5]) const {
-    for (int i = 0; i < 5; ++i) {
-      if (extents[i] != ext[i]) return false;
-    }
-    return true;
   }
 };
 
