@@ -49,6 +49,21 @@ __device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x,
       : "memory");
 }
 
+// Pixels of a 5-D im2col map (cuTensorMapEncodeIm2col) from the window origin (x, y, z) of image
+// n, channels from c, each read at the origin plus (ox, oy, oz), the tap's offset: the map's
+// pixels-per-column origins walked through its bounding box. Elements outside the tensor arrive
+// as zeros.
+__device__ __forceinline__ void load_im2col(void* dst, const TensorMap& map, int c, int x, int y, int z, int n,
+                                            unsigned short ox, unsigned short oy, unsigned short oz,
+                                            unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7], {%8, %9, %10};\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c), "r"(x), "r"(y), "r"(z), "r"(n), "r"(smem_addr(bar)),
+      "h"(ox), "h"(oy), "h"(oz)
+      : "memory");
+}
+
 // Box of a 2-D tiled map at (x, y), innermost first; out-of-bounds elements arrive as zeros.
 __device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x, int y, unsigned long long* bar) {
   asm volatile(

@@ -24,6 +24,24 @@ CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages) {
 /// Whether the weight's chunks arrive as TMA boxes (one a chunk, from the weight's tensor map):
 /// where its address is 16-byte aligned, as a map needs; else by cp.async like the input's.
 CONV3DJIT_HOST_DEVICE constexpr bool weight_boxes(unsigned long long weight) { return weight % 16 == 0; }
+/// The im2col bounding box of one axis (TMA's upper corner, an offset from the extent `in`): the
+/// window origins are -pad + i * stride for i < out, so the box [-pad, in + upper) ends just past
+/// the last one and the copy's walk wraps to the next row, plane or image there.
+CONV3DJIT_HOST_DEVICE constexpr long long im2col_upper(long long out, int stride, int pad, long long in) {
+  return (out - 1) * stride + 1 - pad - in;
+}
+/// Whether an im2col corner is within a 5-D map's range.
+CONV3DJIT_HOST_DEVICE constexpr bool corner_fits(long long corner) { return corner >= -16 && corner <= 15; }
+/// Whether a layer's input can arrive as TMA im2col boxes (BM window origins x 64 channels, zeros
+/// outside the input, which is zero padding; Spec::im2col): zero padding, strides TMA can step
+/// (at most 8), and each axis's corners within a 5-D map's range. The map also needs a 16-byte
+/// aligned input (C % 8 == 0 makes every stride a 16-byte multiple): other inputs run the plan's
+/// twin, which stages A by the threads' copies.
+CONV3DJIT_HOST_DEVICE constexpr bool im2col_fits(const ConvParams& p) {
+  return p.pad_mode == 0 /* zeros */ && p.sd <= 8 && p.sh <= 8 && p.sw <= 8 && corner_fits(-p.pad_d) &&
+         corner_fits(-p.pad_h) && corner_fits(-p.pad_w) && corner_fits(im2col_upper(p.od, p.sd, p.pad_d, p.d)) &&
+         corner_fits(im2col_upper(p.oh, p.sh, p.pad_h, p.h)) && corner_fits(im2col_upper(p.ow, p.sw, p.pad_w, p.w));
+}
 /// Chunks between the accumulators' restarts when partial sums are kept apart (float32 outputs
 /// of long reductions): 8 chunks, 512 terms.
 inline constexpr int kBlockedChunks = 8;

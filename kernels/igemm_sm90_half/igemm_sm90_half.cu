@@ -10,17 +10,20 @@
 //
 // The reduction advances one chunk at a time: 64 channels of one tap (the last chunk of a tap
 // zero-filled past C), 128 bytes a row of A (one output position's channels at that tap, zero
-// where the tap reads padding) and of B (one output channel's weights). Every thread stages
-// 16-byte pieces of A by cp.async into a ring of Spec::stages stages, 128-byte swizzled as
-// wgmma's K-major operands want them (common/wgmma_half.cuh); B arrives as one TMA box a chunk
-// (the weight's tensor map, the same swizzle), completing on its stage's mbarrier, which halves
-// or thirds the copies the threads issue (their rate per warp is what limits the pipeline).
-// Chunk q + stages - 2 is in flight while chunk q is multiplied and chunk q - 1's wgmmas may still run; a stage is refilled only
-// after every warpgroup has waited for the wgmmas that read it (wait<1> before the next barrier).
+// where the tap reads padding) and of B (one output channel's weights), into a ring of
+// Spec::stages stages, 128-byte swizzled as wgmma's K-major operands want them
+// (common/wgmma_half.cuh). Both operands arrive as one TMA box a chunk, completing on the stage's
+// mbarrier: A from the input's im2col map (the block's BM consecutive window origins, moved by the
+// tap's offset; TMA walks them across rows, planes and images and fills padding with zeros), B
+// from the weight's tiled map. Chunk q + stages - 2 is in flight while chunk q is multiplied and
+// chunk q - 1's wgmmas may still run; a stage is refilled only after every warpgroup has waited
+// for the wgmmas that read it (wait<1> before the next barrier).
 //
-// Padding modes other than zeros map each tap's (d, h, w) through padding::source. Inputs or
-// weights off a 16-byte boundary (no map for such a weight) are staged by ordinary loads and
-// stores instead.
+// Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
+// cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without
+// Spec::im2col (padding modes other than zeros, which map each tap's (d, h, w) through
+// padding::source; corners or strides past TMA's ranges; the twin for unaligned inputs), B for a
+// weight off a 16-byte boundary (geometry.cuh's weight_boxes, on the host and here alike).
 //
 // Accuracy: float32 outputs of long reductions (geometry.cuh's blocked()) keep partial sums of
 // 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
@@ -75,7 +78,8 @@ __global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm),
                          Spec::bn <= 128 && !igemm_sm90_half_geometry::blocked(Spec::cg, Spec::kd * Spec::kh * Spec::kw, sizeof(typename Spec::out_element) == 4) ? 2 : 1)
 igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
                 const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
-                ConvParams p, const __grid_constant__ TensorMap weight_map) {
+                ConvParams p, const __grid_constant__ TensorMap weight_map,
+                const __grid_constant__ TensorMap input_map) {
   using namespace igemm_sm90_half_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
@@ -89,17 +93,19 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int R = BN / 2;  // accumulators a thread
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4);
   constexpr bool BF16 = sm90_half::kIsBf16<T>;
+  constexpr bool A_BOX = Spec::im2col != 0;
   static_assert(CG % 8 == 0, "16-byte pieces of one tap's channels");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 128 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
+  static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
 
   extern __shared__ uint4 shared_half_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
   const unsigned ring = (base + 1023u) & ~1023u;
   char* const ring_ptr = reinterpret_cast<char*>(shared_half_ring) + (ring - base);
-  // One mbarrier a stage after the ring: its box of weights has landed.
-  auto* const b_full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
+  // One mbarrier a stage after the ring: its boxes have landed.
+  auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
   const long long n_tiles = (p.k + BN - 1) / BN;
@@ -117,7 +123,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   int a_d[A_COPIES], a_h[A_COPIES], a_w[A_COPIES];
   bool a_ok[A_COPIES];
 #pragma unroll
-  for (int i = 0; i < A_COPIES; ++i) {
+  for (int i = 0; i < (A_BOX ? 0 : A_COPIES); ++i) {
     const long long m = m0 + r0 + i * RPP;
     a_ok[i] = m < m_total;
     a_d[i] = -(1 << 28), a_h[i] = 0, a_w[i] = 0;  // past the last position: every tap fails
@@ -134,10 +140,20 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   const T* w_rows = wt + (k0 + r0) * static_cast<long long>(KRED);
   const bool a_vector = (reinterpret_cast<unsigned long long>(in) & 15) == 0;
   const bool b_box = weight_boxes(reinterpret_cast<unsigned long long>(wt));
-  if (b_box) {
+  // The block's first window origin, from which its im2col boxes walk.
+  int x0 = 0, y0 = 0, z0 = 0, n0 = 0;
+  if constexpr (A_BOX) {
+    long long n = m0;
+    const long long s = take_remainder(n, out_vol);
+    n0 = static_cast<int>(n);
+    z0 = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
+    y0 = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
+    x0 = static_cast<int>(s % p.ow) * SW - p.pad_w;
+  }
+  if (A_BOX || b_box) {
     if (tid == 0) {
 #pragma unroll
-      for (int s = 0; s < STAGES; ++s) tma::init(b_full + s);
+      for (int s = 0; s < STAGES; ++s) tma::init(full + s);
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();  // initialised before any thread waits
@@ -145,40 +161,47 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // Chunk q (tap q / CPT, channels from 64 * (q % CPT)) into stage s.
   auto load_chunk = [&](int q, int s) {
-    const int tap = q / CPT, c = (q - tap * CPT) * kChunk + cj * 8;
+    const int tap = q / CPT, c0 = (q - tap * CPT) * kChunk;
     const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+    const int c = c0 + cj * 8;
     const bool c_ok = CG % kChunk == 0 || c < CG;
     const unsigned a_stage = ring + static_cast<unsigned>(s * STAGE) + piece;
     const unsigned b_stage = a_stage + BM * kRowBytes;
+    if constexpr (!A_BOX) {
 #pragma unroll
-    for (int i = 0; i < A_COPIES; ++i) {
-      const int id = a_d[i] + kd * DD, ih = a_h[i] + kh * DH, iw = a_w[i] + kw * DW;
-      bool ok;
-      int at;
-      if constexpr (MODE == padding::kZeros) {
-        ok = c_ok && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
-             static_cast<unsigned>(ih) < static_cast<unsigned>(H) && static_cast<unsigned>(iw) < static_cast<unsigned>(W);
-        at = ((id * H + ih) * W + iw) * CG + c;
-      } else {
-        ok = c_ok && a_ok[i];
-        at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CG + c;
+      for (int i = 0; i < A_COPIES; ++i) {
+        const int id = a_d[i] + kd * DD, ih = a_h[i] + kh * DH, iw = a_w[i] + kw * DW;
+        bool ok;
+        int at;
+        if constexpr (MODE == padding::kZeros) {
+          ok = c_ok && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
+               static_cast<unsigned>(ih) < static_cast<unsigned>(H) && static_cast<unsigned>(iw) < static_cast<unsigned>(W);
+          at = ((id * H + ih) * W + iw) * CG + c;
+        } else {
+          ok = c_ok && a_ok[i];
+          at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CG + c;
+        }
+        sm90_half::copy16(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
       }
-      sm90_half::copy16(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
     }
-    if (b_box) {
-      // One box: BN output channels x 64 columns from this chunk's first; columns past the tap's
-      // channels meet A's zeros, rows and columns past the weight arrive as zeros.
-      if (tid == 0) {
-        tma::arrive_expect(b_full + s, BN * kRowBytes);
-        tma::load_box(ring_ptr + s * STAGE + BM * kRowBytes, weight_map, tap * CG + (q - tap * CPT) * kChunk,
-                      static_cast<int>(k0), b_full + s);
-      }
-      return;
-    }
+    if (!b_box) {
 #pragma unroll
-    for (int i = 0; i < B_COPIES; ++i) {
-      const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
-      sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
+      for (int i = 0; i < B_COPIES; ++i) {
+        const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
+        sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
+      }
+    }
+    if ((A_BOX || b_box) && tid == 0) {
+      char* const stage = ring_ptr + s * STAGE;
+      tma::arrive_expect(full + s, ((A_BOX ? BM : 0) + (b_box ? BN : 0)) * kRowBytes);
+      // BM window origins from the block's first, each read at this tap: 64 channels from c0.
+      if constexpr (A_BOX) {
+        tma::load_im2col(stage, input_map, c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * DW),
+                         static_cast<unsigned short>(kh * DH), static_cast<unsigned short>(kd * DD), full + s);
+      }
+      // BN output channels x 64 columns from this chunk's first; columns past the tap's channels
+      // meet A's zeros, rows and columns past the weight arrive as zeros.
+      if (b_box) tma::load_box(stage + BM * kRowBytes, weight_map, tap * CG + c0, static_cast<int>(k0), full + s);
     }
   };
 
@@ -202,7 +225,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     copies_commit();
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
-    if (b_box) tma::wait(b_full + q % STAGES, (q / STAGES) & 1);  // chunk q's weights
+    if (A_BOX || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kChunk / 16; ++ks) {

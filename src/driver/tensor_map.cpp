@@ -25,4 +25,16 @@ CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void
   return map;
 }
 
+CUtensorMap encode_im2col_map(CUtensorMapDataType type, const void* base, const cuuint64_t* dims,
+                              const cuuint64_t* strides, const int* lower, const int* upper, unsigned channels,
+                              unsigned pixels, const cuuint32_t* element_strides, CUtensorMapSwizzle swizzle,
+                              CUtensorMapL2promotion promotion) {
+  CUtensorMap map{};
+  check_cu(driver().cuTensorMapEncodeIm2col(&map, type, 5, const_cast<void*>(base), dims, strides, lower, upper,
+                                            channels, pixels, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                            promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeIm2col");
+  return map;
+}
+
 }  // namespace conv3djit::detail

@@ -4,7 +4,7 @@
 // address and a layer called again on the same buffers should not pay the encoding again.
 #include <cuda.h>
 
-#include <algorithm>
+#include <array>
 
 #include "conv3djit/conv3d.hpp"
 #include "jit/spec_key.hpp"
@@ -21,22 +21,31 @@ CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void
                              const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t* element_strides,
                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion);
 
+/// An NDHWC tensor of dims {C, W, H, D, N} (`strides` in bytes of dims 1..4) read in im2col mode:
+/// `pixels` consecutive window origins a copy, walked W, H, D, N inside the bounding box `lower`
+/// .. dims + `upper` ({W, H, D}, each in [-16, 15]) by `element_strides`, `channels` channels of
+/// each, out-of-bounds elements zero. Throws Error(DriverError) if the driver refuses the map.
+CUtensorMap encode_im2col_map(CUtensorMapDataType type, const void* base, const cuuint64_t* dims,
+                              const cuuint64_t* strides, const int* lower, const int* upper, unsigned channels,
+                              unsigned pixels, const cuuint32_t* element_strides, CUtensorMapSwizzle swizzle,
+                              CUtensorMapL2promotion promotion);
+
 /// The last map a thread encoded for one role: reused while the tensor's address, the kernel key
-/// and the extents it was made for stay the same.
+/// and the values it was made from (extents, padding) stay the same.
 struct LastTensorMap {
   const void* tensor = nullptr;
-  long long extents[5] = {};
+  std::array<long long, 8> extents{};
   SpecKey key;
   CUtensorMap map{};
 
   /// The remembered map, or make() anew (and remembered) when anything it depends on changed; a
   /// throw from make() leaves the old entry intact.
   template <class Make>
-  const CUtensorMap& get(const SpecKey& k, const void* t, const long long (&ext)[5], Make&& make) {
-    if (tensor != t || key != k || !std::equal(ext, ext + 5, extents)) {
+  const CUtensorMap& get(const SpecKey& k, const void* t, const std::array<long long, 8>& ext, Make&& make) {
+    if (tensor != t || key != k || ext != extents) {
       map = make();
       tensor = t;
-      std::copy(ext, ext + 5, extents);
+      extents = ext;
       key = k;
     }
     return map;

@@ -25,8 +25,9 @@ Engine& engine_for(const std::string& config) {
 }
 
 GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
-                                 const cli::Stream& stream, CUcontext call_from, cli::ValueRange input_range) {
-  cli::ProblemData data(desc, seed, 0, input_range);
+                                 const cli::Stream& stream, CUcontext call_from, cli::ValueRange input_range,
+                                 int64_t input_offset) {
+  cli::ProblemData data(desc, seed, input_offset, input_range);
   cli::fill_nan(data.d_output);
   if (call_from != nullptr) {
     CUcontext own = nullptr;

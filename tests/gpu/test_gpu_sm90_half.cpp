@@ -48,11 +48,14 @@ std::vector<Conv3dDesc> shapes() {
   };
 }
 
+// The last two stage A by the threads' copies where the others take im2col boxes.
 const std::vector<std::string> kForced = {"",
                                           "igemm_sm90_half:64,64",
                                           "igemm_sm90_half:128,128,3",
                                           "igemm_sm90_half:128,256",
-                                          "igemm_sm90_half:64,256,5"};
+                                          "igemm_sm90_half:64,256,5",
+                                          "igemm_sm90_half:128,128,3,0",
+                                          "igemm_sm90_half:64,256,4,0"};
 
 std::vector<Case> kernel_cases() {
   std::vector<Case> out;
@@ -178,6 +181,28 @@ TEST_CASE("igemm_sm90_half: long reductions meet the float32-output class") {
 TEST_CASE("igemm_sm90_half: NCDHW layers through channels_last copies") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   check_all(ncdhw_cases(), true);
+}
+
+TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copies A by the threads") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  cli::Stream stream;
+  std::random_device seeds;
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const Conv3dDesc& shape : {shapes()[0], shapes()[1]}) {
+      const Conv3dDesc d = ndhwc(shape, type, type == DataType::Float16);
+      DYNAMIC_SECTION(describe(d)) {
+        const KernelResources aligned = Engine::global().resources(d, stream.get(), true);
+        const KernelResources twin = Engine::global().resources(d, stream.get(), false);
+        INFO(aligned.kernel << " / " << twin.kernel);
+        CHECK(aligned.kernel.find(" im2col=1") != std::string::npos);
+        CHECK(twin.kernel.find(" im2col=0") != std::string::npos);
+        const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream, nullptr, {}, 1);
+        INFO("rel-L2 " << r.comparison.rel_l2 << ", non-finite " << r.comparison.non_finite);
+        CHECK(r.comparison.non_finite == 0);
+        CHECK(r.comparison.passed);
+      }
+    }
+  }
 }
 
 TEST_CASE("igemm_sm90_half: no local memory") {

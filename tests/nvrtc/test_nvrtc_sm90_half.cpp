@@ -8,6 +8,7 @@
 #include "config_cases.hpp"
 #include "conv3djit/engine.hpp"
 #include "core/problem.hpp"
+#include "igemm_sm90_half/geometry.cuh"
 #include "jit/codegen.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/plan.hpp"
@@ -114,6 +115,60 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
                   Error);
 }
 
+TEST_CASE("igemm_sm90_half: the input as im2col boxes where TMA can walk its windows") {
+  namespace geo = igemm_sm90_half_geometry;
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto plan_of = [&](const Conv3dDesc& d, const std::string& forced = "") {
+    return detail::make_plan(detail::make_problem(d), sm90, forced);
+  };
+  // The bounding box ends just past the last window origin: padding 1 of a 3-wide window, -1;
+  // stride 2 over 56 columns (28 outputs, origins -1 .. 53), -2; no padding, a 7-wide window, -6.
+  CHECK(geo::im2col_upper(56, 1, 1, 56) == -1);
+  CHECK(geo::im2col_upper(28, 2, 1, 56) == -2);
+  CHECK(geo::im2col_upper(50, 1, 0, 56) == -6);
+  const Conv3dDesc wide = ndhwc(DataType::BFloat16, false, test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1));
+  {
+    const detail::Plan plan = plan_of(wide);
+    CHECK(plan.key.field("im2col") == 1);
+    CHECK(detail::canonical_text(plan.key).find(" im2col=1") != std::string::npos);
+    // An unaligned input runs the twin: the same tiles with A by the threads' copies.
+    REQUIRE(plan.unaligned);
+    CHECK(plan.unaligned->key.field("im2col") == 0);
+    CHECK(plan.unaligned->key.field("bn") == plan.key.field("bn"));
+    CHECK(&plan.for_input(false) == plan.unaligned.get());
+  }
+  {
+    // NCDHW layers read their channels-last copy, aligned whatever the input: no twin.
+    Conv3dDesc n = wide;
+    n.layout = Layout::NCDHW;
+    const detail::Plan plan = plan_of(n);
+    CHECK(plan.key.field("im2col") == 1);
+    CHECK_FALSE(plan.unaligned);
+  }
+  {
+    // Strided, dilated and unpadded windows.
+    CHECK(plan_of(ndhwc(DataType::Float16, false, test::make(2, 64, {9, 30, 31}, 64, {3, 3, 3}, {1, 2, 2}, 1, {1, 1, 2})))
+              .key.field("im2col") == 1);
+    CHECK(plan_of(ndhwc(DataType::Float16, false, test::make(1, 64, {4, 20, 20}, 64, {1, 7, 7})))
+              .key.field("im2col") == 1);
+  }
+  // What TMA cannot walk: other padding modes, strides past 8, corners past 16.
+  Conv3dDesc reflect = wide;
+  reflect.padding_mode = PaddingMode::Reflect;
+  const Conv3dDesc far_stride = ndhwc(DataType::BFloat16, false, test::make(1, 64, {4, 20, 40}, 64, {1, 1, 9}, {1, 1, 9}, 0));
+  const Conv3dDesc far_pad = ndhwc(DataType::BFloat16, false, test::make(1, 64, {4, 6, 40}, 64, {1, 1, 35}, 1, Dims3{0, 0, 17}));
+  for (const Conv3dDesc& d : {reflect, far_stride, far_pad}) {
+    DYNAMIC_SECTION(describe(d)) {
+      const detail::Plan plan = plan_of(d);
+      CHECK(plan.key.field("im2col") == 0);
+      CHECK_FALSE(plan.unaligned);
+      CHECK_THROWS_AS(plan_of(d, "igemm_sm90_half:128,128,3,1"), Error);
+    }
+  }
+  CHECK(plan_of(wide, "igemm_sm90_half:128,128,3,0").key.field("im2col") == 0);
+  CHECK_THROWS_AS(plan_of(wide, "igemm_sm90_half:128,128,3,2"), Error);
+}
+
 TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
   const Conv3dDesc wide = test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
   const Conv3dDesc mid = test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1);
@@ -163,7 +218,8 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     }
   }
   for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256", "igemm_sm90_half:64,256,3",
-                             "igemm_sm90_half:bm=128,bn=64,stages=6"}) {
+                             "igemm_sm90_half:bm=128,bn=64,stages=6", "igemm_sm90_half:128,128,3,0",
+                             "igemm_sm90_half:128,256,4,0"}) {
     DYNAMIC_SECTION(config) { check_compiles_clean(ptxas_report(ndhwc(DataType::BFloat16, false, wide), config)); }
   }
 }

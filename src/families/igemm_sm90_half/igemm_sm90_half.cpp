@@ -1,8 +1,11 @@
 // igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors on Hopper's warpgroup tensor cores
 // (wgmma, sm_90a), groups == 1, C % 8 == 0: BM output positions x BN output channels a block,
-// chunks of 64 channels of one tap staged into a ring of 128-byte swizzled stages, the input's
-// by cp.async, the weight's as one TMA box (docs/kernels/igemm_sm90_half.md). NCDHW layers read channels_last copies of their input and
+// chunks of 64 channels of one tap staged into a ring of 128-byte swizzled stages, each operand's
+// as one TMA box where a map can serve it (the input's in im2col mode), else by the threads'
+// copies (docs/kernels/igemm_sm90_half.md). NCDHW layers read channels_last copies of their input and
 // weight, made on every call, and store NCDHW.
+#include <memory>
+
 #include "driver/tensor_map.hpp"
 #include "families/channels_last/channels_last.hpp"
 #include "igemm_sm90_half/geometry.cuh"
@@ -15,18 +18,26 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages;
+  int bm, bn, stages, im2col;
 };
 
-const ConfigTable<HalfSm90Config, 3> kTable{{{
+const ConfigTable<HalfSm90Config, 4> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 128 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
+    {{"im2col", FieldRole::Optional,
+      "1: the input as TMA im2col boxes (zero padding, strides up to 8, padding within 16 of the extents), "
+      "0: by the threads' copies (default: 1 where the layer allows it)"},
+     &HalfSm90Config::im2col},
 }}};
 
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
 
+// Whether prob's input can arrive as im2col boxes (geometry.cuh).
+bool im2col_fits(const Problem& prob) { return geo::im2col_fits(make_params(prob)); }
+
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
+  if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 128 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
@@ -69,9 +80,16 @@ class HalfSm90Family final : public Family {
     std::vector<Plan> plans;
     auto first = choose_tile(prob, limits);
     if (!first) return plans;
+    HalfSm90Config copied = kTable.load(first->key.config);
     plans.push_back(std::move(*first));
-    const HalfSm90Config others[] = {{128, 256, 4}, {128, 128, 3}, {128, 64, 3}, {64, 128, 3}, {64, 64, 3},
-                                     {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
+    if (copied.im2col == 1) {  // the choice with the threads' copies too
+      copied.im2col = 0;
+      plans.push_back(plan(prob, limits, copied));
+    }
+    const int boxes = im2col_fits(prob) ? 1 : 0;
+    const HalfSm90Config others[] = {{128, 256, 4, boxes}, {128, 128, 3, boxes}, {128, 64, 3, boxes},
+                                     {64, 128, 3, boxes},  {64, 64, 3, boxes},   {128, 256, 3, boxes},
+                                     {128, 128, 4, boxes}, {64, 128, 4, boxes}};
     for (const HalfSm90Config& c : others) {
       if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
     }
@@ -79,28 +97,55 @@ class HalfSm90Family final : public Family {
   }
 
   // The weight's map (the first), where weight_boxes() holds: the K x KD·KH·KW·C matrix in boxes
-  // of BN rows x 64 channels, 128-byte swizzled as the ring's stages hold B.
-  void tensor_maps(const Plan& plan, const void* /*input*/, const void* weight, void* /*output*/,
-                   CUtensorMap* weight_map, CUtensorMap* /*second*/) const override {
-    if (!geo::weight_boxes(reinterpret_cast<unsigned long long>(weight))) return;
-    thread_local LastTensorMap last;
+  // of BN rows x 64 channels. The input's (the second), in kernels built with im2col: the NDHWC
+  // input (aligned: unaligned ones run the twin) in im2col mode, BM window origins x 64 channels a copy, its bounding box the layer's
+  // window origins (geometry.cuh). Both 128-byte swizzled as the ring's stages hold A and B.
+  void tensor_maps(const Plan& plan, const void* input, const void* weight, void* /*output*/,
+                   CUtensorMap* weight_map, CUtensorMap* input_map) const override {
     const ConvParams& p = plan.params;
-    const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
-    *weight_map = last.get(plan.key, weight, {p.k, kred, 0, 0, 0}, [&] {
-      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
-      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * element_bytes(plan.key.dtype)};
-      const cuuint32_t box[2] = {geo::kChunk, static_cast<cuuint32_t>(kTable.load(plan.key.config).bn)};
-      const cuuint32_t element_strides[2] = {1, 1};
-      return encode_tiled_map(tensor_map_type(plan.key.dtype), 2, weight, dims, strides, box, element_strides,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
-    });
+    const HalfSm90Config c = kTable.load(plan.key.config);
+    const CUtensorMapDataType type = tensor_map_type(plan.key.dtype);
+    if (geo::weight_boxes(reinterpret_cast<unsigned long long>(weight))) {
+      thread_local LastTensorMap last;
+      const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
+      *weight_map = last.get(plan.key, weight, {p.k, kred}, [&] {
+        const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
+        const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * element_bytes(plan.key.dtype)};
+        const cuuint32_t box[2] = {geo::kChunk, static_cast<cuuint32_t>(c.bn)};
+        const cuuint32_t element_strides[2] = {1, 1};
+        return encode_tiled_map(type, 2, weight, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+      });
+    }
+    if (c.im2col == 1) {
+      thread_local LastTensorMap last;
+      *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
+        const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.c), static_cast<cuuint64_t>(p.w),
+                                    static_cast<cuuint64_t>(p.h), static_cast<cuuint64_t>(p.d),
+                                    static_cast<cuuint64_t>(p.n)};
+        cuuint64_t strides[4];
+        strides[0] = dims[0] * element_bytes(plan.key.dtype);
+        for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
+        const int lower[3] = {-p.pad_w, -p.pad_h, -p.pad_d};
+        const int upper[3] = {static_cast<int>(geo::im2col_upper(p.ow, p.sw, p.pad_w, p.w)),
+                              static_cast<int>(geo::im2col_upper(p.oh, p.sh, p.pad_h, p.h)),
+                              static_cast<int>(geo::im2col_upper(p.od, p.sd, p.pad_d, p.d))};
+        const cuuint32_t element_strides[5] = {1, static_cast<cuuint32_t>(p.sw), static_cast<cuuint32_t>(p.sh),
+                                               static_cast<cuuint32_t>(p.sd), 1};
+        return encode_im2col_map(type, input, dims, strides, lower, upper, geo::kChunk,
+                                 static_cast<unsigned>(c.bm), element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+      });
+    }
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
-    const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 3}, forced);
+    const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 3, im2col_fits(prob) ? 1 : 0}, forced);
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "BM of 64 or 128, BN of 64, 128 or 256 (at most 128 for float32 outputs of reductions "
-                            "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory");
+                            "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, im2col 0 "
+                            "or 1, and 1 only with zero padding, strides up to 8 and padding within 16 of the "
+                            "extents");
     }
     return plan(prob, limits, c);
   }
@@ -115,11 +160,12 @@ class HalfSm90Family final : public Family {
   // SM count).
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
-    if (const HalfSm90Config wide{128, 256, 4}; prob.out.k > 128 && fits(prob, limits, wide)) {
+    const int boxes = im2col_fits(prob) ? 1 : 0;
+    if (const HalfSm90Config wide{128, 256, 4, boxes}; prob.out.k > 128 && fits(prob, limits, wide)) {
       return plan(prob, limits, wide);
     }
     const int bn = prob.out.k > 64 ? 128 : 64;
-    const HalfSm90Config tiles[] = {{128, bn, 3}, {64, bn, 3}, {64, 64, 3}};
+    const HalfSm90Config tiles[] = {{128, bn, 3, boxes}, {64, bn, 3, boxes}, {64, 64, 3, boxes}};
     std::optional<HalfSm90Config> best;
     for (const HalfSm90Config& c : tiles) {
       if (c.bn > bn || !fits(prob, limits, c)) continue;
@@ -143,6 +189,12 @@ class HalfSm90Family final : public Family {
     if (prob.desc.layout == Layout::NCDHW) {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
       plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
+    } else if (c.im2col == 1) {
+      // An im2col map needs a 16-byte aligned input; the twin copies A by the threads (NCDHW
+      // layers read their channels-last copy, which is aligned).
+      HalfSm90Config copies = c;
+      copies.im2col = 0;
+      plan.unaligned = std::make_shared<const Plan>(this->plan(prob, limits, copies));
     }
     return plan;
   }
