@@ -24,13 +24,31 @@ __device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
   return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
 }
 
-// d = (accumulate ? d : 0) + A * B, N = 64, 128 or 256 columns; BF16 picks .bf16 or .f16 inputs.
+// d = (accumulate ? d : 0) + A * B, N = 64, 96, 128, 192 or 256 columns; BF16 picks .bf16 or .f16
+// inputs.
 template <int N, bool BF16>
 __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a, unsigned long long b,
                                          bool accumulate);
 
 // One specialisation per width and type; inline asm numbers the R = N / 2 accumulators %0 .. %R-1
-// first, then the two descriptors and the accumulate flag.
+// first (CONV3DJIT_R<i>: the operand names i .. i + 7), then the two descriptors and the
+// accumulate flag.
+#define CONV3DJIT_R0 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define CONV3DJIT_R8 "%8, %9, %10, %11, %12, %13, %14, %15"
+#define CONV3DJIT_R16 "%16, %17, %18, %19, %20, %21, %22, %23"
+#define CONV3DJIT_R24 "%24, %25, %26, %27, %28, %29, %30, %31"
+#define CONV3DJIT_R32 "%32, %33, %34, %35, %36, %37, %38, %39"
+#define CONV3DJIT_R40 "%40, %41, %42, %43, %44, %45, %46, %47"
+#define CONV3DJIT_R48 "%48, %49, %50, %51, %52, %53, %54, %55"
+#define CONV3DJIT_R56 "%56, %57, %58, %59, %60, %61, %62, %63"
+#define CONV3DJIT_R64 "%64, %65, %66, %67, %68, %69, %70, %71"
+#define CONV3DJIT_R72 "%72, %73, %74, %75, %76, %77, %78, %79"
+#define CONV3DJIT_R80 "%80, %81, %82, %83, %84, %85, %86, %87"
+#define CONV3DJIT_R88 "%88, %89, %90, %91, %92, %93, %94, %95"
+#define CONV3DJIT_R96 "%96, %97, %98, %99, %100, %101, %102, %103"
+#define CONV3DJIT_R104 "%104, %105, %106, %107, %108, %109, %110, %111"
+#define CONV3DJIT_R112 "%112, %113, %114, %115, %116, %117, %118, %119"
+#define CONV3DJIT_R120 "%120, %121, %122, %123, %124, %125, %126, %127"
 #define CONV3DJIT_D8(i)                                                                                   \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
@@ -44,41 +62,69 @@ __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a
                  : __VA_ARGS__                                                                            \
                  : "l"(a), "l"(b), "r"(int(accumulate)));                                                 \
   }
-// The register list and operands of each width, for both types.
+// The register lists and operands of each width, each the previous width's and more.
+#define CONV3DJIT_L64 CONV3DJIT_R0 ", " CONV3DJIT_R8 ", " CONV3DJIT_R16 ", " CONV3DJIT_R24
+#define CONV3DJIT_L96 CONV3DJIT_L64 ", " CONV3DJIT_R32 ", " CONV3DJIT_R40
+#define CONV3DJIT_L128 CONV3DJIT_L96 ", " CONV3DJIT_R48 ", " CONV3DJIT_R56
+#define CONV3DJIT_L192 CONV3DJIT_L128 ", " CONV3DJIT_R64 ", " CONV3DJIT_R72 ", " CONV3DJIT_R80 ", " CONV3DJIT_R88
+#define CONV3DJIT_L256 CONV3DJIT_L192 ", " CONV3DJIT_R96 ", " CONV3DJIT_R104 ", " CONV3DJIT_R112 ", " CONV3DJIT_R120
+#define CONV3DJIT_O64 CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16), CONV3DJIT_D8(24)
+#define CONV3DJIT_O96 CONV3DJIT_O64, CONV3DJIT_D8(32), CONV3DJIT_D8(40)
+#define CONV3DJIT_O128 CONV3DJIT_O96, CONV3DJIT_D8(48), CONV3DJIT_D8(56)
+#define CONV3DJIT_O192 CONV3DJIT_O128, CONV3DJIT_D8(64), CONV3DJIT_D8(72), CONV3DJIT_D8(80), CONV3DJIT_D8(88)
+#define CONV3DJIT_O256 CONV3DJIT_O192, CONV3DJIT_D8(96), CONV3DJIT_D8(104), CONV3DJIT_D8(112), CONV3DJIT_D8(120)
 #define CONV3DJIT_HALF_N64(BF16, TYPE) \
-  CONV3DJIT_WGMMA_HALF(64, BF16, TYPE, "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31", \
-      "%32, %33", "%34", CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16), CONV3DJIT_D8(24))
+  CONV3DJIT_WGMMA_HALF(64, BF16, TYPE, CONV3DJIT_L64, "%32, %33", "%34", CONV3DJIT_O64)
+#define CONV3DJIT_HALF_N96(BF16, TYPE) \
+  CONV3DJIT_WGMMA_HALF(96, BF16, TYPE, CONV3DJIT_L96, "%48, %49", "%50", CONV3DJIT_O96)
 #define CONV3DJIT_HALF_N128(BF16, TYPE) \
-  CONV3DJIT_WGMMA_HALF(128, BF16, TYPE, "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63", \
-      "%64, %65", "%66", CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16), CONV3DJIT_D8(24), CONV3DJIT_D8(32), \
-      CONV3DJIT_D8(40), CONV3DJIT_D8(48), CONV3DJIT_D8(56))
+  CONV3DJIT_WGMMA_HALF(128, BF16, TYPE, CONV3DJIT_L128, "%64, %65", "%66", CONV3DJIT_O128)
+#define CONV3DJIT_HALF_N192(BF16, TYPE) \
+  CONV3DJIT_WGMMA_HALF(192, BF16, TYPE, CONV3DJIT_L192, "%96, %97", "%98", CONV3DJIT_O192)
 #define CONV3DJIT_HALF_N256(BF16, TYPE) \
-  CONV3DJIT_WGMMA_HALF(256, BF16, TYPE, "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127", \
-      "%128, %129", "%130", CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16), CONV3DJIT_D8(24), CONV3DJIT_D8(32), \
-      CONV3DJIT_D8(40), CONV3DJIT_D8(48), CONV3DJIT_D8(56), CONV3DJIT_D8(64), CONV3DJIT_D8(72), \
-      CONV3DJIT_D8(80), CONV3DJIT_D8(88), CONV3DJIT_D8(96), CONV3DJIT_D8(104), CONV3DJIT_D8(112), \
-      CONV3DJIT_D8(120))
+  CONV3DJIT_WGMMA_HALF(256, BF16, TYPE, CONV3DJIT_L256, "%128, %129", "%130", CONV3DJIT_O256)
 CONV3DJIT_HALF_N64(true, "bf16")
 CONV3DJIT_HALF_N64(false, "f16")
+CONV3DJIT_HALF_N96(true, "bf16")
+CONV3DJIT_HALF_N96(false, "f16")
 CONV3DJIT_HALF_N128(true, "bf16")
 CONV3DJIT_HALF_N128(false, "f16")
+CONV3DJIT_HALF_N192(true, "bf16")
+CONV3DJIT_HALF_N192(false, "f16")
 CONV3DJIT_HALF_N256(true, "bf16")
 CONV3DJIT_HALF_N256(false, "f16")
 #undef CONV3DJIT_HALF_N256
+#undef CONV3DJIT_HALF_N192
 #undef CONV3DJIT_HALF_N128
+#undef CONV3DJIT_HALF_N96
 #undef CONV3DJIT_HALF_N64
 #undef CONV3DJIT_WGMMA_HALF
+#undef CONV3DJIT_L64
+#undef CONV3DJIT_O64
+#undef CONV3DJIT_L96
+#undef CONV3DJIT_O96
+#undef CONV3DJIT_L128
+#undef CONV3DJIT_O128
+#undef CONV3DJIT_L192
+#undef CONV3DJIT_O192
+#undef CONV3DJIT_L256
+#undef CONV3DJIT_O256
 #undef CONV3DJIT_D8
+#undef CONV3DJIT_R0
+#undef CONV3DJIT_R8
+#undef CONV3DJIT_R16
+#undef CONV3DJIT_R24
+#undef CONV3DJIT_R32
+#undef CONV3DJIT_R40
+#undef CONV3DJIT_R48
+#undef CONV3DJIT_R56
+#undef CONV3DJIT_R64
+#undef CONV3DJIT_R72
+#undef CONV3DJIT_R80
+#undef CONV3DJIT_R88
+#undef CONV3DJIT_R96
+#undef CONV3DJIT_R104
+#undef CONV3DJIT_R112
+#undef CONV3DJIT_R120
 
 }  // namespace conv3djit::wgmma

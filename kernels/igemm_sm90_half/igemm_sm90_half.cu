@@ -96,7 +96,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr bool A_BOX = Spec::im2col != 0;
   static_assert(CG % 8 == 0, "16-byte pieces of one tap's channels");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
-  static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 128 or 256");
+  static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
 

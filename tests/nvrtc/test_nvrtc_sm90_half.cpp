@@ -107,6 +107,11 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
   CHECK(tile(d) == "128x256x4");
   CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(8, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1))) == "128x128x3");
   CHECK(tile(ndhwc(DataType::BFloat16, true, conv3b)) == "128x128x3");
+  // Widths that pad fewer columns: 192 for K = 192 and 384, 96 for K = 96.
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 384, {3, 3, 3}, 1, 1))) == "128x192x4");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 192, {3, 3, 3}, 1, 1))) == "128x192x4");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 96, {3, 3, 3}, 1, 1))) == "128x96x3");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 768, {3, 3, 3}, 1, 1))) == "128x256x4");
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:96,128"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,256,8"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false,
@@ -219,7 +224,8 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
   }
   for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256", "igemm_sm90_half:64,256,3",
                              "igemm_sm90_half:bm=128,bn=64,stages=6", "igemm_sm90_half:128,128,3,0",
-                             "igemm_sm90_half:128,256,4,0"}) {
+                             "igemm_sm90_half:128,256,4,0", "igemm_sm90_half:128,192,4",
+                             "igemm_sm90_half:128,96", "igemm_sm90_half:64,192,3,0"}) {
     DYNAMIC_SECTION(config) { check_compiles_clean(ptxas_report(ndhwc(DataType::BFloat16, false, wide), config)); }
   }
 }

@@ -23,7 +23,7 @@ struct HalfSm90Config {
 
 const ConfigTable<HalfSm90Config, 4> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
-    {{"bn", FieldRole::Chosen, "output channels a block: 64, 128 or 256"}, &HalfSm90Config::bn},
+    {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
     {{"im2col", FieldRole::Optional,
       "1: the input as TMA im2col boxes (zero padding, strides up to 8, padding within 16 of the extents), "
@@ -39,7 +39,7 @@ bool im2col_fits(const Problem& prob) { return geo::im2col_fits(make_params(prob
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
   if (c.bm != 64 && c.bm != 128) return false;
-  if (c.bn != 64 && c.bn != 128 && c.bn != 256) return false;
+  if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
   if (geo::blocked(static_cast<int>(prob.c_per_group), taps(prob), prob.out_dtype == DataType::Float32) && c.bn > 128) {
     return false;
@@ -87,9 +87,10 @@ class HalfSm90Family final : public Family {
       plans.push_back(plan(prob, limits, copied));
     }
     const int boxes = im2col_fits(prob) ? 1 : 0;
-    const HalfSm90Config others[] = {{128, 256, 4, boxes}, {128, 128, 3, boxes}, {128, 64, 3, boxes},
-                                     {64, 128, 3, boxes},  {64, 64, 3, boxes},   {128, 256, 3, boxes},
-                                     {128, 128, 4, boxes}, {64, 128, 4, boxes}};
+    const HalfSm90Config others[] = {{128, 256, 4, boxes}, {128, 192, 4, boxes}, {128, 128, 3, boxes},
+                                     {128, 96, 3, boxes},  {128, 64, 3, boxes},  {64, 128, 3, boxes},
+                                     {64, 64, 3, boxes},   {128, 256, 3, boxes}, {128, 128, 4, boxes},
+                                     {64, 128, 4, boxes}};
     for (const HalfSm90Config& c : others) {
       if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
     }
@@ -142,7 +143,7 @@ class HalfSm90Family final : public Family {
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
     const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 3, im2col_fits(prob) ? 1 : 0}, forced);
     if (!fits(prob, limits, c)) {
-      refuse_config(forced, "BM of 64 or 128, BN of 64, 128 or 256 (at most 128 for float32 outputs of reductions "
+      refuse_config(forced, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256 (at most 128 for float32 outputs of reductions "
                             "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, im2col 0 "
                             "or 1, and 1 only with zero padding, strides up to 8 and padding within 16 of the "
                             "extents");
@@ -161,10 +162,12 @@ class HalfSm90Family final : public Family {
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
     const int boxes = im2col_fits(prob) ? 1 : 0;
-    if (const HalfSm90Config wide{128, 256, 4, boxes}; prob.out.k > 128 && fits(prob, limits, wide)) {
-      return plan(prob, limits, wide);
+    const long long k = prob.out.k;
+    if (k > 128) {
+      const int wide_bn = ceil_div(k, 192) * 192 < ceil_div(k, 256) * 256 ? 192 : 256;
+      if (const HalfSm90Config wide{128, wide_bn, 4, boxes}; fits(prob, limits, wide)) return plan(prob, limits, wide);
     }
-    const int bn = prob.out.k > 64 ? 128 : 64;
+    const int bn = k > 96 ? 128 : k > 64 ? 96 : 64;
     const HalfSm90Config tiles[] = {{128, bn, 3, boxes}, {64, bn, 3, boxes}, {64, 64, 3, boxes}};
     std::optional<HalfSm90Config> best;
     for (const HalfSm90Config& c : tiles) {
