@@ -95,7 +95,7 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
   // Forced configurations outside the rules are refused; C % 8 != 0 too.
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   const Conv3dDesc d = ndhwc(DataType::BFloat16, false, wide);
-  // Tiles: 128 x 256 with 4 stages past 128 output channels (one block an SM, 197 KB), else
+  // Tiles: 128 x 256 or 128 x 192 with 4 stages past 128 output channels (one block an SM), else
   // 128 x 128 x 3 where that makes 128 blocks or more; float32 outputs of long reductions keep
   // BN <= 128 (blocked sums).
   const Conv3dDesc conv3b = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
@@ -104,14 +104,18 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
     return std::to_string(plan.key.field("bm")) + "x" + std::to_string(plan.key.field("bn")) + "x" +
            std::to_string(plan.key.field("stages"));
   };
-  CHECK(tile(d) == "128x256x4");
+  // Past 128 channels the width whose waves of 132 blocks sum the fewest columns: conv3b's 392
+  // row tiles take 256 (3 waves x 256 against 6 x 192), the same layer at batch 1 (49 row tiles,
+  // one wave either way) 192; K = 192 and 384 192 (no padded columns).
+  CHECK(tile(ndhwc(DataType::BFloat16, false, conv3b)) == "128x256x4");
+  CHECK(tile(d) == "128x192x4");
   CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(8, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1))) == "128x128x3");
   CHECK(tile(ndhwc(DataType::BFloat16, true, conv3b)) == "128x128x3");
-  // Widths that pad fewer columns: 192 for K = 192 and 384, 96 for K = 96.
-  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 384, {3, 3, 3}, 1, 1))) == "128x192x4");
-  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 192, {3, 3, 3}, 1, 1))) == "128x192x4");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 120, 208}, 384, {3, 3, 3}, 1, 1))) == "128x192x4");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 240, 416}, 192, {3, 3, 3}, 1, 1))) == "128x192x4");
+  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {17, 66, 66}, 512, {3, 3, 3}, 1, 1))) == "128x256x4");
+  // 96 columns for K = 96.
   CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 96, {3, 3, 3}, 1, 1))) == "128x96x3");
-  CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 60, 104}, 768, {3, 3, 3}, 1, 1))) == "128x256x4");
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:96,128"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,256,8"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false,

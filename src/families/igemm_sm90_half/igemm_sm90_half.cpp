@@ -36,6 +36,10 @@ int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h *
 // Whether prob's input can arrive as im2col boxes (geometry.cuh).
 bool im2col_fits(const Problem& prob) { return geo::im2col_fits(make_params(prob)); }
 
+// Blocks a wave of the planner's cost model: the H100's and H200's SM count, fixed so that keys
+// never depend on the device.
+constexpr long long kWaveBlocks = 132;
+
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
   if (c.bm != 64 && c.bm != 128) return false;
@@ -152,19 +156,22 @@ class HalfSm90Family final : public Family {
   }
 
  private:
-  // Where it is valid, whatever C: 128 x 256 with 4 stages (197 KB, one block an SM) for K > 128,
-  // else BN = 128 for K > 64, else 64, with BM = 128 and 3 stages (99 KB: two blocks an SM). On
-  // the H200 (docs/kernels/igemm_sm90_half.md), bf16 NDHWC: HunyuanVideo's C512 layer 128 x 256 x 4
-  // 1.33 ms, x 3 1.43, 128 x 128 x 3 1.58, x 4 1.94; CogVideoX's C256 0.79 against 0.94; Wan's
-  // K = 192 layer 0.48 against 0.61; at K = 128 (LTX) 128 x 256 loses, 0.79 against 0.35. 64-row
-  // tiles only where 128 would make fewer than 128 blocks (a fixed count: keys never depend on the
-  // SM count).
+  // Where it is valid, whatever C: for K > 128, 128 x 256 or 128 x 192 with 4 stages (one block
+  // an SM), the width whose waves of kWaveBlocks blocks multiply the fewest columns; else BN = 128
+  // for K > 96, 96 for K > 64, else 64, with BM = 128 and 3 stages (two blocks an SM). On the H200
+  // (docs/kernels/igemm_sm90_half.md), bf16 NDHWC: HunyuanVideo's C512 layer 128 x 256 x 4 1.33 ms,
+  // x 3 1.43, 128 x 128 x 3 1.58; Wan's K = 384 layer at 120 x 208 128 x 192 x 4 0.258, 128 x 256
+  // x 4 0.435; K = 192 0.278 against 0.449; video_vae_512 (80 blocks at 256) 0.150 against 0.176;
+  // Wan's K = 96 layer 128 x 96 x 3 0.566, 128 x 128 x 3 0.837; at K = 128 (LTX) 128 x 256 loses,
+  // 0.80 against 0.37. 64-row tiles only where 128 would make fewer than 128 blocks.
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
     const int boxes = im2col_fits(prob) ? 1 : 0;
     const long long k = prob.out.k;
     if (k > 128) {
-      const int wide_bn = ceil_div(k, 192) * 192 < ceil_div(k, 256) * 256 ? 192 : 256;
+      // The width whose waves of one-a-SM blocks sum the fewest columns.
+      auto columns = [&](int bn) { return ceil_div(blocks(prob, {128, bn, 4, boxes}), kWaveBlocks) * bn; };
+      const int wide_bn = columns(192) < columns(256) ? 192 : 256;
       if (const HalfSm90Config wide{128, wide_bn, 4, boxes}; fits(prob, limits, wide)) return plan(prob, limits, wide);
     }
     const int bn = k > 96 ? 128 : k > 64 ? 96 : 64;
