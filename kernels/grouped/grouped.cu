@@ -1,23 +1,46 @@
-// Direct convolution for grouped and depthwise problems (groups > 1), fp32 FFMA. These do little
+// Direct convolution for grouped and depthwise problems (groups > 1), FFMA in fp32 on float32,
+// bf16 or fp16 tensors (NCDHW; half outputs in the input type or float32). These do little
 // arithmetic per byte, so the kernel is built to stream. A block computes KB output channels of
 // one group (they share its input) for a BH x BW tile of up to ODB consecutive output planes,
 // walking the planes in order: the input planes flow through a ring of shared-memory slots
 // (cp.async, zero-filled for padding), each copied once and read by every output plane that
 // needs it, with the planes of the next PF output planes in flight while this one is computed.
 // A thread owns TH rows x TW consecutive columns, so one input row it reads serves TW x KW terms
-// of up to TH rows; its stores go straight from registers (16-byte when the rows allow).
+// of up to TH rows; its stores go straight from registers (4 outputs a store when the rows
+// allow). The ring and the weights hold floats: half inputs are converted as they are staged, by
+// loads and shared stores (cp.async moves 4 bytes at least and cannot convert).
 #pragma once
 #include "common/async_copy.cuh"
+#include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
 #include "grouped/geometry.cuh"
 
 namespace conv3djit {
+namespace grouped_store {
+
+// Four consecutive outputs at dst (aligned to four), streaming.
+__device__ __forceinline__ void four(float* dst, float a, float b, float c, float d) {
+  __stcs(reinterpret_cast<float4*>(dst), make_float4(a, b, c, d));
+}
+template <class H>
+__device__ __forceinline__ void four(H* dst, float a, float b, float c, float d) {
+  const unsigned lo = unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
+  const unsigned hi = unsigned(from_float<H>(c).bits) | (unsigned(from_float<H>(d).bits) << 16);
+  __stcs(reinterpret_cast<uint2*>(dst), make_uint2(lo, hi));
+}
+__device__ __forceinline__ void one(float* dst, float v) { __stcs(dst, v); }
+template <class H>
+__device__ __forceinline__ void one(H* dst, float v) { *dst = from_float<H>(v); }
+
+}  // namespace grouped_store
 
 template <class Spec>
 __global__ void __launch_bounds__(Spec::bh / Spec::th * (Spec::bw / Spec::tw), grouped_geometry_of<Spec>().min_blocks)
 grouped(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
-        const typename Spec::element* __restrict__ bias, typename Spec::element* __restrict__ out, ConvParams p) {
+        const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p) {
+  using T = typename Spec::element;
+  using Out = typename Spec::out_element;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, BH = Spec::bh, BW = Spec::bw;
   constexpr int TH = Spec::th, TW = Spec::tw, ODB = Spec::odb, KB = Spec::kb, PF = Spec::pf;
@@ -44,20 +67,20 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   float w_r[W_REGS ? G.weight_floats : 1];
   if constexpr (W_REGS) {
 #pragma unroll
-    for (int i = 0; i < G.weight_floats; ++i) w_r[i] = __ldg(wt + k0 * G.kvol + i);
+    for (int i = 0; i < G.weight_floats; ++i) w_r[i] = load_float(wt + k0 * G.kvol + i);
   } else {
-    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = __ldg(wt + k0 * (CG * G.kvol) + i);
+    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = load_float(wt + k0 * (CG * G.kvol) + i);
   }
   float bk[KB];
 #pragma unroll
-  for (int j = 0; j < KB; ++j) bk[j] = p.has_bias ? __ldg(bias + k0 + j) : 0.f;
+  for (int j = 0; j < KB; ++j) bk[j] = p.has_bias ? load_float(bias + k0 + j) : 0.f;
 
   const int id0 = od0 * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
   constexpr int MODE = Spec::pad_mode;
-  const float* in_g = in + (n * p.c + g * CG) * (static_cast<long long>(D) * H * W);
+  const T* in_g = in + (n * p.c + g * CG) * (static_cast<long long>(D) * H * W);
   // This thread's first output column of channel k0, plane od0; channel j, plane s, row t
   // lie (j * OD + s) * OH + t rows further.
-  float* out_t = out + (((n * p.k + k0) * OD + od0) * OH + oh0) * OW + ow0;
+  Out* out_t = out + (((n * p.k + k0) * OD + od0) * OH + oh0) * OW + ow0;
   const int steps = min(ODB, OD - od0);
   const int planes = (steps - 1) * SD + G.span;  // input planes of this run
   // Copies the input planes that output plane u adds to the run (all of its span for the first)
@@ -74,11 +97,16 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
       for (int cr = group; cr < CG * G.in_h; cr += GROUPS) {
         const int c = cr / G.in_h, row = cr % G.in_h, ih = padding::source<MODE>(ih0 + row, H);
         const bool row_in = id >= 0 && ih >= 0;
-        const float* src = in_g + (static_cast<long long>(c * D + id) * H + ih) * W;
+        const T* src = in_g + (static_cast<long long>(c * D + id) * H + ih) * W;
         float* dst = slot + (c * G.in_h + row) * G.pitch;
         for (int col = lane; col < G.in_w; col += LANES) {
           const int iw = padding::source<MODE>(iw0 + col, W);
-          copy_or_zero(dst + col, row_in && iw >= 0 ? src + iw : in, row_in && iw >= 0);
+          const bool ok = row_in && iw >= 0;
+          if constexpr (sizeof(T) == 4) {
+            copy_or_zero(dst + col, ok ? src + iw : in, ok);
+          } else {
+            dst[col] = ok ? load_float(src + iw) : 0.f;
+          }
         }
       }
     }
@@ -87,7 +115,8 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   const int rg = threadIdx.x / G.segs, seg = threadIdx.x % G.segs;
   const int ow = ow0 + seg * TW;
   out_t += static_cast<long long>(rg * TH) * OW + seg * TW;
-  const bool vec_out = TW % 4 == 0 && OW % 4 == 0 && (reinterpret_cast<unsigned long long>(out) & 15) == 0;
+  const bool vec_out =
+      TW % 4 == 0 && OW % 4 == 0 && (reinterpret_cast<unsigned long long>(out) % (4 * sizeof(Out))) == 0;
   // Iteration u loads output plane u's new input planes and computes plane s = u - PF, whose
   // inputs landed while the PF before it were computed.
 #pragma unroll 1
@@ -158,19 +187,18 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
       for (int t = 0; t < TH; ++t) {
         const int oh = oh0 + rg * TH + t;
         if (oh >= OH) continue;
-        float* dst = out_t + (static_cast<long long>(j * OD + s) * OH + t) * OW;
+        Out* dst = out_t + (static_cast<long long>(j * OD + s) * OH + t) * OW;
         const long long at = dst - out;
         auto result = [&](int x) { return epilogue::apply<Spec>(total[j][t][x], bk[j], at + x, p); };
         if (vec_out && ow + TW <= OW) {
 #pragma unroll
           for (int v = 0; v < TW / 4; ++v) {
-            __stcs(reinterpret_cast<float4*>(dst) + v,
-                   make_float4(result(4 * v), result(4 * v + 1), result(4 * v + 2), result(4 * v + 3)));
+            grouped_store::four(dst + 4 * v, result(4 * v), result(4 * v + 1), result(4 * v + 2), result(4 * v + 3));
           }
         } else {
 #pragma unroll
           for (int x = 0; x < TW; ++x) {
-            if (ow + x < OW) __stcs(dst + x, result(x));
+            if (ow + x < OW) grouped_store::one(dst + x, result(x));
           }
         }
       }

@@ -74,8 +74,11 @@ std::vector<Case> kernel_cases() {
   const std::vector<TypeCombo> combos = all_combos();
   for (const TypeCombo& c : combos) {
     for (const Conv3dDesc& d : dense_shapes()) out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), "igemm_sm80"});
-    // grouped: direct
-    out.push_back({"", typed(make(1, 8, {5, 6, 7}, 12, {3, 3, 3}, 1, 1, 1, 2, true), c.type, c.layout, c.fp32_output), "direct"});
+    // Grouped and depthwise layers: the grouped kernel in NCDHW, direct in NDHWC.
+    const char* grouped = c.layout == Layout::NCDHW ? "grouped" : "direct";
+    out.push_back({"", typed(make(1, 8, {5, 6, 7}, 12, {3, 3, 3}, 1, 1, 1, 2, true), c.type, c.layout, c.fp32_output), grouped});
+    out.push_back({"", typed(make(2, 6, {4, 9, 11}, 6, {3, 3, 3}, {1, 2, 1}, 1, 1, 6), c.type, c.layout, c.fp32_output),
+                   grouped});
   }
   // Forced tiles and direct: on half the combinations each (every type, layout and output type).
   for (size_t i = 0; i < combos.size(); ++i) {
@@ -105,6 +108,14 @@ std::vector<Case> epilogue_cases() {
       d.epilogue = e;
       out.push_back({"", d, "igemm_sm80"});
     }
+  }
+  // The grouped kernel's store path: GELU, scaled, with the residual, in both output types.
+  for (const bool fp32_output : {false, true}) {
+    Conv3dDesc g = typed(make(2, 16, {4, 7, 10}, 8, {3, 3, 3}, 1, 1, 1, 4, true), DataType::BFloat16, Layout::NCDHW,
+                         fp32_output);
+    g.epilogue = test::epilogue_cases()[3];
+    g.epilogue.residual = true;
+    out.push_back({"", g, "grouped"});
   }
   return out;
 }

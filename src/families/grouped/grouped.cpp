@@ -1,4 +1,4 @@
-// grouped: groups > 1. A block computes KB channels of one group for BH x BW outputs of a run of
+// grouped: groups > 1, NCDHW, float32, bf16 or fp16. A block computes KB channels of one group for BH x BW outputs of a run of
 // ODB output planes while the input planes stream through a ring of shared-memory slots
 // (docs/kernels/grouped.md).
 #include <algorithm>
@@ -67,6 +67,12 @@ bool fits(const Problem& prob, const GroupedConfig& c, const GroupedGeometry& g,
 class GroupedFamily final : public Family {
  public:
   const KernelDef& kernel() const override { return def_; }
+
+  // Every element type in NCDHW: half inputs are converted to float as they are staged.
+  Refusal serves_types(const Problem& prob) const override {
+    if (prob.desc.layout != Layout::NCDHW) return "NCDHW tensors";
+    return std::nullopt;
+  }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits&) const override {
     if (prob.desc.groups == 1) return "groups > 1";
