@@ -64,6 +64,16 @@ __device__ __forceinline__ void load_im2col(void* dst, const TensorMap& map, int
       : "memory");
 }
 
+// Box of a 3-D tiled map at (x, y, z), innermost first; out-of-bounds elements arrive as zeros.
+__device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x, int y, int z,
+                                         unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // Box of a 2-D tiled map at (x, y), innermost first; out-of-bounds elements arrive as zeros.
 __device__ __forceinline__ void load_box(void* dst, const TensorMap& map, int x, int y, unsigned long long* bar) {
   asm volatile(

@@ -25,8 +25,10 @@ __device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
 }
 
 // d = (accumulate ? d : 0) + A * B, N = 64, 96, 128, 192 or 256 columns; BF16 picks .bf16 or .f16
-// inputs.
-template <int N, bool BF16>
+// inputs; M_MAJOR reads A in M-major order (wgmma's transposed A: 64 rows of a k step contiguous,
+// 128 bytes a k, the same 128-byte swizzle and 1024-byte SBO between groups of 8 k; a k16 step is
+// 2048 bytes further, one 64-row operand needs no LBO).
+template <int N, bool BF16, bool M_MAJOR = false>
 __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a, unsigned long long b,
                                          bool accumulate);
 
@@ -52,16 +54,20 @@ __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a
 #define CONV3DJIT_D8(i)                                                                                   \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-#define CONV3DJIT_WGMMA_HALF(N, BF16, TYPE, D_REGS, DESCS, FLAG, ...)                                       \
+#define CONV3DJIT_WGMMA_HALF_T(N, BF16, M_MAJOR, TRANS_A, TYPE, D_REGS, DESCS, FLAG, ...)                     \
   template <>                                                                                             \
-  __device__ __forceinline__ void mma_half<N, BF16>(float(&d)[N / 2], unsigned long long a,               \
-                                                    unsigned long long b, bool accumulate) {              \
+  __device__ __forceinline__ void mma_half<N, BF16, M_MAJOR>(float(&d)[N / 2], unsigned long long a,      \
+                                                             unsigned long long b, bool accumulate) {     \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FLAG ", 0;\n"                                        \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" D_REGS "}, " DESCS     \
-                 ", p, 1, 1, 0, 0;\n}\n"                                                                    \
+                 ", p, 1, 1, " TRANS_A ", 0;\n}\n"                                                          \
                  : __VA_ARGS__                                                                            \
                  : "l"(a), "l"(b), "r"(int(accumulate)));                                                 \
   }
+// Both orders of A for one width and type.
+#define CONV3DJIT_WGMMA_HALF(N, BF16, TYPE, D_REGS, DESCS, FLAG, ...)                            \
+  CONV3DJIT_WGMMA_HALF_T(N, BF16, false, "0", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)           \
+  CONV3DJIT_WGMMA_HALF_T(N, BF16, true, "1", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)
 // The register lists and operands of each width, each the previous width's and more.
 #define CONV3DJIT_L64 CONV3DJIT_R0 ", " CONV3DJIT_R8 ", " CONV3DJIT_R16 ", " CONV3DJIT_R24
 #define CONV3DJIT_L96 CONV3DJIT_L64 ", " CONV3DJIT_R32 ", " CONV3DJIT_R40
@@ -99,6 +105,7 @@ CONV3DJIT_HALF_N256(false, "f16")
 #undef CONV3DJIT_HALF_N96
 #undef CONV3DJIT_HALF_N64
 #undef CONV3DJIT_WGMMA_HALF
+#undef CONV3DJIT_WGMMA_HALF_T
 #undef CONV3DJIT_L64
 #undef CONV3DJIT_O64
 #undef CONV3DJIT_L96

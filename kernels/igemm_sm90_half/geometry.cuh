@@ -30,6 +30,13 @@ CONV3DJIT_HOST_DEVICE constexpr bool weight_boxes(unsigned long long weight) { r
 CONV3DJIT_HOST_DEVICE constexpr long long im2col_upper(long long out, int stride, int pad, long long in) {
   return (out - 1) * stride + 1 - pad - in;
 }
+/// Row tiles of BM output positions: over all N·OD·OH·OW positions, or, where A is read in
+/// M-major order from an NCDHW input (Spec::mmajor), image by image (a tile never spans two).
+CONV3DJIT_HOST_DEVICE constexpr long long row_tiles(long long n, long long positions, int bm, bool per_image) {
+  return per_image ? n * ((positions + bm - 1) / bm) : (n * positions + bm - 1) / bm;
+}
+/// Positions of A's M-major boxes (64 positions x 64 channels of the NCDHW input).
+inline constexpr int kMajorBox = 64;
 /// Whether an im2col corner is within a 5-D map's range.
 CONV3DJIT_HOST_DEVICE constexpr bool corner_fits(long long corner) { return corner >= -16 && corner <= 15; }
 /// Whether a layer's input can arrive as TMA im2col boxes (BM window origins x 64 channels, zeros

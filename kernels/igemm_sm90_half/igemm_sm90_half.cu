@@ -19,6 +19,12 @@
 // chunk q - 1's wgmmas may still run; a stage is refilled only after every warpgroup has waited
 // for the wgmmas that read it (wait<1> before the next barrier).
 //
+// Pointwise NCDHW layers (Spec::mmajor: 1x1x1, unit stride, no padding) read A straight from the
+// NCDHW input instead of a channels-last copy: a chunk is 64 channels x BM positions of one image,
+// one tiled box of 64 positions x 64 channels a warpgroup, which is A in M-major order (64
+// positions of a channel in a 128-byte row, the same swizzle) for wgmma's transposed A; a block's
+// positions never span two images.
+//
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
 // cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without
 // Spec::im2col (padding modes other than zeros, which map each tap's (d, h, w) through
@@ -93,12 +99,14 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int R = BN / 2;  // accumulators a thread
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4);
   constexpr bool BF16 = sm90_half::kIsBf16<T>;
-  constexpr bool A_BOX = Spec::im2col != 0;
+  constexpr bool A_BOX = Spec::im2col != 0, A_MN = Spec::mmajor != 0, A_MAPPED = A_BOX || A_MN;
   static_assert(CG % 8 == 0, "16-byte pieces of one tap's channels");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
+  static_assert(!A_MN || (!A_BOX && KVOL == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
+                "M-major boxes: pointwise NCDHW layers with unit strides");
 
   extern __shared__ uint4 shared_half_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
@@ -109,10 +117,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
   const long long n_tiles = (p.k + BN - 1) / BN;
-  const long long m0 = (blockIdx.x / n_tiles) * BM;
-  const long long k0 = (blockIdx.x % n_tiles) * BN;
   const long long out_vol = p.od * p.oh * p.ow;
   const long long m_total = p.n * out_vol;
+  const long long k0 = (blockIdx.x % n_tiles) * BN;
+  // The block's first row: position m0 of all N·OD·OH·OW, or with M-major boxes position s0 of
+  // image img0 (then m0 is unused).
+  long long m0 = (blockIdx.x / n_tiles) * BM, s0 = 0, img0 = 0;
+  if constexpr (A_MN) {
+    const long long per_image = (out_vol + BM - 1) / BM;
+    img0 = blockIdx.x / n_tiles / per_image;
+    s0 = (blockIdx.x / n_tiles % per_image) * BM;
+  }
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
 
   // This thread stages piece cj (channels 8cj .. 8cj + 7 of a chunk) of rows r0 + i * RPP; the
@@ -123,7 +138,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   int a_d[A_COPIES], a_h[A_COPIES], a_w[A_COPIES];
   bool a_ok[A_COPIES];
 #pragma unroll
-  for (int i = 0; i < (A_BOX ? 0 : A_COPIES); ++i) {
+  for (int i = 0; i < (A_MAPPED ? 0 : A_COPIES); ++i) {
     const long long m = m0 + r0 + i * RPP;
     a_ok[i] = m < m_total;
     a_d[i] = -(1 << 28), a_h[i] = 0, a_w[i] = 0;  // past the last position: every tap fails
@@ -150,7 +165,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     y0 = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
     x0 = static_cast<int>(s % p.ow) * SW - p.pad_w;
   }
-  if (A_BOX || b_box) {
+  if (A_MAPPED || b_box) {
     if (tid == 0) {
 #pragma unroll
       for (int s = 0; s < STAGES; ++s) tma::init(full + s);
@@ -167,7 +182,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const bool c_ok = CG % kChunk == 0 || c < CG;
     const unsigned a_stage = ring + static_cast<unsigned>(s * STAGE) + piece;
     const unsigned b_stage = a_stage + BM * kRowBytes;
-    if constexpr (!A_BOX) {
+    if constexpr (!A_MAPPED) {
 #pragma unroll
       for (int i = 0; i < A_COPIES; ++i) {
         const int id = a_d[i] + kd * DD, ih = a_h[i] + kh * DH, iw = a_w[i] + kw * DW;
@@ -191,9 +206,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
       }
     }
-    if ((A_BOX || b_box) && tid == 0) {
+    if ((A_MAPPED || b_box) && tid == 0) {
       char* const stage = ring_ptr + s * STAGE;
-      tma::arrive_expect(full + s, ((A_BOX ? BM : 0) + (b_box ? BN : 0)) * kRowBytes);
+      tma::arrive_expect(full + s, ((A_MAPPED ? BM : 0) + (b_box ? BN : 0)) * kRowBytes);
+      // A warpgroup's 64 positions x 64 channels from c0, M-major.
+      if constexpr (A_MN) {
+#pragma unroll
+        for (int w = 0; w < BM / kMajorBox; ++w) {
+          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox, c0,
+                        static_cast<int>(img0), full + s);
+        }
+      }
       // BM window origins from the block's first, each read at this tap: 64 channels from c0.
       if constexpr (A_BOX) {
         tma::load_im2col(stage, input_map, c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * DW),
@@ -225,12 +248,12 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     copies_commit();
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
-    if (A_BOX || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
+    if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kChunk / 16; ++ks) {
-      wgmma::mma_half<BN, BF16>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks),
-                                wgmma::descriptor_sw128(b_stage + 32 * ks), true);
+      wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_sw128(a_stage + (A_MN ? 16 * kRowBytes : 32) * ks),
+                                      wgmma::descriptor_sw128(b_stage + 32 * ks), true);
     }
     wgmma::commit();
     wgmma::wait<1>();
@@ -254,10 +277,15 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     long long base[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      long long n = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
-      const bool ok = n < m_total;
-      const long long s = take_remainder(n, out_vol);
-      base[h] = ok ? n * p.k * out_vol + s : -1;
+      const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+      if constexpr (A_MN) {
+        base[h] = s0 + row < out_vol ? img0 * p.k * out_vol + s0 + row : -1;
+      } else {
+        long long n = m0 + row;
+        const bool ok = n < m_total;
+        const long long s = take_remainder(n, out_vol);
+        base[h] = ok ? n * p.k * out_vol + s : -1;
+      }
     }
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {

@@ -147,6 +147,31 @@ std::vector<Case> ncdhw_cases() {
   return out;
 }
 
+// Pointwise NCDHW layers read in M-major boxes straight from the input: planes that end mid-tile
+// (240 positions: 128 + 112; 64 of a 128-row tile), C past whole chunks (72), K mid-tile, both
+// output types, 64-row tiles, the residual.
+std::vector<Case> mmajor_cases() {
+  auto ncdhw = [](Conv3dDesc d, DataType type, bool fp32_output) {
+    d = ndhwc(d, type, fp32_output);
+    d.layout = Layout::NCDHW;
+    return d;
+  };
+  const Conv3dDesc a = make(2, 72, {3, 8, 10}, 100, {1, 1, 1}, 1, 0, 1, 1, true);
+  const Conv3dDesc b = make(3, 128, {2, 4, 8}, 64, {1, 1, 1});
+  std::vector<Case> out = {
+      {"", ncdhw(a, DataType::BFloat16, false)},
+      {"", ncdhw(a, DataType::Float16, true)},
+      {"", ncdhw(b, DataType::Float16, false)},
+      {"igemm_sm90_half:64,128", ncdhw(a, DataType::BFloat16, false)},
+      {"igemm_sm90_half:128,256", ncdhw(b, DataType::BFloat16, true)},
+  };
+  Conv3dDesc r = ncdhw(a, DataType::BFloat16, false);
+  r.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  r.epilogue.residual = true;
+  out.push_back({"", r});
+  return out;
+}
+
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -187,19 +212,33 @@ TEST_CASE("igemm_sm90_half: NCDHW layers through channels_last copies") {
   check_all(ncdhw_cases(), true);
 }
 
+TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major boxes") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  cli::Stream stream;
+  for (const Case& c : mmajor_cases()) {
+    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
+    INFO(r.kernel);
+    CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
+  }
+  check_all(mmajor_cases(), true);
+}
+
 TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copies A by the threads") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
   std::random_device seeds;
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
-    for (const Conv3dDesc& shape : {shapes()[0], shapes()[1]}) {
-      const Conv3dDesc d = ndhwc(shape, type, type == DataType::Float16);
+    Conv3dDesc pointwise = mmajor_cases()[0].desc;
+    pointwise.dtype = type;
+    for (const Conv3dDesc& d : {ndhwc(shapes()[0], type, type == DataType::Float16),
+                                ndhwc(shapes()[1], type, type == DataType::Float16), pointwise}) {
       DYNAMIC_SECTION(describe(d)) {
         const KernelResources aligned = Engine::global().resources(d, stream.get(), true);
         const KernelResources twin = Engine::global().resources(d, stream.get(), false);
         INFO(aligned.kernel << " / " << twin.kernel);
-        CHECK(aligned.kernel.find(" im2col=1") != std::string::npos);
-        CHECK(twin.kernel.find(" im2col=0") != std::string::npos);
+        const bool mmajor = d.layout == Layout::NCDHW;
+        CHECK(aligned.kernel.find(mmajor ? " mmajor=1" : " im2col=1") != std::string::npos);
+        CHECK(twin.kernel.find(mmajor ? " mmajor=0" : " im2col=0") != std::string::npos);
         const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream, nullptr, {}, 1);
         INFO("rel-L2 " << r.comparison.rel_l2 << ", non-finite " << r.comparison.non_finite);
         CHECK(r.comparison.non_finite == 0);
@@ -213,7 +252,7 @@ TEST_CASE("igemm_sm90_half: no local memory") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
   std::vector<Case> all = kernel_cases();
-  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases()})
+  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());

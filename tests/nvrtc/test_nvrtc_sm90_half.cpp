@@ -178,6 +178,43 @@ TEST_CASE("igemm_sm90_half: the input as im2col boxes where TMA can walk its win
   CHECK_THROWS_AS(plan_of(wide, "igemm_sm90_half:128,128,3,2"), Error);
 }
 
+TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major boxes, without copies") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto ncdhw = [](Conv3dDesc d) {
+    d.dtype = DataType::BFloat16;
+    return d;
+  };
+  const Conv3dDesc pointwise = ncdhw(test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1}));
+  const detail::Plan plan = detail::make_plan(detail::make_problem(pointwise), sm90);
+  CHECK(plan.key.field("mmajor") == 1);
+  CHECK(plan.key.field("im2col") == 0);
+  CHECK_FALSE(plan.input_copy);
+  CHECK_FALSE(plan.prep);
+  // Blocks: 392 row tiles an image (50 176 positions), one column tile.
+  CHECK(plan.grid == 8u * 392u);
+  // An unaligned input runs the twin through the channels-last copies.
+  REQUIRE(plan.unaligned);
+  CHECK(plan.unaligned->key.field("mmajor") == 0);
+  CHECK(plan.unaligned->input_copy);
+  // Tiles never span two images: 240 positions make two row tiles an image.
+  const Conv3dDesc ragged = ncdhw(test::make(3, 72, {3, 8, 10}, 100, {1, 1, 1}));
+  CHECK(detail::make_plan(detail::make_problem(ragged), sm90).grid == 3u * 2u);
+  // Not M-major: strides, padding, planes of D·H·W % 8 != 0, NDHWC, larger windows.
+  for (const Conv3dDesc& d : {ncdhw(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, {1, 2, 2})),
+                              ncdhw(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 1)),
+                              ncdhw(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})),
+                              ndhwc(DataType::BFloat16, false, test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1})),
+                              ncdhw(test::make(2, 64, {4, 8, 8}, 64, {3, 3, 3}, 1, 1))}) {
+    DYNAMIC_SECTION(describe(d)) {
+      const detail::Plan p = detail::make_plan(detail::make_problem(d), sm90);
+      CHECK(p.key.field("mmajor") == 0);
+      CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,128,3,0,1"), Error);
+    }
+  }
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,128,3,1,1"), Error);
+  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,128,3,0,0").input_copy);
+}
+
 TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
   const Conv3dDesc wide = test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
   const Conv3dDesc mid = test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1);
@@ -213,6 +250,15 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     Conv3dDesc n = e;
     n.layout = Layout::NCDHW;
     check_compiles_clean(ptxas_report(n));
+  }
+  for (const bool fp32_output : {false, true}) {
+    Conv3dDesc pw = ndhwc(DataType::Float16, fp32_output, test::make(2, 72, {3, 8, 10}, 100, {1, 1, 1}));
+    pw.layout = Layout::NCDHW;
+    DYNAMIC_SECTION("M-major " << describe(pw)) {
+      const PtxasReport r = ptxas_report(pw);
+      CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
+      check_compiles_clean(r);
+    }
   }
   SECTION("channels_last copies") {
     Conv3dDesc n = ndhwc(DataType::BFloat16, false, mid);

@@ -18,17 +18,21 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col;
+  int bm, bn, stages, im2col, mmajor;
 };
 
-const ConfigTable<HalfSm90Config, 4> kTable{{{
+const ConfigTable<HalfSm90Config, 5> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
     {{"im2col", FieldRole::Optional,
       "1: the input as TMA im2col boxes (zero padding, strides up to 8, padding within 16 of the extents), "
-      "0: by the threads' copies (default: 1 where the layer allows it)"},
+      "0: by the threads' copies (default: 1 where the layer allows it and mmajor is 0)"},
      &HalfSm90Config::im2col},
+    {{"mmajor", FieldRole::Optional,
+      "1: A in M-major boxes straight from an NCDHW input (1x1x1, unit stride, no padding, D*H*W % 8 == 0), "
+      "0: NCDHW inputs through the channels-last copy (default: 1 where the layer allows it)"},
+     &HalfSm90Config::mmajor},
 }}};
 
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
@@ -36,12 +40,32 @@ int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h *
 // Whether prob's input can arrive as im2col boxes (geometry.cuh).
 bool im2col_fits(const Problem& prob) { return geo::im2col_fits(make_params(prob)); }
 
+// Whether prob's A can be read in M-major boxes straight from its NCDHW input: a pointwise layer
+// with unit strides and no padding (a GEMM per image), its planes a 16-byte multiple (a map's
+// stride).
+bool mmajor_fits(const Problem& prob) {
+  const Conv3dDesc& d = prob.desc;
+  const Dims3 none{0}, one{1};
+  auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
+  return d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) && same(prob.pad.before, none) &&
+         same(prob.pad.after, none) && (d.d * d.h * d.w) % 8 == 0;
+}
+
+// The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
+// input, else im2col boxes where TMA can walk the windows, else the threads' copies.
+HalfSm90Config staged(HalfSm90Config c, const Problem& prob) {
+  c.mmajor = mmajor_fits(prob) ? 1 : 0;
+  c.im2col = c.mmajor == 0 && im2col_fits(prob) ? 1 : 0;
+  return c;
+}
+
 // Blocks a wave of the planner's cost model: the H100's and H200's SM count, fixed so that keys
 // never depend on the device.
 constexpr long long kWaveBlocks = 132;
 
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
+  if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || !mmajor_fits(prob))) return false;
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
@@ -86,16 +110,14 @@ class HalfSm90Family final : public Family {
     if (!first) return plans;
     HalfSm90Config copied = kTable.load(first->key.config);
     plans.push_back(std::move(*first));
-    if (copied.im2col == 1) {  // the choice with the threads' copies too
-      copied.im2col = 0;
+    if (copied.im2col == 1 || copied.mmajor == 1) {  // the choice with the threads' copies too
+      copied.im2col = copied.mmajor = 0;
       plans.push_back(plan(prob, limits, copied));
     }
-    const int boxes = im2col_fits(prob) ? 1 : 0;
-    const HalfSm90Config others[] = {{128, 256, 4, boxes}, {128, 192, 4, boxes}, {128, 128, 3, boxes},
-                                     {128, 96, 3, boxes},  {128, 64, 3, boxes},  {64, 128, 3, boxes},
-                                     {64, 64, 3, boxes},   {128, 256, 3, boxes}, {128, 128, 4, boxes},
-                                     {64, 128, 4, boxes}};
-    for (const HalfSm90Config& c : others) {
+    const HalfSm90Config others[] = {{128, 256, 4}, {128, 192, 4}, {128, 128, 3}, {128, 96, 3}, {128, 64, 3},
+                                     {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
+    for (const HalfSm90Config& other : others) {
+      const HalfSm90Config c = staged(other, prob);
       if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
     }
     return distinct_plans(std::move(plans), count);
@@ -122,6 +144,20 @@ class HalfSm90Family final : public Family {
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
       });
     }
+    if (c.mmajor == 1) {
+      // The NCDHW input as a (D·H·W) x C x N tensor in boxes of 64 positions x 64 channels.
+      thread_local LastTensorMap last;
+      *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
+        const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.d * p.h * p.w), static_cast<cuuint64_t>(p.c),
+                                    static_cast<cuuint64_t>(p.n)};
+        const cuuint64_t strides[2] = {dims[0] * element_bytes(plan.key.dtype),
+                                       dims[0] * dims[1] * element_bytes(plan.key.dtype)};
+        const cuuint32_t box[3] = {geo::kMajorBox, geo::kChunk, 1};
+        const cuuint32_t element_strides[3] = {1, 1, 1};
+        return encode_tiled_map(type, 3, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+      });
+    }
     if (c.im2col == 1) {
       thread_local LastTensorMap last;
       *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
@@ -145,12 +181,13 @@ class HalfSm90Family final : public Family {
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
-    const HalfSm90Config c = kTable.apply(HalfSm90Config{128, 128, 3, im2col_fits(prob) ? 1 : 0}, forced);
+    const HalfSm90Config c = kTable.apply(staged({128, 128, 3}, prob), forced);
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256 (at most 128 for float32 outputs of reductions "
                             "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, im2col 0 "
                             "or 1, and 1 only with zero padding, strides up to 8 and padding within 16 of the "
-                            "extents");
+                            "extents, mmajor 0 or 1, and 1 only with im2col 0 on pointwise NCDHW layers without "
+                            "strides or padding");
     }
     return plan(prob, limits, c);
   }
@@ -166,16 +203,17 @@ class HalfSm90Family final : public Family {
   // 0.80 against 0.37. 64-row tiles only where 128 would make fewer than 128 blocks.
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
-    const int boxes = im2col_fits(prob) ? 1 : 0;
     const long long k = prob.out.k;
     if (k > 128) {
       // The width whose waves of one-a-SM blocks sum the fewest columns.
-      auto columns = [&](int bn) { return ceil_div(blocks(prob, {128, bn, 4, boxes}), kWaveBlocks) * bn; };
+      auto columns = [&](int bn) { return ceil_div(blocks(prob, staged({128, bn, 4}, prob)), kWaveBlocks) * bn; };
       const int wide_bn = columns(192) < columns(256) ? 192 : 256;
-      if (const HalfSm90Config wide{128, wide_bn, 4, boxes}; fits(prob, limits, wide)) return plan(prob, limits, wide);
+      if (const HalfSm90Config wide = staged({128, wide_bn, 4}, prob); fits(prob, limits, wide)) {
+        return plan(prob, limits, wide);
+      }
     }
     const int bn = k > 96 ? 128 : k > 64 ? 96 : 64;
-    const HalfSm90Config tiles[] = {{128, bn, 3, boxes}, {64, bn, 3, boxes}, {64, 64, 3, boxes}};
+    const HalfSm90Config tiles[] = {staged({128, bn, 3}, prob), staged({64, bn, 3}, prob), staged({64, 64, 3}, prob)};
     std::optional<HalfSm90Config> best;
     for (const HalfSm90Config& c : tiles) {
       if (c.bn > bn || !fits(prob, limits, c)) continue;
@@ -190,20 +228,24 @@ class HalfSm90Family final : public Family {
   }
 
   static long long blocks(const Problem& prob, const HalfSm90Config& c) {
-    return ceil_div(prob.output_elements / prob.out.k, c.bm) * ceil_div(prob.out.k, c.bn);
+    const long long positions = prob.out.d * prob.out.h * prob.out.w;
+    return geo::row_tiles(prob.out.n, positions, c.bm, c.mmajor == 1) * ceil_div(prob.out.k, c.bn);
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
     Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm), geo::shared_bytes(c.bm, c.bn, c.stages));
     plan.grid = checked_grid(blocks(prob, c), *this);
-    if (prob.desc.layout == Layout::NCDHW) {
+    const bool ncdhw = prob.desc.layout == Layout::NCDHW;
+    if (ncdhw && c.mmajor == 0) {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
       plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
-    } else if (c.im2col == 1) {
-      // An im2col map needs a 16-byte aligned input; the twin copies A by the threads (NCDHW
-      // layers read their channels-last copy, which is aligned).
+    }
+    if ((c.im2col == 1 && !ncdhw) || c.mmajor == 1) {
+      // A map of the caller's input needs it 16-byte aligned: the twin stages A by the threads,
+      // from the channels-last copy for NCDHW (whose own im2col map reads the aligned copy).
       HalfSm90Config copies = c;
-      copies.im2col = 0;
+      copies.mmajor = 0;
+      copies.im2col = ncdhw && im2col_fits(prob) ? 1 : 0;
       plan.unaligned = std::make_shared<const Plan>(this->plan(prob, limits, copies));
     }
     return plan;
