@@ -23,7 +23,8 @@
 // NCDHW input instead of a channels-last copy: a chunk is 64 channels x BM positions of one image,
 // one tiled box of 64 positions x 64 channels a warpgroup, which is A in M-major order (64
 // positions of a channel in a 128-byte row, the same swizzle) for wgmma's transposed A; a block's
-// positions never span two images.
+// positions never span two images, so its outputs leave through shared memory as 16-byte stores
+// along each channel's positions.
 //
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
 // cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without
@@ -271,21 +272,62 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
   const int g = lane >> 2, t = lane & 3;
+  if constexpr (A_MN) {
+    // A pointwise tile holds BM consecutive positions of one image: its outputs go through shared
+    // memory as BN channel rows of BM positions (16 bytes more a row keep the columns' writes off
+    // each other's banks), the ring being free once every warpgroup is past its last wgmma, and
+    // leave as 16-byte stores along each channel's positions (D·H·W % 8 == 0 and BM-aligned
+    // tiles keep them aligned where the output is).
+    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Out)), EPV = 16 / static_cast<int>(sizeof(Out));
+    static_assert(BN * PITCH * sizeof(Out) <= STAGES * STAGE, "the staged outputs fit the ring");
+    Out* const staged = reinterpret_cast<Out*>(ring_ptr);
+    const long long image = img0 * p.k * out_vol + s0;  // channel 0, position s0
+    __syncthreads();  // every warpgroup's wgmmas are done with the ring
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int kl = 8 * j + 2 * t + e;
+        const bool k_ok = k0 + kl < p.k;
+        const float b = p.has_bias && k_ok ? load_float(bias + k0 + kl) : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+          const bool ok = k_ok && s0 + row < out_vol;
+          const float r = epilogue::residual<Spec, float>(image + (k0 + kl) * out_vol + row, ok, p);
+          float v;
+          if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
+          else v = acc[4 * j + 2 * h + e];
+          staged[kl * PITCH + row] = from_float<Out>(epilogue::apply_read<Spec>(v, b, r, p));
+        }
+      }
+    }
+    __syncthreads();
+    const int valid = static_cast<int>(out_vol - s0 < BM ? out_vol - s0 : BM);
+    const bool vector = reinterpret_cast<unsigned long long>(out) % 16 == 0;
+    for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
+      const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
+      if (k0 + kl >= p.k || at >= valid) continue;
+      Out* const dst = out + image + (k0 + kl) * out_vol + at;
+      const Out* const src = staged + kl * PITCH + at;
+      if (vector && at + EPV <= valid) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      } else {
+        for (int x = 0; x < EPV && at + x < valid; ++x) dst[x] = src[x];
+      }
+    }
+    return;
+  }
   if constexpr (Spec::ndhwc == 0) {
     // NCDHW output: channel k of row m is at (n·K + k)·OD·OH·OW + s; the 8 lanes of one t store 8
     // consecutive positions of a channel. Rows past the last position get a negative base.
     long long base[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
-      if constexpr (A_MN) {
-        base[h] = s0 + row < out_vol ? img0 * p.k * out_vol + s0 + row : -1;
-      } else {
-        long long n = m0 + row;
-        const bool ok = n < m_total;
-        const long long s = take_remainder(n, out_vol);
-        base[h] = ok ? n * p.k * out_vol + s : -1;
-      }
+      long long n = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
+      const bool ok = n < m_total;
+      const long long s = take_remainder(n, out_vol);
+      base[h] = ok ? n * p.k * out_vol + s : -1;
     }
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
