@@ -68,6 +68,16 @@ __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid
   }
 }
 
+// A if F, else B.
+template <bool F, class A, class B>
+struct either {
+  using type = A;
+};
+template <class A, class B>
+struct either<false, A, B> {
+  using type = B;
+};
+
 // Two consecutive outputs (channels k, k + 1) at out + at, `at` even and out aligned to two.
 __device__ __forceinline__ void store_pair(float* out, long long at, float a, float b) {
   *reinterpret_cast<float2*>(out + at) = make_float2(a, b);
@@ -277,10 +287,13 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     // memory as BN channel rows of BM positions (16 bytes more a row keep the columns' writes off
     // each other's banks), the ring being free once every warpgroup is past its last wgmma, and
     // leave as 16-byte stores along each channel's positions (D·H·W % 8 == 0 and BM-aligned
-    // tiles keep them aligned where the output is).
-    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Out)), EPV = 16 / static_cast<int>(sizeof(Out));
-    static_assert(BN * PITCH * sizeof(Out) <= STAGES * STAGE, "the staged outputs fit the ring");
-    Out* const staged = reinterpret_cast<Out*>(ring_ptr);
+    // tiles keep them aligned where the output is). With a residual the rows hold float32 values
+    // before it, and the residual is read along the same runs of positions as the stores.
+    constexpr bool RES = Spec::residual != 0;
+    using Staged = typename sm90_half::either<RES, float, Out>::type;
+    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
+    static_assert(BN * PITCH * sizeof(Staged) <= STAGES * STAGE, "the staged outputs fit the ring");
+    Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
     const long long image = img0 * p.k * out_vol + s0;  // channel 0, position s0
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
@@ -288,17 +301,15 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int kl = 8 * j + 2 * t + e;
-        const bool k_ok = k0 + kl < p.k;
-        const float b = p.has_bias && k_ok ? load_float(bias + k0 + kl) : 0.f;
+        const float b = p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
-          const bool ok = k_ok && s0 + row < out_vol;
-          const float r = epilogue::residual<Spec, float>(image + (k0 + kl) * out_vol + row, ok, p);
           float v;
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
-          staged[kl * PITCH + row] = from_float<Out>(epilogue::apply_read<Spec>(v, b, r, p));
+          if constexpr (RES) staged[kl * PITCH + row] = epilogue::value<Spec>(v, b, p);
+          else staged[kl * PITCH + row] = from_float<Out>(epilogue::apply_read<Spec>(v, b, 0.f, p));
         }
       }
     }
@@ -308,12 +319,22 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
       const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
       if (k0 + kl >= p.k || at >= valid) continue;
-      Out* const dst = out + image + (k0 + kl) * out_vol + at;
-      const Out* const src = staged + kl * PITCH + at;
+      const long long to = image + (k0 + kl) * out_vol + at;
+      const Staged* const src = staged + kl * PITCH + at;
+      alignas(16) Out run[EPV];
+#pragma unroll
+      for (int x = 0; x < EPV; ++x) {
+        if constexpr (RES) {
+          const float r = epilogue::residual<Spec, float>(to + x, at + x < valid, p);
+          run[x] = from_float<Out>(epilogue::finish<Spec>(src[x], r, p));
+        } else {
+          run[x] = src[x];
+        }
+      }
       if (vector && at + EPV <= valid) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        *reinterpret_cast<uint4*>(out + to) = *reinterpret_cast<const uint4*>(run);
       } else {
-        for (int x = 0; x < EPV && at + x < valid; ++x) dst[x] = src[x];
+        for (int x = 0; x < EPV && at + x < valid; ++x) out[to + x] = run[x];
       }
     }
     return;

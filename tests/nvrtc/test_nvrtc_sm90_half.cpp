@@ -260,6 +260,18 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
       check_compiles_clean(r);
     }
   }
+  SECTION("M-major with the residual") {
+    Conv3dDesc pw = ndhwc(DataType::BFloat16, false, test::make(2, 72, {3, 8, 10}, 100, {1, 1, 1}, 1, 0, 1, 1, true));
+    pw.layout = Layout::NCDHW;
+    pw.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+    pw.epilogue.residual = true;
+    const PtxasReport r = ptxas_report(pw);
+    CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
+    check_compiles_clean(r);
+    Conv3dDesc wide = pw;
+    wide.fp32_output = true;
+    check_compiles_clean(ptxas_report(wide, "igemm_sm90_half:128,256"));
+  }
   SECTION("channels_last copies") {
     Conv3dDesc n = ndhwc(DataType::BFloat16, false, mid);
     n.layout = Layout::NCDHW;
