@@ -23,8 +23,8 @@
 // NCDHW input instead of a channels-last copy: a chunk is 64 channels x BM positions of one image,
 // one tiled box of 64 positions x 64 channels a warpgroup, which is A in M-major order (64
 // positions of a channel in a 128-byte row, the same swizzle) for wgmma's transposed A; a block's
-// positions never span two images, so its outputs leave through shared memory as 16-byte stores
-// along each channel's positions.
+// positions never span two images, so its outputs (without a residual) leave through shared
+// memory as 16-byte stores along each channel's positions.
 //
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
 // cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without
@@ -67,16 +67,6 @@ __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid
                  "r"(w[3]));
   }
 }
-
-// A if F, else B.
-template <bool F, class A, class B>
-struct either {
-  using type = A;
-};
-template <class A, class B>
-struct either<false, A, B> {
-  using type = B;
-};
 
 // Two consecutive outputs (channels k, k + 1) at out + at, `at` even and out aligned to two.
 __device__ __forceinline__ void store_pair(float* out, long long at, float a, float b) {
@@ -282,18 +272,16 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
   const int g = lane >> 2, t = lane & 3;
-  if constexpr (A_MN) {
+  if constexpr (A_MN && Spec::residual == 0) {
     // A pointwise tile holds BM consecutive positions of one image: its outputs go through shared
     // memory as BN channel rows of BM positions (16 bytes more a row keep the columns' writes off
     // each other's banks), the ring being free once every warpgroup is past its last wgmma, and
     // leave as 16-byte stores along each channel's positions (D·H·W % 8 == 0 and BM-aligned
-    // tiles keep them aligned where the output is). With a residual the rows hold float32 values
-    // before it, and the residual is read along the same runs of positions as the stores.
-    constexpr bool RES = Spec::residual != 0;
-    using Staged = typename sm90_half::either<RES, float, Out>::type;
-    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
-    static_assert(BN * PITCH * sizeof(Staged) <= STAGES * STAGE, "the staged outputs fit the ring");
-    Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
+    // tiles keep them aligned where the output is). With a residual the tile stores as below:
+    // staging both the values and the residual's reads spilled at 128 registers.
+    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Out)), EPV = 16 / static_cast<int>(sizeof(Out));
+    static_assert(BN * PITCH * sizeof(Out) <= STAGES * STAGE, "the staged outputs fit the ring");
+    Out* const staged = reinterpret_cast<Out*>(ring_ptr);
     const long long image = img0 * p.k * out_vol + s0;  // channel 0, position s0
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
@@ -308,8 +296,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           float v;
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
-          if constexpr (RES) staged[kl * PITCH + row] = epilogue::value<Spec>(v, b, p);
-          else staged[kl * PITCH + row] = from_float<Out>(epilogue::apply_read<Spec>(v, b, 0.f, p));
+          staged[kl * PITCH + row] = from_float<Out>(epilogue::apply_read<Spec>(v, b, 0.f, p));
         }
       }
     }
@@ -319,36 +306,32 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
       const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
       if (k0 + kl >= p.k || at >= valid) continue;
-      const long long to = image + (k0 + kl) * out_vol + at;
-      const Staged* const src = staged + kl * PITCH + at;
-      alignas(16) Out run[EPV];
-#pragma unroll
-      for (int x = 0; x < EPV; ++x) {
-        if constexpr (RES) {
-          const float r = epilogue::residual<Spec, float>(to + x, at + x < valid, p);
-          run[x] = from_float<Out>(epilogue::finish<Spec>(src[x], r, p));
-        } else {
-          run[x] = src[x];
-        }
-      }
+      Out* const dst = out + image + (k0 + kl) * out_vol + at;
+      const Out* const src = staged + kl * PITCH + at;
       if (vector && at + EPV <= valid) {
-        *reinterpret_cast<uint4*>(out + to) = *reinterpret_cast<const uint4*>(run);
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
       } else {
-        for (int x = 0; x < EPV && at + x < valid; ++x) out[to + x] = run[x];
+        for (int x = 0; x < EPV && at + x < valid; ++x) dst[x] = src[x];
       }
     }
     return;
   }
   if constexpr (Spec::ndhwc == 0) {
-    // NCDHW output: channel k of row m is at (n·K + k)·OD·OH·OW + s; the 8 lanes of one t store 8
-    // consecutive positions of a channel. Rows past the last position get a negative base.
+    // NCDHW output: channel k of row m is at (n·K + k)·OD·OH·OW + s (pointwise tiles: image img0,
+    // position s0 + row); the 8 lanes of one t store 8 consecutive positions of a channel. Rows
+    // past the last position get a negative base.
     long long base[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      long long n = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
-      const bool ok = n < m_total;
-      const long long s = take_remainder(n, out_vol);
-      base[h] = ok ? n * p.k * out_vol + s : -1;
+      const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+      if constexpr (A_MN) {
+        base[h] = s0 + row < out_vol ? img0 * p.k * out_vol + s0 + row : -1;
+      } else {
+        long long n = m0 + row;
+        const bool ok = n < m_total;
+        const long long s = take_remainder(n, out_vol);
+        base[h] = ok ? n * p.k * out_vol + s : -1;
+      }
     }
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
