@@ -2,8 +2,9 @@
 // (wgmma, sm_90a), groups == 1, C % 8 == 0: BM output positions x BN output channels a block,
 // chunks of 64 channels of one tap staged into a ring of 128-byte swizzled stages, each operand's
 // as one TMA box where a map can serve it (the input's in im2col mode), else by the threads'
-// copies (docs/kernels/igemm_sm90_half.md). NCDHW layers read channels_last copies of their input and
-// weight, made on every call, and store NCDHW.
+// copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in M-major
+// boxes; other NCDHW layers read channels_last copies of their input and weight, made on every
+// call; both store NCDHW.
 #include <memory>
 
 #include "driver/tensor_map.hpp"
@@ -124,9 +125,10 @@ class HalfSm90Family final : public Family {
   }
 
   // The weight's map (the first), where weight_boxes() holds: the K x KD·KH·KW·C matrix in boxes
-  // of BN rows x 64 channels. The input's (the second), in kernels built with im2col: the NDHWC
-  // input (aligned: unaligned ones run the twin) in im2col mode, BM window origins x 64 channels a copy, its bounding box the layer's
-  // window origins (geometry.cuh). Both 128-byte swizzled as the ring's stages hold A and B.
+  // of BN rows x 64 channels. The input's (the second, for an aligned input: unaligned ones run
+  // the twin): with mmajor, the NCDHW input in tiled boxes of 64 positions x 64 channels; with
+  // im2col, the NDHWC input in im2col mode, BM window origins x 64 channels a copy, its bounding
+  // box the layer's window origins (geometry.cuh). All 128-byte swizzled as the ring holds A and B.
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void* /*output*/,
                    CUtensorMap* weight_map, CUtensorMap* input_map) const override {
     const ConvParams& p = plan.params;
@@ -183,11 +185,11 @@ class HalfSm90Family final : public Family {
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
     const HalfSm90Config c = kTable.apply(staged({128, 128, 3}, prob), forced);
     if (!fits(prob, limits, c)) {
-      refuse_config(forced, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256 (at most 128 for float32 outputs of reductions "
-                            "past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, im2col 0 "
-                            "or 1, and 1 only with zero padding, strides up to 8 and padding within 16 of the "
-                            "extents, mmajor 0 or 1, and 1 only with im2col 0 on pointwise NCDHW layers without "
-                            "strides or padding");
+      refuse_config(forced, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256 (at most 128 for float32 outputs of "
+                            "reductions past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, "
+                            "im2col 0 or 1, and 1 only with zero padding, strides up to 8 and padding within 16 "
+                            "of the extents, mmajor 0 or 1, and 1 only with im2col 0 on pointwise NCDHW layers "
+                            "without strides or padding");
     }
     return plan(prob, limits, c);
   }
