@@ -47,6 +47,13 @@ __device__ __forceinline__ fp16 from_float<fp16>(float v) {
   return {h};
 }
 
+/// a and b rounded to the 16-bit type H, packed into one word (a in the low half, the lower
+/// address): two consecutive elements for one 4-byte store.
+template <class H>
+__device__ __forceinline__ unsigned pack_pair(float a, float b) {
+  return unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
+}
+
 /// The element at p as a float, through the read-only path (the tensor is not written while the
 /// kernel runs).
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }

@@ -25,9 +25,7 @@ __device__ __forceinline__ void four(float* dst, float a, float b, float c, floa
 }
 template <class H>
 __device__ __forceinline__ void four(H* dst, float a, float b, float c, float d) {
-  const unsigned lo = unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
-  const unsigned hi = unsigned(from_float<H>(c).bits) | (unsigned(from_float<H>(d).bits) << 16);
-  __stcs(reinterpret_cast<uint2*>(dst), make_uint2(lo, hi));
+  __stcs(reinterpret_cast<uint2*>(dst), make_uint2(pack_pair<H>(a, b), pack_pair<H>(c, d)));
 }
 __device__ __forceinline__ void one(float* dst, float v) { __stcs(dst, v); }
 template <class H>

@@ -74,8 +74,7 @@ __device__ __forceinline__ void store_pair(float* out, long long at, float a, fl
 }
 template <class H>
 __device__ __forceinline__ void store_pair(H* out, long long at, float a, float b) {
-  const unsigned v = unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
-  *reinterpret_cast<unsigned*>(out + at) = v;
+  *reinterpret_cast<unsigned*>(out + at) = pack_pair<H>(a, b);
 }
 
 }  // namespace sm90_half

@@ -1,6 +1,6 @@
-// grouped: groups > 1, NCDHW, float32, bf16 or fp16. A block computes KB channels of one group for BH x BW outputs of a run of
-// ODB output planes while the input planes stream through a ring of shared-memory slots
-// (docs/kernels/grouped.md).
+// grouped: groups > 1, NCDHW, float32, bf16 or fp16. A block computes KB channels of one group
+// for BH x BW outputs of a run of ODB output planes while the input planes stream through a ring
+// of shared-memory slots (docs/kernels/grouped.md).
 #include <algorithm>
 
 #include "grouped/geometry.cuh"
