@@ -54,6 +54,20 @@ __device__ __forceinline__ unsigned pack_pair(float a, float b) {
   return unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
 }
 
+/// v stored at p in p's type.
+template <class T>
+__device__ __forceinline__ void store_float(T* p, float v) {
+  *p = from_float<T>(v);
+}
+
+/// Two consecutive elements a, b stored at p (aligned to both: 8 bytes for float, 4 for halves)
+/// with one store.
+__device__ __forceinline__ void store_pair(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+template <class H>
+__device__ __forceinline__ void store_pair(H* p, float a, float b) {
+  *reinterpret_cast<unsigned*>(p) = pack_pair<H>(a, b);
+}
+
 /// The element at p as a float, through the read-only path (the tensor is not written while the
 /// kernel runs).
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }

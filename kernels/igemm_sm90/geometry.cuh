@@ -205,11 +205,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int 
 /// floats, and tile origins are pad_w less a multiple of 4 (TW is a multiple of 8).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 3; }
 
-/// Whether igemm_sm90 with output staging stores through the output's tensor map: the map needs
-/// 16-byte aligned planes (OH x OW a multiple of 4 floats) and output address. The host encodes
-/// the map under the same test; elsewhere each warp copies its staging box out with plain stores.
-CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_boxed(long long plane, unsigned long long out_address) {
-  return plane % 4 == 0 && out_address % 16 == 0;
+/// Whether igemm_sm90 with output staging stores through the output's tensor map: a float32
+/// output (the staging boxes hold floats) with 16-byte aligned planes (OH x OW a multiple of 4
+/// floats) and address. The host encodes the map under the same test; elsewhere each warp copies
+/// its staging box out with plain stores, converting to the output's type.
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_boxed(long long plane, unsigned long long out_address,
+                                                       int out_bytes) {
+  return out_bytes == 4 && plane % 4 == 0 && out_address % 16 == 0;
 }
 
 /// The narrowest TMA box row: the tile's in_w columns after the shift, rounded up to 4 floats. The
@@ -286,11 +288,19 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   return g;
 }
 
+/// 1 where a specialisation S multiplies 3xTF32 (big + small parts), 0 for one TF32 product:
+/// float32 inputs in the fp32 class. bf16 and fp16 values are exact in TF32 (8 and 10 mantissa
+/// bits, fp16's range inside TF32's), so half inputs take one product whatever their class.
+template <class S>
+CONV3DJIT_HOST_DEVICE constexpr int sm90_split_of() {
+  return S::fp32_class != 0 && sizeof(typename S::element) == 4 ? 1 : 0;
+}
+
 /// The geometry of a specialisation S (the generated traits struct of named constants).
 template <class S>
 CONV3DJIT_HOST_DEVICE constexpr auto sm90_geometry_of() {
   return sm90_geometry(S::cg, S::kd, S::kh, S::kw, S::sh, S::sw, S::dh, S::dw, S::th, S::tw, S::bn, S::cc, S::cp,
-                       S::fp32_class, S::rows, S::planes);
+                       sm90_split_of<S>(), S::rows, S::planes);
 }
 
 }  // namespace conv3djit

@@ -55,6 +55,10 @@
 // summation: without it a 13824-term reduction reached 7.4e-7 rel-L2 and failed allclose on
 // near-zero outputs).
 // SPLIT = 0 (tf32 class): one TF32 product, one chain.
+// bf16 and fp16 layers (sm90_split_of: SPLIT = 0, their values are exact in TF32, so every product
+// is exact and sums in fp32 as the half kernels' do) read a float32 copy of the input that
+// pitch_rows makes on every call, and the weights and bias converted as they are loaded; outputs
+// leave in Spec::out_element.
 //
 // PL > 1 (tf32 class, one chunk, unit stride and dilation along D): a tile is the same positions
 // of PL consecutive output planes, with PL sets of accumulators. The gather walks the tile's
@@ -83,12 +87,13 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
 
 template <class Spec>
 __global__ void __launch_bounds__(Spec::th * Spec::tw * 2, sm90_geometry_of<Spec>().min_blocks)
-igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
-           const typename Spec::element* __restrict__ bias, typename Spec::element* __restrict__ out, ConvParams p,
+igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restrict__ wt,
+           const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p,
            const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap out_map) {
+  using Out = typename Spec::out_element;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, TH = Spec::th, TW = Spec::tw;
-  constexpr int BN = Spec::bn, CC = Spec::cc, RP = Spec::rp, PP = Spec::pp, CP = Spec::cp, SPLIT = Spec::fp32_class;
+  constexpr int BN = Spec::bn, CC = Spec::cc, RP = Spec::rp, PP = Spec::pp, CP = Spec::cp, SPLIT = sm90_split_of<Spec>();
   constexpr int TMA = Spec::tma, ROW = Spec::rows, PL = Spec::planes, PARITY = Spec::parity;
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
@@ -148,7 +153,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
       for (int r = lane; r < S * 8; r += 32) {
         const int term = sm90_slot_weight(r, CC, KD, KH, KW, PL);
         const bool ok = kb * BN + n < K && term >= 0;
-        const float x = ok ? __ldg(wt + static_cast<long long>(kb * BN + n) * KRED + term) : 0.f;
+        const float x = ok ? load_float(wt + static_cast<long long>(kb * BN + n) * KRED + term) : 0.f;
         const int at = sm90_weight_index(n, r, NB);
         const float big = to_tf32(x);
         w_s[at] = big;
@@ -158,7 +163,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   }
   // One chunk of prepared weights, contiguous in the workspace, copied 16 bytes at a time.
   auto copy_weights = [&](int chunk, int buffer) {
-    const float* src = wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats;
+    const float* src = reinterpret_cast<const float*>(wt) + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats;
     float* dst = w_s + buffer * G.weight_floats;
     for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
@@ -169,7 +174,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   }
   for (int i = tid; i < BN; i += THREADS) {
     const int k = kb * BN + i;
-    bias_s[i] = p.has_bias && k < K ? __ldg(bias + k) : 0.f;
+    bias_s[i] = p.has_bias && k < K ? load_float(bias + k) : 0.f;
   }
   if constexpr (G.zero_channel) {
     constexpr int Z = G.zero_floats;
@@ -182,12 +187,12 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   const int shift = TMA ? sm90_tma_shift(p.pad_w) : 0;
   // Paired rows store both positions at once where they are 8-byte aligned: an even output width
   // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
-  const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0;
+  const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
   // Row tiles with output staging store through the output's tensor map where it exists (the
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
-  const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out));
+  const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -372,7 +377,8 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
   // starts: the epilogue's reads, a batch at a time, then hit L2 rather than DRAM.
   auto prefetch_residual = [&](const Origin& o) {
     constexpr int RUN = ROW ? TH * TW : TW, RUNS = BN * PL * (ROW ? 1 : TH);
-    const float* res = reinterpret_cast<const float*>(p.residual);
+    const Out* res = reinterpret_cast<const Out*>(p.residual);
+    constexpr int LINE = 128 / sizeof(Out);  // elements a cache line
     const long long plane = static_cast<long long>(OH) * OW;
 #pragma unroll 1
     for (int r = tid; r < RUNS; r += THREADS) {
@@ -380,8 +386,8 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
       const int start = ROW ? o.first : (o.oh0 + y) * OW + o.ow0;
       const int len = ROW ? min(RUN, OH * OW - o.first) : min(RUN, OW - o.ow0);
       if (k >= K || o.od + d >= OD || (!ROW && o.oh0 + y >= OH)) continue;
-      const float* run = res + ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start;
-      for (int a = 0; a < len; a += 32) prefetch_l2(run + a);
+      const Out* run = res + ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start;
+      for (int a = 0; a < len; a += LINE) prefetch_l2(run + a);
       prefetch_l2(run + len - 1);  // (the run's last line, where it starts mid-line)
     }
   };
@@ -734,21 +740,21 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
           auto copy_out = [&](int v) {
             const int lanes = 16 / v, at = v * (lane % lanes);
             const bool inside = first + at < OH * OW;  // (v = 2: so is first + at + 1, OH * OW even)
-            float* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
+            Out* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
 #pragma unroll 1
             for (int j = 0; j < BOXC * PL / (2 * v); ++j) {
               const int y = 2 * v * j + lane / lanes, c = y / PL, d = y % PL;
               if (inside && o.od + d < OD && k0 + c < K) {
-                float* const dst = run + c * channel + d * plane;
+                Out* const dst = run + c * channel + d * plane;
                 if (v == 2) {
-                  *reinterpret_cast<float2*>(dst) = *reinterpret_cast<const float2*>(box + y * 16 + at);
+                  store_pair(dst, box[y * 16 + at], box[y * 16 + at + 1]);
                 } else {
-                  *dst = box[y * 16 + at];
+                  store_float(dst, box[y * 16 + at]);
                 }
               }
             }
           };
-          if (plane % 2 == 0 && reinterpret_cast<unsigned long long>(out) % 8 == 0) {
+          if (plane % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0) {
             copy_out(2);
           } else {
             copy_out(1);
@@ -773,7 +779,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
         if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
           const int2 at = position(o, pa);
           if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-          float* d0 = out_at(at);
+          Out* d0 = out_at(at);
 #pragma unroll
           for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
             const int k = kb * BN + j * 8 + 2 * t;
@@ -785,12 +791,12 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
             const float r2 = epilogue::residual<Spec, float>(at1, k + 1 < K, p);
             const float r3 = epilogue::residual<Spec, float>(at1 + 1, k + 1 < K, p);
             if (k < K) {
-              *reinterpret_cast<float2*>(d0) = make_float2(epilogue::apply_read<Spec>(sum[j * 4], b.x, r0, p),
-                                                           epilogue::apply_read<Spec>(sum[j * 4 + 2], b.x, r1, p));
+              store_pair(d0, epilogue::apply_read<Spec>(sum[j * 4], b.x, r0, p),
+                         epilogue::apply_read<Spec>(sum[j * 4 + 2], b.x, r1, p));
             }
             if (k + 1 < K) {
-              *reinterpret_cast<float2*>(d0 + out_vol) = make_float2(epilogue::apply_read<Spec>(sum[j * 4 + 1], b.y, r2, p),
-                                                                     epilogue::apply_read<Spec>(sum[j * 4 + 3], b.y, r3, p));
+              store_pair(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + 1], b.y, r2, p),
+                         epilogue::apply_read<Spec>(sum[j * 4 + 3], b.y, r3, p));
             }
           }
           continue;
@@ -799,7 +805,7 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
         for (int half = 0; half < 2; ++half) {
           const int2 at = position(o, pa + STEP * half);
           if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-          float* d0 = out_at(at);
+          Out* d0 = out_at(at);
 #pragma unroll
           for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
             const int k = kb * BN + j * 8 + 2 * t;
@@ -807,8 +813,8 @@ igemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::e
             const long long at = d0 - out;
             const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
             const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
-            if (k < K) d0[0] = epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p);
-            if (k + 1 < K) d0[out_vol] = epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p);
+            if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
+            if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
           }
         }
       }
@@ -829,7 +835,7 @@ __global__ void __launch_bounds__(256)
 igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Spec::element* __restrict__ wt,
                    const typename Spec::element* __restrict__, float* __restrict__ out, ConvParams p) {
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, BN = Spec::bn, CC = Spec::cc;
-  constexpr int SPLIT = Spec::fp32_class;
+  constexpr int SPLIT = sm90_split_of<Spec>();
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, 1, 1, 1, 1, 8, 8, BN, CC, 0, SPLIT, 0);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, NB = BN / 8, W_ELEMS = G.slices * 8 * BN;
   constexpr int GROUPS = W_ELEMS / 4;  // per chunk: (slice, column block, k half, column % 8)
@@ -844,7 +850,7 @@ igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Sp
     for (int e = 0; e < 4; ++e) {
       const int r = r0 + e;
       const bool ok = k < p.k && r < G.kred && chunk * CC + r / KVOL < CG;
-      const float x = ok ? __ldg(wt + k * KRED + chunk * G.kred + r) : 0.f;
+      const float x = ok ? load_float(wt + k * KRED + chunk * G.kred + r) : 0.f;
       big[e] = to_tf32(x);
       small[e] = to_tf32(x - big[e]);
     }

@@ -1,5 +1,6 @@
 // bf16 and fp16 convolutions on the GPU against the float64 reference of the same half inputs:
-// every kernel the planner can pick for half types (igemm_sm80, direct for what it declines) and
+// every kernel the planner can pick for half types (igemm_sm80, igemm_sm90 on a float32 copy for
+// NCDHW layers of few channels on sm_90, direct for what they decline) and
 // forced tiles, both layouts, float32 outputs, extents that end mid-tile, C = 3 and 5, every
 // activation with a residual, padding modes, inputs in [-1, 1) and [0, 1), a long reduction, an
 // input off a 16-byte boundary, and tensors of more than 2^31 elements. Skipped (exit 77) without
@@ -72,8 +73,11 @@ const std::vector<std::string> kForced = {"igemm_sm80:32,32", "igemm_sm80:64,64"
 std::vector<Case> kernel_cases() {
   std::vector<Case> out;
   const std::vector<TypeCombo> combos = all_combos();
+  // NCDHW layers of up to 32 channels take igemm_sm90 on sm_90 (below), igemm_sm80 elsewhere.
   for (const TypeCombo& c : combos) {
-    for (const Conv3dDesc& d : dense_shapes()) out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), "igemm_sm80"});
+    for (const Conv3dDesc& d : dense_shapes()) {
+      out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), c.layout == Layout::NDHWC ? "igemm_sm80" : ""});
+    }
     // Grouped and depthwise layers: the grouped kernel in NCDHW, direct in NDHWC.
     const char* grouped = c.layout == Layout::NCDHW ? "grouped" : "direct";
     out.push_back({"", typed(make(1, 8, {5, 6, 7}, 12, {3, 3, 3}, 1, 1, 1, 2, true), c.type, c.layout, c.fp32_output), grouped});
@@ -106,7 +110,7 @@ std::vector<Case> epilogue_cases() {
       e.clamp_min = -3.f, e.clamp_max = 4.f;
       Conv3dDesc d = base;
       d.epilogue = e;
-      out.push_back({"", d, "igemm_sm80"});
+      out.push_back({"", d, d.layout == Layout::NDHWC ? "igemm_sm80" : ""});
     }
   }
   // The grouped kernel's store path: GELU, scaled, with the residual, in both output types.
@@ -155,9 +159,47 @@ std::vector<Case> reference_cases() {
   std::vector<Case> out;
   for (const TypeCombo& c : all_combos()) {
     if (c.type == DataType::Float16 && c.fp32_output) continue;
-    out.push_back({"", typed(make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), c.type, c.layout, c.fp32_output), "igemm_sm80"});
+    out.push_back({"", typed(make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), c.type, c.layout, c.fp32_output),
+                   c.layout == Layout::NDHWC ? "igemm_sm80" : ""});
   }
   return out;
+}
+
+// igemm_sm90 on sm_90 (a float32 copy of the input, one TF32 product): the reference's two-plane
+// row tiles with output staging, TH x TW tiles with paired and single stores, chunks of prepared
+// weights, W % 4 != 0 with stride and dilation, the heaviest epilogue with the residual, both
+// output types; forced tiles (one plane, TH x TW tiles) on the reference's shape.
+std::vector<Case> sm90_cases() {
+  std::vector<Case> out;
+  Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
+  heavy.residual = true;
+  heavy.clamp_min = -3.f, heavy.clamp_max = 4.f;
+  const Conv3dDesc rows = make(2, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true);
+  const Conv3dDesc shapes[] = {rows, make(2, 3, {9, 13, 17}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
+                               make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),
+                               make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true)};
+  int i = 0;
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      for (const Conv3dDesc& base : shapes) {
+        Conv3dDesc d = typed(base, type, Layout::NCDHW, fp32_output);
+        out.push_back({"", d, "igemm_sm90"});
+        d.epilogue = heavy;
+        if (i++ % 2 == 0) out.push_back({"", d, "igemm_sm90"});
+      }
+      for (const char* config : {"igemm_sm90:4,64,64,3,1,1,1", "igemm_sm90:8,16,64,3,1,0,1", "igemm_sm90:4,16,32,3"}) {
+        out.push_back({config, typed(rows, type, Layout::NCDHW, fp32_output), "igemm_sm90"});
+      }
+    }
+  }
+  return out;
+}
+
+// The device plans igemm_sm90 for them (compute capability 9.0): else they are not run.
+std::vector<Case> sm90_cases_here() {
+  cli::make_context_current();
+  const std::vector<Case> cases = sm90_cases();
+  return family_of(Engine::global().kernel_for(cases.front().desc)) == "igemm_sm90" ? cases : std::vector<Case>{};
 }
 
 }  // namespace
@@ -165,7 +207,8 @@ std::vector<Case> reference_cases() {
 TEST_CASE("warm-up: every half-type kernel of this suite compiles, in parallel") {
   cli::make_context_current();
   std::vector<Case> all;
-  for (const auto& list : {kernel_cases(), epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases()})
+  for (const auto& list :
+       {kernel_cases(), epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases(), sm90_cases_here()})
     all.insert(all.end(), list.begin(), list.end());
   CUcontext ctx = nullptr;
   detail::driver().cuCtxGetCurrent(&ctx);
@@ -204,6 +247,10 @@ TEST_CASE("half types: a reduction of 10800 terms meets the float32-output class
 
 TEST_CASE("half types: the reference problem") { test::check_cases(reference_cases(), false); }
 
+TEST_CASE("half types on sm_90: igemm_sm90 on a float32 copy of NCDHW inputs with few channels") {
+  test::check_cases(sm90_cases_here(), true);
+}
+
 TEST_CASE("half types: an input off a 16-byte boundary takes the 2-byte gather") {
   cli::make_context_current();
   cli::Stream stream;
@@ -228,12 +275,12 @@ TEST_CASE("half-type kernels keep every value in registers: no local memory") {
   cli::make_context_current();
   cli::Stream stream;
   std::vector<Case> all = kernel_cases();
-  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases()})
+  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), reference_cases(), sm90_cases_here()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
     INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
-    if (family_of(r.kernel) == "igemm_sm80") {
+    if (family_of(r.kernel) == "igemm_sm80" || family_of(r.kernel) == "igemm_sm90") {
       CHECK(r.local_bytes == 0);
     } else if (r.local_bytes != 0) {  // direct's fp16 NCDHW kernels keep 16 bytes (docs/kernels/igemm_sm80.md)
       std::printf("local memory: %s %d bytes\n", r.kernel.c_str(), r.local_bytes);

@@ -43,7 +43,7 @@ void check_no_spills(const PtxasReport& r) {
 
 }  // namespace
 
-TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (igemm_sm90_half for C = 64 on sm_90) and compile without spills") {
+TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for C = 64, igemm_sm90 for NCDHW C = 3) and compile without spills") {
   const Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
   const Conv3dDesc wide = test::make(2, 64, {8, 12, 14}, 96, {3, 3, 3}, 1, 1, 1, 1, true);
   for (const char* arch : {"sm_80", "sm_90"}) {
@@ -55,10 +55,14 @@ TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (igemm_sm90_half for C = 64 o
             DYNAMIC_SECTION(arch << " " << describe(d)) {
               const PtxasReport r = ptxas_report(d, arch);
               const std::string layout_text = layout == Layout::NDHWC ? " ndhwc" : " ncdhw";
-              // C = 64 on sm_90: igemm_sm90_half (tests/nvrtc/test_nvrtc_sm90_half.cpp).
-              const bool sm90_half = base.c == 64 && std::string(arch) == "sm_90";
-              CHECK(r.kernel.rfind(std::string(sm90_half ? "igemm_sm90_half " : "igemm_sm80 ") + dtype_name(type) +
-                                       layout_text + (fp32_output ? " out=fp32 " : " "), 0) == 0);
+              // C = 64 on sm_90: igemm_sm90_half (tests/nvrtc/test_nvrtc_sm90_half.cpp); C = 3 in
+              // NCDHW: igemm_sm90 on a float32 copy.
+              const bool sm90 = std::string(arch) == "sm_90";
+              const char* family = !sm90                                      ? "igemm_sm80 "
+                                   : base.c == 64                             ? "igemm_sm90_half "
+                                   : layout == Layout::NCDHW ? "igemm_sm90 " : "igemm_sm80 ";
+              CHECK(r.kernel.rfind(std::string(family) + dtype_name(type) + layout_text + (fp32_output ? " out=fp32 " : " "),
+                                   0) == 0);
               check_no_spills(r);
             }
           }
@@ -107,6 +111,56 @@ TEST_CASE("half-type igemm_sm80 kernels with the heaviest epilogue, padding mode
   // Tiles past the half kernel's 8-term staging (256 rows) are refused.
   const Conv3dDesc h = half_desc(DataType::BFloat16, Layout::NCDHW, false, d);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(h), detail::limits_for_arch("sm_90"), "igemm:256,32"), Error);
+}
+
+// NCDHW half layers with few channels on sm_90: igemm_sm90 reads a float32 copy of the input made
+// on every call, with one TF32 product (exact for half values).
+TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, and compile without spills") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  Conv3dDesc heavy = test::make(2, 3, {6, 20, 58}, 64, {3, 5, 7});  // the reference's two-plane row tiles
+  heavy.epilogue = test::epilogue_cases()[3];                      // GELU, scaled
+  heavy.epilogue.residual = true;
+  const Conv3dDesc cases[] = {
+      heavy,
+      test::make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),  // chunks of 8 channels: prepared weights
+      test::make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),  // W % 4 != 0, stride, dilation
+  };
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      for (const Conv3dDesc& base : cases) {
+        const Conv3dDesc d = half_desc(type, Layout::NCDHW, fp32_output, base);
+        DYNAMIC_SECTION(describe(d)) {
+          const PtxasReport r = ptxas_report(d, "sm_90");
+          CHECK(r.kernel.rfind(std::string("igemm_sm90 ") + dtype_name(type) + " ncdhw" + (fp32_output ? " out=fp32 " : " "),
+                               0) == 0);
+          check_no_spills(r);
+          if (base.c == 3) CHECK(r.kernel.find(" planes=2 ") != std::string::npos);
+          const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
+          REQUIRE(plan.input_copy);
+          CHECK(plan.input_copy->every_call);
+          CHECK(plan.copies_input(true));
+          CHECK(plan.input_copy->workspace_bytes ==
+                static_cast<uint64_t>(d.n * d.c * d.d * d.h * detail::input_row_pitch(d.w) * 4));
+          EngineOptions options;
+          options.disk_cache = false;
+          const PrecompileResult all = Engine(options).precompile(d, "sm_90");
+          CHECK(all.kernels.size() == (base.c == 24 ? 3u : 2u));  // + igemm_sm90_weights, + pitch_rows
+          for (const PrecompiledKernel& k : all.kernels) CHECK(k.compiled);
+        }
+      }
+    }
+  }
+  const Conv3dDesc small = half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[1]);
+  // cp.async staging would read the input in place: refused for half types.
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(small), sm90, "igemm_sm90:4,64,64,8,0"), Error);
+  // Past 32 channels igemm_sm90_half's chunks pay; NDHWC and the sm_80 path never take igemm_sm90.
+  const Conv3dDesc wide = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(1, 40, {5, 9, 12}, 40, {3, 3, 3}));
+  CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(wide), sm90).key).rfind("igemm_sm90 ", 0) != 0);
+  const Conv3dDesc last = half_desc(DataType::BFloat16, Layout::NDHWC, false, cases[1]);
+  CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(last), sm90).key).rfind("igemm_sm90 ", 0) != 0);
+  // Inputs past 2^28 elements stay in place (no gigabyte-sized copy).
+  const Conv3dDesc big = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(4, 4, {256, 256, 264}, 16, {3, 3, 3}));
+  CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(big), sm90).key).rfind("igemm_sm80 ", 0) == 0);
 }
 
 TEST_CASE("half types: grouped layers take grouped in NCDHW and direct in NDHWC; direct compiles for every type and layout") {

@@ -23,11 +23,25 @@ const ConfigTable<WeightsConfig, 2> kWeightsTable{{{
 const KernelDef kWeightsDef{"igemm_sm90_weights", "igemm_sm90/igemm_sm90.cu", kUsesKernelExtents | kUsesClass, true,
                             kWeightsTable.infos()};
 
+// Half layers with at most this many input channels a group: with fewer than 32 igemm_sm90_half's
+// 64-channel chunks would be mostly padding.
+constexpr int64_t kHalfChannels = 32;
+// ... and at most this many input elements: the float32 copy, twice the input's size, stays within
+// 1 GiB of scratch memory (larger inputs stay in place, read by igemm_sm80).
+constexpr int64_t kHalfCopyElements = int64_t{1} << 28;
+
 class Sm90Family final : public Family {
  public:
   const KernelDef& kernel() const override { return def_; }
   std::vector<std::string> aliases() const override { return {"sm90"}; }
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
+
+  // float32 NCDHW; bf16 and fp16 NCDHW too, through a float32 copy of the input (pitch_rows, on
+  // every call) and one TF32 product, exact for them.
+  Refusal serves_types(const Problem& prob) const override {
+    if (prob.desc.layout != Layout::NCDHW) return "NCDHW tensors";
+    return std::nullopt;
+  }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     if (prob.desc.groups != 1) return "groups == 1";
@@ -37,6 +51,10 @@ class Sm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (can_implement(prob, limits)) return std::nullopt;
+    if (prob.desc.dtype != DataType::Float32 &&
+        (prob.c_per_group > kHalfChannels || prob.input_elements > kHalfCopyElements)) {
+      return std::nullopt;
+    }
     auto best = choose_sm90_shape(prob, limits);
     if (!best) return std::nullopt;
     return plan(best->first, limits, best->second);

@@ -59,12 +59,16 @@ Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w, int in
   return {rp, pp, cp, fewest};
 }
 
+bool sm90_split(const Problem& prob) {
+  return prob.desc.dtype == DataType::Float32 && prob.desc.precision == Precision::Fp32;
+}
+
 Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
-                       d.precision == Precision::Fp32 ? 1 : 0, row, pl);
+                       sm90_split(prob) ? 1 : 0, row, pl);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
@@ -101,13 +105,17 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
                                          int cc, int staging, bool rows, int pl) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
+  if (d.dtype != DataType::Float32) {  // (the kernel stages floats: a box of the float32 copy)
+    if (staging == 0) return std::nullopt;
+    staging = 1;
+  }
   if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
       th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
     return std::nullopt;
   }
   // (Several planes hold their accumulators in the kernel's three named sets of 64 columns. With
   // a padding mode other than zeros, its index maps made ptxas serialise the wgmmas, C7513.)
-  if (pl > 1 && (d.precision != Precision::Tf32 || d.padding_mode != PaddingMode::Zeros || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
+  if (pl > 1 && (sm90_split(prob) || d.padding_mode != PaddingMode::Zeros || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
                  d.kernel.d < pl || bn != 64 || pl > 3)) {
     return std::nullopt;
   }
@@ -120,7 +128,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
   const Sm90Geometry rough = sm90_geom(prob, th, tw, bn, cc, 0, row, pl);
-  const int split = d.precision == Precision::Fp32 ? 1 : 0;
+  const int split = sm90_split(prob) ? 1 : 0;
   if (sm90_registers(bn, split, static_cast<int>(prob.c_per_group * d.kernel.d * d.kernel.h * d.kernel.w), pl) >
           std::min(255, 65536 / rough.threads / 8 * 8)) {
     return std::nullopt;
@@ -186,7 +194,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // against 0.444, pointwise_512_tf32 in 32-channel chunks 0.078 against 0.082 in 64. With 64
   // columns the items' fixed costs win instead: unet3d_encoder_tf32 and _decoder, dilated_tf32
   // and odd_extents_tf32 in half-size chunks took 4-7 % longer.
-  const double pipelined = prob.desc.precision == Precision::Tf32 ? 1.06 : 1.0;
+  const double pipelined = sm90_split(prob) ? 1.0 : 1.06;
   // A tile the planner can only stage with cp.async (its TMA box does not fit) against one staged by
   // TMA (H200, the reference problem's row tiles: 0.784 against 0.674 ms in the tf32 class, 1.335
   // against 1.208 with 3xTF32; asymmetric_kernel in 8-channel chunks by cp.async 0.292 against 0.211
@@ -202,7 +210,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   const int cg = static_cast<int>(prob.c_per_group);
   const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
   std::vector<int> widths = {k <= 32 ? 32 : k <= 64 ? 64 : 128};
-  if (kvol == 1 && prob.desc.precision == Precision::Tf32 && k > 128) widths.push_back(256);
+  if (kvol == 1 && !sm90_split(prob) && k > 128) widths.push_back(256);
   std::vector<int> chunk_sizes = {cg};
   for (int cc : {64, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
     if (cc < cg) chunk_sizes.push_back(cc);
@@ -229,7 +237,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   for (int cc : chunk_sizes) {
     const long long chunks = ceil_div(cg, cc);
     const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
-    const bool rows_pay = prob.out.w <= 64 && (cc == cg || prob.desc.precision == Precision::Fp32);
+    const bool rows_pay = prob.out.w <= 64 && (cc == cg || sm90_split(prob));
     for (int width : {64, 32, 16, 8, 0}) {  // 0: row tiles
       if (width == 0 && !rows_pay) continue;
       for (int wgs : {4, 3, 2}) {

@@ -14,7 +14,8 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   const ConvParams& p = plan.params;
   const SpecKey& k = plan.key;
   const Sm90Config c = kSm90Table.load(k.config);
-  const uint64_t bytes = static_cast<uint64_t>(element_bytes(k.dtype));
+  // Floats: a float32 input, or pitch_rows' float32 copy of a half one.
+  const uint64_t bytes = sizeof(float);
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
                               static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.c),
                               static_cast<cuuint64_t>(p.n)};
@@ -28,7 +29,7 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(c.rp), static_cast<cuuint32_t>(c.pp / c.rp), planes,
                              static_cast<cuuint32_t>(c.cc), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
-  return encode_tiled_map(tensor_map_type(k.dtype), 5, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_NONE,
+  return encode_tiled_map(tensor_map_type(DataType::Float32), 5, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_NONE,
                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
@@ -36,13 +37,13 @@ CUtensorMap encode_output(const Plan& plan, const void* output) {
   const ConvParams& p = plan.params;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.oh * p.ow), static_cast<cuuint64_t>(p.od),
                               static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.n)};
-  const cuuint64_t bytes = static_cast<cuuint64_t>(element_bytes(plan.key.dtype));
+  const cuuint64_t bytes = sizeof(float);  // (boxed stores: float32 outputs only)
   const cuuint64_t strides[3] = {dims[0] * bytes, dims[0] * dims[1] * bytes, dims[0] * dims[1] * dims[2] * bytes};
   // A warp's staging box (igemm_sm90/geometry.cuh): 16 positions x PL planes x its channels.
   const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(kSm90Table.load(plan.key.config).planes),
                              static_cast<cuuint32_t>(plan.store_channels), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  return encode_tiled_map(tensor_map_type(plan.key.dtype), 4, output, dims, strides, box, element_strides,
+  return encode_tiled_map(tensor_map_type(DataType::Float32), 4, output, dims, strides, box, element_strides,
                           CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
@@ -56,7 +57,8 @@ const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
 
 bool uses_output_map(const Plan& plan, const void* output) {
   return plan.store_channels > 0 &&
-         sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output));
+         sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output),
+                           element_bytes(plan.key.out_dtype));
 }
 
 const CUtensorMap& output_tensor_map(const Plan& plan, void* output) {

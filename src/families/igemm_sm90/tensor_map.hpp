@@ -12,7 +12,7 @@ namespace conv3djit::detail {
 bool uses_tensor_map(const Plan& plan);
 
 /// The map of `input` (NCDHW fp32, the plan's extents, rows input_row_pitch(W) floats apart: the
-/// pitched copy where Plan::copies_input) as a 5-D tensor (W, H, D, C, N) with the plan's box:
+/// pitched float32 copy where Plan::copies_input, always for half types) as a 5-D tensor (W, H, D, C, N) with the plan's box:
 /// TMA row x tile rows x KD planes (every DD-th) x CC channels x 1 image. `input` must be 16-byte
 /// aligned. Throws Error(DriverError) if the driver refuses the map. The map is kept per thread
 /// and re-encoded only when the input or the plan changes; the reference stays valid until this
@@ -20,8 +20,8 @@ bool uses_tensor_map(const Plan& plan);
 const CUtensorMap& input_tensor_map(const Plan& plan, const void* input);
 
 /// True when plan's kernel stores `output` through a tensor map (igemm_sm90 row tiles with
-/// output staging, 16-byte aligned planes and address: sm90_stores_boxed, which the kernel tests
-/// alike).
+/// output staging, a float32 output with 16-byte aligned planes and address: sm90_stores_boxed,
+/// which the kernel tests alike).
 bool uses_output_map(const Plan& plan, const void* output);
 
 /// The map of `output` (NCDHW fp32) as a 4-D tensor (OH x OW, OD, K, N) with a warp's staging box:

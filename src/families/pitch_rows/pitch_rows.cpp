@@ -10,10 +10,10 @@ PrepPlan pitch_rows_plan(const ConvParams& p, DataType dtype, const DeviceLimits
   copy.key.kernel = &def;
   copy.key.dtype = dtype;
   copy.block = 256;
-  const int bytes = element_bytes(dtype);
   const long long rows = p.n * p.c * p.d * p.h, pitch = input_row_pitch(p.w);
-  copy.grid = stride_grid(rows * pitch * bytes / 16, copy.block, limits, 8);  // a thread per 16 bytes
-  copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * static_cast<uint64_t>(bytes);
+  copy.grid = stride_grid(rows * pitch / 4, copy.block, limits, 8);  // a thread per 16 bytes written
+  copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * sizeof(float);
+  copy.every_call = dtype != DataType::Float32;
   return copy;
 }
 

@@ -1,12 +1,14 @@
 #pragma once
-// pitch_rows: an input copied into rows of 16-byte multiples, for kernels whose TMA boxes need
-// such rows (a tensor map's strides are 16-byte multiples). Shape-generic: one kernel for every
-// plan of an element type.
+// pitch_rows: an input copied as float32 into rows of 16-byte multiples, for kernels whose TMA
+// boxes need such rows (a tensor map's strides are 16-byte multiples) and stage floats.
+// Shape-generic: one kernel for every plan of an element type.
 #include "plan/plan.hpp"
 
 namespace conv3djit::detail {
 
-/// The copy of an input of p's extents and element type into rows of input_row_pitch(W) elements.
+/// The copy of an input of p's extents and element type into float32 rows of input_row_pitch(W)
+/// elements: made on every call for half types (the kernel reads floats), else where
+/// Plan::copies_input says so.
 PrepPlan pitch_rows_plan(const ConvParams& p, DataType dtype, const DeviceLimits& limits);
 
 }  // namespace conv3djit::detail
