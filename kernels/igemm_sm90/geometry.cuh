@@ -205,13 +205,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int 
 /// floats, and tile origins are pad_w less a multiple of 4 (TW is a multiple of 8).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 3; }
 
-/// Whether igemm_sm90 with output staging stores through the output's tensor map: a float32
-/// output (the staging boxes hold floats) with 16-byte aligned planes (OH x OW a multiple of 4
-/// floats) and address. The host encodes the map under the same test; elsewhere each warp copies
-/// its staging box out with plain stores, converting to the output's type.
+/// Whether igemm_sm90 with output staging stores through the output's tensor map: the map needs
+/// 16-byte aligned planes (OH x OW elements of out_bytes a multiple of 16 bytes) and output
+/// address. The host encodes the map under the same test; elsewhere each warp copies its staging
+/// box out with plain stores. (Half outputs leave their float box converted in place.)
 CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_boxed(long long plane, unsigned long long out_address,
                                                        int out_bytes) {
-  return out_bytes == 4 && plane % 4 == 0 && out_address % 16 == 0;
+  return plane * out_bytes % 16 == 0 && out_address % 16 == 0;
 }
 
 /// The narrowest TMA box row: the tile's in_w columns after the shift, rounded up to 4 floats. The

@@ -317,7 +317,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     tma::load_box(tiles + buf * G.tile_floats, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h,
                   o.od * SD - p.pad_d, chunk * CC, o.n, bar);
     if (CHUNKS > 1) {
-      tma::load_bytes(w_s + buf * G.weight_floats, wt + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats,
+      tma::load_bytes(w_s + buf * G.weight_floats,
+                      reinterpret_cast<const float*>(wt) + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats,
                       G.weight_floats * 4, bar);
     }
   };
@@ -720,6 +721,18 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           __syncwarp();
         }
         if (bulk) {
+          if constexpr (sizeof(Out) == 2) {
+            // The box's floats become the output's type in place, front to back: round q packs
+            // elements 64q .. 64q + 63 (bytes 256q on) into bytes 128q on, which only round 0's
+            // own reads share (a barrier between its reads and writes).
+            __syncwarp();
+#pragma unroll 1
+            for (int i = 2 * lane; i < BOX; i += 64) {
+              const float2 v = *reinterpret_cast<const float2*>(box + i);
+              __syncwarp();
+              reinterpret_cast<unsigned*>(box)[i / 2] = pack_pair<Out>(v.x, v.y);
+            }
+          }
           tma::fence_shared_to_async();
           __syncwarp();
           if (lane == 0) {

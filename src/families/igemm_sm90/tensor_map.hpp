@@ -20,11 +20,11 @@ bool uses_tensor_map(const Plan& plan);
 const CUtensorMap& input_tensor_map(const Plan& plan, const void* input);
 
 /// True when plan's kernel stores `output` through a tensor map (igemm_sm90 row tiles with
-/// output staging, a float32 output with 16-byte aligned planes and address: sm90_stores_boxed,
-/// which the kernel tests alike).
+/// output staging, 16-byte aligned planes and address: sm90_stores_boxed, which the kernel tests
+/// alike).
 bool uses_output_map(const Plan& plan, const void* output);
 
-/// The map of `output` (NCDHW fp32) as a 4-D tensor (OH x OW, OD, K, N) with a warp's staging box:
+/// The map of `output` (NCDHW, the output's type) as a 4-D tensor (OH x OW, OD, K, N) with a warp's staging box:
 /// 16 positions x PL planes x sm90_store_channels channels. Kept per thread like the input's.
 const CUtensorMap& output_tensor_map(const Plan& plan, void* output);
 
