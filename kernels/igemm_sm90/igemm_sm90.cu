@@ -85,6 +85,17 @@ __device__ __forceinline__ int sm90_weight_index(int n, int r, int nb) {
   return (((r / 8 * nb + n / 8) * 2 + (r % 8) / 4) * 8 + n % 8) * 4 + r % 4;
 }
 
+// A thread's two outputs of one staging box row: positions p, p + 1 (paired rows) or p, p + 8.
+template <bool PAIRED, class T>
+__device__ __forceinline__ void sm90_box_store(T* dst, float lo, float hi) {
+  if (PAIRED) {
+    store_pair(dst, lo, hi);
+  } else {
+    store_float(dst, lo);
+    store_float(dst + 8, hi);
+  }
+}
+
 template <class Spec>
 __global__ void __launch_bounds__(Spec::th * Spec::tw * 2, sm90_geometry_of<Spec>().min_blocks)
 igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restrict__ wt,
@@ -188,6 +199,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // Paired rows store both positions at once where they are 8-byte aligned: an even output width
   // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
   const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+  // Half outputs of tiles whose warps' 16 positions are one run (row tiles, or TW a multiple of
+  // 16) store pairs of positions after a shuffle (the epilogue, below).
+  constexpr bool RUNS16 = sizeof(Out) == 2 && !PAIRED && (ROW > 0 || TW % 16 == 0);
   // Row tiles with output staging store through the output's tensor map where it exists (the
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
@@ -656,6 +670,16 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       const int first = o.first + 16 * static_cast<int>(id >> 5);
       const bool odd = id & 1;
       float* const box = staging + (id >> 5) * BOX;
+      // Half outputs with the plain epilogue fill the box in their own type; other epilogues run
+      // over floats, converted afterwards (below).
+      constexpr bool HALF_BOX = sizeof(Out) == 2 && epilogue::plain<Spec>;
+      auto box_value = [&](int i) {
+        if constexpr (HALF_BOX) {
+          return to_float(reinterpret_cast<const Out*>(box)[i]);
+        } else {
+          return box[i];
+        }
+      };
 #pragma unroll
       for (int r = 0; r < ROUNDS; ++r) {
         if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
@@ -675,13 +699,12 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           for (int y = 0; y < 2 * PL; ++y) {
             // Box rows are 64 bytes: a row's bank half is its parity, y's. Lanes of odd t take
             // output y ^ 1, so that a store's lanes fill both halves.
-            float* const dst = box + ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
+            const int at = ((8 * jj + 2 * t) * PL + (y ^ (t & 1))) * 16 + (PAIRED ? 2 * g : g);
             const float lo = odd ? value(y ^ 1, 0) : value(y, 0), hi = odd ? value(y ^ 1, 1) : value(y, 1);
-            if (PAIRED) {
-              *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
+            if constexpr (HALF_BOX) {
+              sm90_box_store<PAIRED>(reinterpret_cast<Out*>(box) + at, lo, hi);
             } else {
-              dst[0] = lo;
-              dst[8] = hi;
+              sm90_box_store<PAIRED>(box + at, lo, hi);
             }
           }
         }
@@ -721,7 +744,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           __syncwarp();
         }
         if (bulk) {
-          if constexpr (sizeof(Out) == 2) {
+          if constexpr (sizeof(Out) == 2 && !HALF_BOX) {
             // The box's floats become the output's type in place, front to back: round q packs
             // elements 64q .. 64q + 63 (bytes 256q on) into bytes 128q on, which only round 0's
             // own reads share (a barrier between its reads and writes).
@@ -760,9 +783,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
               if (inside && o.od + d < OD && k0 + c < K) {
                 Out* const dst = run + c * channel + d * plane;
                 if (v == 2) {
-                  store_pair(dst, box[y * 16 + at], box[y * 16 + at + 1]);
+                  store_pair(dst, box_value(y * 16 + at), box_value(y * 16 + at + 1));
                 } else {
-                  store_float(dst, box[y * 16 + at]);
+                  store_float(dst, box_value(y * 16 + at));
                 }
               }
             }
@@ -814,20 +837,63 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           }
           continue;
         }
+        if constexpr (RUNS16) {
+          // Half outputs whose warp's 16 positions are one run in memory: after the epilogue,
+          // each channel's 16 values gather in 8 lanes (two shuffles of packed pairs a channel
+          // pair), and every store writes two adjacent positions, so that a store instruction
+          // fills whole 32-byte sectors (2-byte stores of 8 positions half-filled them: c3d_conv1
+          // in bf16 took twice its float32-output time; docs/kernels/igemm_sm90.md).
+          const int2 at0 = position(o, pa - g);  // the warp's first position
+          const int lin0 = at0.x * OW + at0.y;
+          const int limit = ROW ? min(16, OH * OW - lin0) : at0.x < OH ? min(16, OW - at0.y) : 0;
+          const int src_lo = 4 * ((2 * g) & 7) + t, src_hi = 4 * ((2 * g + 1) & 7) + t;
+          const unsigned select = g >= 4 ? 0x7632u : 0x5410u;  // (positions 2g, 2g + 1 >= 8: the high halves)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int2 at = position(o, pa + STEP * half);
-          if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-          Out* d0 = out_at(at);
-#pragma unroll
-          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-            const int k = kb * BN + j * 8 + 2 * t;
+          for (int j = 0; j < NB; ++j) {
             const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-            const long long at = d0 - out;
-            const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
-            const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
-            if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
-            if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
+            const int k = kb * BN + j * 8 + 2 * t;
+            // Element offset of position 0 of the warp's run for channel k (+ e).
+            const long long base = ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * (OH * OW) + lin0;
+            unsigned packed[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const long long at = base + e * out_vol;
+              const float r0 = epilogue::residual<Spec, float>(at + g, k + e < K && g < limit, p);
+              const float r1 = epilogue::residual<Spec, float>(at + g + 8, k + e < K && g + 8 < limit, p);
+              packed[e] = pack_pair<Out>(epilogue::apply_read<Spec>(sum[j * 4 + e], e ? b.y : b.x, r0, p),
+                                         epilogue::apply_read<Spec>(sum[j * 4 + 2 + e], e ? b.y : b.x, r1, p));
+            }
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const unsigned lo = __shfl_sync(0xffffffffu, packed[e], src_lo);
+              const unsigned hi = __shfl_sync(0xffffffffu, packed[e], src_hi);
+              const unsigned word = __byte_perm(lo, hi, select);
+              const long long at = base + e * out_vol + 2 * g;
+              if (k + e >= K || 2 * g >= limit) continue;
+              if (2 * g + 1 < limit && at % 2 == 0) {
+                *reinterpret_cast<unsigned*>(out + at) = word;
+              } else {
+                out[at].bits = static_cast<unsigned short>(word & 0xffffu);
+                if (2 * g + 1 < limit) out[at + 1].bits = static_cast<unsigned short>(word >> 16);
+              }
+            }
+          }
+        } else {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int2 at = position(o, pa + STEP * half);
+            if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+            Out* d0 = out_at(at);
+#pragma unroll
+            for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+              const int k = kb * BN + j * 8 + 2 * t;
+              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+              const long long at = d0 - out;
+              const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
+              const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
+              if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
+              if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
+            }
           }
         }
       }

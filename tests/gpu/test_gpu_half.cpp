@@ -166,9 +166,10 @@ std::vector<Case> reference_cases() {
 }
 
 // igemm_sm90 on sm_90 (a float32 copy of the input, one TF32 product): the reference's two-plane
-// row tiles with output staging, TH x TW tiles with paired and single stores, chunks of prepared
-// weights, W % 4 != 0 with stride and dilation, the heaviest epilogue with the residual, both
-// output types; forced tiles (one plane, TH x TW tiles) on the reference's shape.
+// row tiles with output staging, TH x TW tiles with paired and shuffled pair stores, chunks of
+// prepared weights, W % 4 != 0 with stride and dilation, odd widths (pairs off 4 bytes), K past a
+// column block, the heaviest epilogue with the residual, both output types; forced tiles (one
+// plane, TH x TW tiles) on the reference's shape.
 std::vector<Case> sm90_cases() {
   std::vector<Case> out;
   Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
@@ -177,7 +178,8 @@ std::vector<Case> sm90_cases() {
   const Conv3dDesc rows = make(2, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true);
   const Conv3dDesc shapes[] = {rows, make(2, 3, {9, 13, 17}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
                                make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),
-                               make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true)};
+                               make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),
+                               make(1, 32, {4, 9, 70}, 72, {3, 3, 3}, 1, 1)};
   int i = 0;
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const bool fp32_output : {false, true}) {

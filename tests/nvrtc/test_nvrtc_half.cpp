@@ -117,10 +117,12 @@ TEST_CASE("half-type igemm_sm80 kernels with the heaviest epilogue, padding mode
 // on every call, with one TF32 product (exact for half values).
 TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, and compile without spills") {
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
-  Conv3dDesc heavy = test::make(2, 3, {6, 20, 58}, 64, {3, 5, 7});  // the reference's two-plane row tiles
-  heavy.epilogue = test::epilogue_cases()[3];                      // GELU, scaled
+  // The reference's two-plane row tiles, with bias, then with the heaviest epilogue.
+  Conv3dDesc heavy = test::make(2, 3, {6, 20, 58}, 64, {3, 5, 7});
+  heavy.epilogue = test::epilogue_cases()[3];  // GELU, scaled
   heavy.epilogue.residual = true;
   const Conv3dDesc cases[] = {
+      test::make(2, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
       heavy,
       test::make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),  // chunks of 8 channels: prepared weights
       test::make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),  // W % 4 != 0, stride, dilation
@@ -150,13 +152,13 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
       }
     }
   }
-  const Conv3dDesc small = half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[1]);
+  const Conv3dDesc small = half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[2]);
   // cp.async staging would read the input in place: refused for half types.
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(small), sm90, "igemm_sm90:4,64,64,8,0"), Error);
   // Past 32 channels igemm_sm90_half's chunks pay; NDHWC and the sm_80 path never take igemm_sm90.
   const Conv3dDesc wide = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(1, 40, {5, 9, 12}, 40, {3, 3, 3}));
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(wide), sm90).key).rfind("igemm_sm90 ", 0) != 0);
-  const Conv3dDesc last = half_desc(DataType::BFloat16, Layout::NDHWC, false, cases[1]);
+  const Conv3dDesc last = half_desc(DataType::BFloat16, Layout::NDHWC, false, cases[2]);
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(last), sm90).key).rfind("igemm_sm90 ", 0) != 0);
   // Inputs past 2^28 elements stay in place (no gigabyte-sized copy).
   const Conv3dDesc big = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(4, 4, {256, 256, 264}, 16, {3, 3, 3}));
