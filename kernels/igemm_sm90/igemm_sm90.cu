@@ -147,6 +147,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
+  // Floats between input rows: half inputs are read from pitch_rows' float32 copy, in rows of W
+  // rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy).
+  const int WP = sizeof(typename Spec::element) == 2 ? (W + 3) / 4 * 4 : W;
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
@@ -241,7 +244,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   static_assert(MODE == padding::kZeros || !TMA, "igemm_sm90: TMA boxes pad with zeros only");
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
-    const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * W;
+    const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * WP;
     float* dst = tiles + buf * G.tile_floats + lane;
     unsigned inside = 0;
     int cols[XS];
@@ -257,7 +260,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d), cg = chunk * CC + c;
       const int id = padding::source<MODE>(id0 + z * DD, D), ih = padding::source<MODE>(ih0 + y, H);
       const bool row_ok = (CG % CC == 0 || cg < CG) && id >= 0 && ih >= 0;
-      const float* src = row_ok ? in_n + (static_cast<long long>(cg * D + id) * H + ih) * W : in;
+      const float* src = row_ok ? in_n + (static_cast<long long>(cg * D + id) * H + ih) * WP : in;
       float* d = dst + c * CP + z * PP + y * RP;
 #pragma unroll
       for (int k = 0; k < XS; ++k) {

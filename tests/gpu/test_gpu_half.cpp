@@ -137,7 +137,7 @@ std::vector<Case> padding_cases() {
         d.padding_mode = mode;
         d.epilogue = epilogues[(5 * i) % epilogues.size()];
         d.epilogue.clamp_min = -3.f, d.epilogue.clamp_max = 4.f;
-        out.push_back({"", d, "igemm_sm80"});
+        out.push_back({"", d, layout == Layout::NDHWC ? "igemm_sm80" : ""});  // (NCDHW C = 3: igemm_sm90 on sm_90)
         ++i;
       }
     }
@@ -169,7 +169,7 @@ std::vector<Case> reference_cases() {
 // row tiles with output staging, TH x TW tiles with paired and shuffled pair stores, chunks of
 // prepared weights, W % 4 != 0 with stride and dilation, odd widths (pairs off 4 bytes), K past a
 // column block, the heaviest epilogue with the residual, both output types; forced tiles (one
-// plane, TH x TW tiles) on the reference's shape.
+// plane, TH x TW tiles, cp.async staging) on the reference's shape.
 std::vector<Case> sm90_cases() {
   std::vector<Case> out;
   Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
@@ -189,7 +189,8 @@ std::vector<Case> sm90_cases() {
         d.epilogue = heavy;
         if (i++ % 2 == 0) out.push_back({"", d, "igemm_sm90"});
       }
-      for (const char* config : {"igemm_sm90:4,64,64,3,1,1,1", "igemm_sm90:8,16,64,3,1,0,1", "igemm_sm90:4,16,32,3"}) {
+      for (const char* config : {"igemm_sm90:4,64,64,3,1,1,1", "igemm_sm90:8,16,64,3,1,0,1", "igemm_sm90:4,16,32,3",
+                                 "igemm_sm90:8,16,64,3,0"}) {
         out.push_back({config, typed(rows, type, Layout::NCDHW, fp32_output), "igemm_sm90"});
       }
     }

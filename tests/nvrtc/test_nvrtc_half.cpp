@@ -152,9 +152,22 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
       }
     }
   }
-  const Conv3dDesc small = half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[2]);
-  // cp.async staging would read the input in place: refused for half types.
-  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(small), sm90, "igemm_sm90:4,64,64,8,0"), Error);
+  // cp.async staging (forced, and for padding modes other than zeros) reads the float32 copy too.
+  Conv3dDesc reflect = half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[2]);
+  reflect.padding_mode = PaddingMode::Reflect;
+  for (const auto& [d, forced] : {std::pair{half_desc(DataType::Float16, Layout::NCDHW, true, cases[2]),
+                                            std::string("igemm_sm90:4,64,64,8,0")},
+                                  std::pair{reflect, std::string()}}) {
+    DYNAMIC_SECTION("cp.async " << describe(d) << " " << forced) {
+      const PtxasReport r = ptxas_report(d, "sm_90", forced);
+      CHECK(r.kernel.rfind("igemm_sm90 ", 0) == 0);
+      CHECK(r.kernel.find(" tma=0 ") != std::string::npos);
+      check_no_spills(r);
+      const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90, forced);
+      REQUIRE(plan.input_copy);
+      CHECK(plan.input_copy->every_call);
+    }
+  }
   // Past 32 channels igemm_sm90_half's chunks pay; NDHWC and the sm_80 path never take igemm_sm90.
   const Conv3dDesc wide = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(1, 40, {5, 9, 12}, 40, {3, 3, 3}));
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(wide), sm90).key).rfind("igemm_sm90 ", 0) != 0);

@@ -176,10 +176,13 @@ class Sm90Family final : public Family {
   // The choice's plan. With TMA boxes it carries the input's copy (Plan::copies_input): always
   // made where rows are not 16-byte multiples, and for an input that is not 16-byte aligned
   // (a cp.async twin ran 21-24 % slower and was another kernel to compile; the copy costs about
-  // 30 us for the reference problem's input: docs/kernels/igemm_sm90.md).
+  // 30 us for the reference problem's input: docs/kernels/igemm_sm90.md). Half inputs are read
+  // from the float32 copy on every call, whatever the staging.
   Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) const {
     Plan p = plan(prob, limits, c, c.staging());
-    if (c.boxed) p.input_copy = pitch_rows_plan(p.params, prob.desc.dtype, limits);
+    if (c.boxed || prob.desc.dtype != DataType::Float32) {
+      p.input_copy = pitch_rows_plan(p.params, prob.desc.dtype, limits);
+    }
     return p;
   }
 

@@ -105,10 +105,6 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
                                          int cc, int staging, bool rows, int pl) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
-  if (d.dtype != DataType::Float32) {  // (the kernel stages floats: a box of the float32 copy)
-    if (staging == 0) return std::nullopt;
-    staging = 1;
-  }
   if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
       th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
     return std::nullopt;

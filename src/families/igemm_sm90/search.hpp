@@ -46,8 +46,8 @@ struct Sm90Filter {
 bool sm90_split(const Problem& prob);
 
 /// One configuration with its staging, or nothing where it cannot run (staging 1: TMA boxes,
-/// 0: cp.async, -1: TMA where it fits; half inputs take TMA boxes only, of their float32 copy;
-/// rows: row tiles; pl: output planes a tile).
+/// 0: cp.async, -1: TMA where it fits; half inputs are staged from their float32 copy either
+/// way; rows: row tiles; pl: output planes a tile).
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging = -1, bool rows = false, int pl = 1);
 
