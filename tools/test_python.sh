@@ -12,13 +12,15 @@
 #                                     test, the GPU and PyTorch ones included.
 #   tools/test_python.sh --bench [DIR]  the same build, then python/benchmarks/bench_dropin.py (the
 #                                     drop-in against cuDNN on the suites, and the per-call overhead).
+#   tools/test_python.sh --fusion [DIR] the same build, then python/benchmarks/bench_fusion.py in every
+#                                     class (fused epilogues and padding against PyTorch's eager ops).
 # GPU modes write their logs to DIR (default $OUT, else ./device-out); read summary.txt first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 
 mode=${1:-}
-if [ "$mode" != "--gpu" ] && [ "$mode" != "--bench" ]; then
+if [ "$mode" != "--gpu" ] && [ "$mode" != "--bench" ] && [ "$mode" != "--fusion" ]; then
   set -e
   venv=$build/python-venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv" ||
@@ -91,10 +93,17 @@ except ImportError as e:
     print("import: conv3djit.torch unavailable:", e)
 PY
 
-if [ "$mode" = --bench ]; then
-  timeout 540 "$py" python/benchmarks/bench_dropin.py --json "$out/bench_dropin.json" >"$out/bench.log" 2>&1
+if [ "$mode" = --bench ] || [ "$mode" = --fusion ]; then
+  if [ "$mode" = --bench ]; then
+    script=bench_dropin
+    args=(--json "$out/bench_dropin.json")
+  else
+    script=bench_fusion
+    args=(--precision fp32 tf32 bf16 fp16 --json "$out/bench_fusion.json")
+  fi
+  timeout 540 "$py" "python/benchmarks/$script.py" "${args[@]}" >"$out/bench.log" 2>&1
   status=$?
-  note "benchmark exit $status (bench.log, bench_dropin.json):"
+  note "benchmark exit $status (bench.log, $script.json):"
   tee -a "$summary" <"$out/bench.log" | tail -50
   exit $status
 fi

@@ -5,9 +5,11 @@ needs it, cuDNN's convolution (F.conv3d, cudnn.benchmark=True, the row's allow_t
 pointwise ops, in one process on the same tensors and stream: median of CUDA-event timings, L2
 flushed before each run. Each row also times conv3djit's plain convolution of the same layer (its
 padding mode kept), so fused / plain is what the epilogue costs, and gives both results' relative
-L2 error against the float64 composition.
+L2 error against the float64 composition (of the same bf16 / fp16 values for the half classes,
+whose tensors, output and residual included, are in that type and NCDHW).
 
-    PYTHONPATH=build/python-site python3 python/benchmarks/bench_fusion.py [--runs 20] [--json OUT.json]
+    PYTHONPATH=build/python-site python3 python/benchmarks/bench_fusion.py [--runs 20]
+        [--precision fp32 tf32 bf16 fp16] [--json OUT.json]
 """
 import argparse
 import concurrent.futures
@@ -27,7 +29,7 @@ from conv3djit import Conv3dDesc
 @dataclass
 class Row:
     name: str
-    desc: dict  # Conv3dDesc's arguments, the epilogue's included, without precision
+    desc: dict  # Conv3dDesc's arguments, the epilogue's included, without precision or dtype
     pytorch: Callable  # (x, w, b, r) -> the layer as PyTorch's eager ops; in float64, the reference
 
 
@@ -80,10 +82,15 @@ ROWS = [
 EPILOGUE = ("activation", "alpha", "slope", "clamp_min", "clamp_max", "gamma", "residual", "beta")
 
 
+# A row's class: the float32 classes, or a half type for every tensor.
+TORCH_TYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def descs_of(row, precision):
     """The row's fused description and its plain convolution's (the same layer, bias kept)."""
-    fused = Conv3dDesc(**row.desc, precision=precision)
-    plain = Conv3dDesc(**{k: v for k, v in row.desc.items() if k not in EPILOGUE}, precision=precision)
+    typed = {"dtype": precision} if precision in ("bf16", "fp16") else {"precision": precision}
+    fused = Conv3dDesc(**row.desc, **typed)
+    plain = Conv3dDesc(**{k: v for k, v in row.desc.items() if k not in EPILOGUE}, **typed)
     return fused, plain
 
 
@@ -106,18 +113,19 @@ def rel_l2(got, ref):
 
 def bench_row(row, precision, runs, flush):
     fused, plain = descs_of(row, precision)
-    x = torch.empty(fused.input_shape, device="cuda").uniform_(-1, 1)
+    kind = dict(device="cuda", dtype=TORCH_TYPES[precision])
+    x = torch.empty(fused.input_shape, **kind).uniform_(-1, 1)
     # Weights scaled by 1 / sqrt(fan-in), as initialisations do: the sums land in the activations'
     # bends rather than where sigmoid and SiLU saturate.
     fan_in = fused.weight_shape[1] * fused.weight_shape[2] * fused.weight_shape[3] * fused.weight_shape[4]
-    w = torch.empty(fused.weight_shape, device="cuda").uniform_(-1, 1) / fan_in ** 0.5
-    b = torch.empty(fused.out_channels, device="cuda").uniform_(-1, 1) if fused.bias else None
-    r = torch.empty(fused.output_shape, device="cuda").uniform_(-1, 1) if fused.residual else None
+    w = (torch.empty(fused.weight_shape, device="cuda").uniform_(-1, 1) / fan_in ** 0.5).to(kind["dtype"])
+    b = torch.empty(fused.out_channels, **kind).uniform_(-1, 1) if fused.bias else None
+    r = torch.empty(fused.output_shape, **kind).uniform_(-1, 1) if fused.residual else None
     engine = conv3djit.default_engine()
     stream = torch.cuda.current_stream().cuda_stream
 
     def conv3djit_call(desc, residual):
-        out = torch.empty(desc.output_shape, device="cuda")
+        out = torch.empty(desc.output_shape, **kind)
         engine.run(desc, x, w, b, out=out, residual=residual, stream=stream)
         return out
 
@@ -143,7 +151,7 @@ def bench_row(row, precision, runs, flush):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--precision", nargs="+", choices=["fp32", "tf32"], default=["fp32", "tf32"])
+    parser.add_argument("--precision", nargs="+", choices=list(TORCH_TYPES), default=["fp32", "tf32"])
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.backends.cudnn.benchmark = True
