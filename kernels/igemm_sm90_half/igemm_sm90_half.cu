@@ -317,62 +317,38 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   }
   if constexpr (Spec::ndhwc == 0) {
     // NCDHW output: channel k of row m is at (n·K + k)·OD·OH·OW + s (pointwise tiles: image img0,
-    // position s0 + row). Rows past the last position get a negative base.
-    auto base_of = [&](int row) -> long long {
+    // position s0 + row); the 8 lanes of one t store 8 consecutive positions of a channel. Rows
+    // past the last position get a negative base.
+    long long base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
       if constexpr (A_MN) {
-        return s0 + row < out_vol ? img0 * p.k * out_vol + s0 + row : -1;
+        base[h] = s0 + row < out_vol ? img0 * p.k * out_vol + s0 + row : -1;
       } else {
         long long n = m0 + row;
         const bool ok = n < m_total;
         const long long s = take_remainder(n, out_vol);
-        return ok ? n * p.k * out_vol + s : -1;
+        base[h] = ok ? n * p.k * out_vol + s : -1;
       }
-    };
-    const int row0 = wg * 64 + 16 * (warp & 3);  // the warp's first row
-    long long base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) base[h] = base_of(row0 + g + 8 * h);
-    // Half outputs: after the epilogue each channel's 16 rows of the warp gather in 8 lanes (two
-    // shuffles of packed pairs), and a lane stores rows 2g, 2g + 1 as one 4-byte word where they
-    // are adjacent and aligned, so that a store instruction fills whole 32-byte sectors (a lane a
-    // row, 2-byte stores of 8 positions half-filled them; docs/kernels/igemm_sm90_half.md).
-    const long long pair0 = sizeof(Out) == 2 ? base_of(row0 + 2 * g) : -1;
-    const long long pair1 = sizeof(Out) == 2 ? base_of(row0 + 2 * g + 1) : -1;
-    const int src_lo = 4 * ((2 * g) & 7) + t, src_hi = 4 * ((2 * g + 1) & 7) + t;
-    const unsigned select = g >= 4 ? 0x7632u : 0x5410u;  // rows 2g, 2g + 1 >= 8: the high halves
+    }
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long k = k0 + 8 * j + 2 * t + e;
-        const bool inside = k < p.k;
-        const float b = p.has_bias && inside ? load_float(bias + k) : 0.f;
-        float r[2], v[2];
+        if (k >= p.k) continue;
+        const float b = p.has_bias ? load_float(bias + k) : 0.f;
+        float r[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) r[h] = epilogue::residual<Spec, float>(base[h] + k * out_vol, inside && base[h] >= 0, p);
+        for (int h = 0; h < 2; ++h) r[h] = epilogue::residual<Spec, float>(base[h] + k * out_vol, base[h] >= 0, p);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          if constexpr (BLOCKED) v[h] = total[4 * j + 2 * h + e];
-          else v[h] = acc[4 * j + 2 * h + e];
-          v[h] = epilogue::apply_read<Spec>(v[h], b, r[h], p);
-        }
-        if constexpr (sizeof(Out) == 2) {
-          const unsigned packed = pack_pair<Out>(v[0], v[1]);  // rows g, g + 8
-          const unsigned word = __byte_perm(__shfl_sync(0xffffffffu, packed, src_lo),
-                                            __shfl_sync(0xffffffffu, packed, src_hi), select);
-          if (!inside) continue;
-          Out* const dst = out + pair0 + k * out_vol;
-          if (pair0 >= 0 && pair1 == pair0 + 1 && reinterpret_cast<unsigned long long>(dst) % 4 == 0) {
-            *reinterpret_cast<unsigned*>(dst) = word;
-          } else {
-            if (pair0 >= 0) dst->bits = static_cast<unsigned short>(word & 0xffffu);
-            if (pair1 >= 0) out[pair1 + k * out_vol].bits = static_cast<unsigned short>(word >> 16);
-          }
-        } else {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (inside && base[h] >= 0) out[base[h] + k * out_vol] = from_float<Out>(v[h]);
-          }
+          if (base[h] < 0) continue;
+          float v;
+          if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
+          else v = acc[4 * j + 2 * h + e];
+          out[base[h] + k * out_vol] = from_float<Out>(epilogue::apply_read<Spec>(v, b, r[h], p));
         }
       }
     }
