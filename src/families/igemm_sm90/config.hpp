@@ -18,7 +18,8 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
     {{"th", FieldRole::Chosen, "tile rows (row tiles: TH x 64 positions); TH x TW a multiple of 64 up to 256"},
      &Sm90Config::th},
     {{"tw", FieldRole::Chosen, "tile columns, a multiple of 8"}, &Sm90Config::tw},
-    {{"bn", FieldRole::Chosen, "output channels a block: 32, 64, 128 or 256 (256: tf32 class)"}, &Sm90Config::bn},
+    {{"bn", FieldRole::Chosen, "output channels a block: 32, 64, 128 or 256 (256: tf32 class or half types)"},
+     &Sm90Config::bn},
     {{"cc", FieldRole::Chosen, "input channels a chunk of the reduction (capped at C)"}, &Sm90Config::cc},
     {{"rp", FieldRole::Derived, "input tile row pitch (floats)"}, &Sm90Config::rp},
     {{"pp", FieldRole::Derived, "input tile plane pitch (floats)"}, &Sm90Config::pp},
@@ -27,8 +28,9 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
                                   "default TMA where it fits"}, &Sm90Config::tma},
     {{"rows", FieldRole::Optional, "1 (or the output width, the key's form): row tiles, TH x TW consecutive "
                                    "positions of an output plane; default 0"}, &Sm90Config::rows},
-    {{"planes", FieldRole::Optional, "output planes a tile: 1, or 2-3 in the tf32 class with BN 64, CC = C, unit "
-                                     "stride and dilation along D, KD >= PLANES and zero padding; default 1"}, &Sm90Config::planes},
+    {{"planes", FieldRole::Optional, "output planes a tile: 1, or 2-3 in the tf32 class or for half types with BN "
+                                     "64, CC = C, unit stride and dilation along D, KD >= PLANES and zero padding; "
+                                     "default 1"}, &Sm90Config::planes},
     {{"parity", FieldRole::Derived, "parity of the TMA box shift, for paired input loads"}, &Sm90Config::parity},
 }}};
 

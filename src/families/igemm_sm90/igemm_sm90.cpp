@@ -107,11 +107,12 @@ class Sm90Family final : public Family {
     f.tma = forced.get("tma"), f.rows = forced.get("rows"), f.planes = forced.get("planes");
     if (auto c = forced_choice(prob, limits, f)) return plan(c->first, limits, c->second);
     refuse_config(forced,
-                  "groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: tf32 class), TW a multiple of "
-                  "8, TH x TW a multiple of 64 up to 256 within the registers a thread may have, CC >= 1, the "
-                  "weights and two input tiles must fit in shared memory, and TMA 1 needs a dilation along D of "
-                  "at most 8 and boxes within 256 (row tiles: whole input rows); PLANES 2 or 3 needs the tf32 "
-                  "class, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES");
+                  "groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: one TF32 product, the tf32 "
+                  "class or half types), TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the "
+                  "registers a thread may have, CC >= 1, the weights and two input tiles must fit in shared "
+                  "memory, and TMA 1 needs a dilation along D of at most 8 and boxes within 256 (row tiles: whole "
+                  "input rows); PLANES 2 or 3 needs one TF32 product, BN 64, CC = C, unit stride and dilation "
+                  "along D and KD >= PLANES");
   }
 
   // The input's map, then the output's.

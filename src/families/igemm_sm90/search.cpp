@@ -99,8 +99,9 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d)
 // within the registers a thread may have at that size; the weights (one chunk, two buffers when
 // there are several) and two input tiles must fit in shared memory. Staging: 1 = TMA boxes, 0 =
 // cp.async, -1 = TMA where it fits. Every choice fits with cp.async (its `copies` staging, which
-// a forced STAGING 0 takes). PL > 1 output planes a tile: the tf32 class, 64 columns, the whole
-// reduction in one chunk, unit stride and dilation along D, and KD >= PL (up to 3).
+// a forced STAGING 0 takes). PL > 1 output planes a tile: one TF32 product (the tf32 class, half
+// types), 64 columns, the whole reduction in one chunk, unit stride and dilation along D, and KD >=
+// PL (up to 3).
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
                                          int cc, int staging, bool rows, int pl) {
   const Conv3dDesc& d = prob.desc;
