@@ -881,22 +881,21 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
               }
             }
           }
-        } else {
+        }
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int2 at = position(o, pa + STEP * half);
-            if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-            Out* d0 = out_at(at);
+        for (int half = 0; half < (RUNS16 ? 0 : 2); ++half) {  // (RUNS16: stored above)
+          const int2 at = position(o, pa + STEP * half);
+          if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+          Out* d0 = out_at(at);
 #pragma unroll
-            for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-              const int k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              const long long at = d0 - out;
-              const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
-              const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
-              if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
-              if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
-            }
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at = d0 - out;
+            const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
+            if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
+            if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
           }
         }
       }
