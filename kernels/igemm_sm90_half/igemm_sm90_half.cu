@@ -68,15 +68,6 @@ __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid
   }
 }
 
-// Two consecutive outputs (channels k, k + 1) at out + at, `at` even and out aligned to two.
-__device__ __forceinline__ void store_pair(float* out, long long at, float a, float b) {
-  *reinterpret_cast<float2*>(out + at) = make_float2(a, b);
-}
-template <class H>
-__device__ __forceinline__ void store_pair(H* out, long long at, float a, float b) {
-  *reinterpret_cast<unsigned*>(out + at) = pack_pair<H>(a, b);
-}
-
 }  // namespace sm90_half
 
 template <class Spec>
@@ -371,8 +362,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       if (pairs) {  // k + 1 < K too (K even)
         const float r0v = epilogue::residual<Spec, float>(at, true, p);
         const float r1v = epilogue::residual<Spec, float>(at + 1, true, p);
-        sm90_half::store_pair(out, at, epilogue::apply_read<Spec>(v0, b0, r0v, p),
-                              epilogue::apply_read<Spec>(v1, b1, r1v, p));
+        // Channels k, k + 1: `at` even and `out` aligned to two elements (element.cuh).
+        store_pair(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p));
       } else {
         out[at] = from_float<Out>(epilogue::apply<Spec>(v0, b0, at, p));
         if (k + 1 < p.k) out[at + 1] = from_float<Out>(epilogue::apply<Spec>(v1, b1, at + 1, p));
