@@ -32,6 +32,14 @@ template <int N, bool BF16, bool M_MAJOR = false>
 __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a, unsigned long long b,
                                          bool accumulate);
 
+// d = (accumulate ? d : 0) + A * B with A from registers, N = 64 or 128: a[0] = (row 16w + g,
+// k 2t .. 2t + 1), a[1] = (row + 8, the same k), a[2] = (row, k 2t + 8 .. 2t + 9), a[3] = (row + 8,
+// those k), two halves a register (the lower k in the low half); B in shared memory as for
+// wgmma::mma (common/wgmma.cuh: K-major core matrices of 8 columns x 16 bytes, no swizzle).
+template <int N, bool BF16>
+__device__ __forceinline__ void mma_half_regs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b,
+                                              bool accumulate);
+
 // One specialisation per width and type; inline asm numbers the R = N / 2 accumulators %0 .. %R-1
 // first (CONV3DJIT_R<i>: the operand names i .. i + 7), then the two descriptors and the
 // accumulate flag.
@@ -64,6 +72,16 @@ __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a
                  : __VA_ARGS__                                                                            \
                  : "l"(a), "l"(b), "r"(int(accumulate)));                                                 \
   }
+#define CONV3DJIT_WGMMA_HALF_REGS(N, BF16, TYPE, D_REGS, A_REGS, DESC, FLAG, ...)                           \
+  template <>                                                                                             \
+  __device__ __forceinline__ void mma_half_regs<N, BF16>(float(&d)[N / 2], const unsigned(&a)[4],         \
+                                                         unsigned long long b, bool accumulate) {         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FLAG ", 0;\n"                                        \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" D_REGS "}, {" A_REGS  \
+                 "}, " DESC ", p, 1, 1, 0;\n}\n"                                                          \
+                 : __VA_ARGS__                                                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)));            \
+  }
 // Both orders of A for one width and type.
 #define CONV3DJIT_WGMMA_HALF(N, BF16, TYPE, D_REGS, DESCS, FLAG, ...)                            \
   CONV3DJIT_WGMMA_HALF_T(N, BF16, false, "0", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)           \
@@ -89,6 +107,10 @@ __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a
   CONV3DJIT_WGMMA_HALF(192, BF16, TYPE, CONV3DJIT_L192, "%96, %97", "%98", CONV3DJIT_O192)
 #define CONV3DJIT_HALF_N256(BF16, TYPE) \
   CONV3DJIT_WGMMA_HALF(256, BF16, TYPE, CONV3DJIT_L256, "%128, %129", "%130", CONV3DJIT_O256)
+CONV3DJIT_WGMMA_HALF_REGS(64, true, "bf16", CONV3DJIT_L64, "%32, %33, %34, %35", "%36", "%37", CONV3DJIT_O64)
+CONV3DJIT_WGMMA_HALF_REGS(64, false, "f16", CONV3DJIT_L64, "%32, %33, %34, %35", "%36", "%37", CONV3DJIT_O64)
+CONV3DJIT_WGMMA_HALF_REGS(128, true, "bf16", CONV3DJIT_L128, "%64, %65, %66, %67", "%68", "%69", CONV3DJIT_O128)
+CONV3DJIT_WGMMA_HALF_REGS(128, false, "f16", CONV3DJIT_L128, "%64, %65, %66, %67", "%68", "%69", CONV3DJIT_O128)
 CONV3DJIT_HALF_N64(true, "bf16")
 CONV3DJIT_HALF_N64(false, "f16")
 CONV3DJIT_HALF_N96(true, "bf16")
@@ -106,6 +128,7 @@ CONV3DJIT_HALF_N256(false, "f16")
 #undef CONV3DJIT_HALF_N64
 #undef CONV3DJIT_WGMMA_HALF
 #undef CONV3DJIT_WGMMA_HALF_T
+#undef CONV3DJIT_WGMMA_HALF_REGS
 #undef CONV3DJIT_L64
 #undef CONV3DJIT_O64
 #undef CONV3DJIT_L96

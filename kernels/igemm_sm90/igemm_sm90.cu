@@ -72,6 +72,7 @@
 #include "common/async_copy.cuh"
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
+#include "common/run_store.cuh"
 #include "common/tf32.cuh"
 #include "igemm_sm90/geometry.cuh"
 #include "common/tma.cuh"
@@ -203,7 +204,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
   const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
   // Half outputs of tiles whose warps' 16 positions are one run (row tiles, or TW a multiple of
-  // 16) store pairs of positions after a shuffle (the epilogue, below).
+  // 16) store pairs of positions after a shuffle (store_run16, below).
   constexpr bool RUNS16 = sizeof(Out) == 2 && !PAIRED && (ROW > 0 || TW % 16 == 0);
   // Row tiles with output staging store through the output's tensor map where it exists (the
   // host encodes it under the same test), else copy their boxes out.
@@ -841,44 +842,22 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           continue;
         }
         if constexpr (RUNS16) {
-          // Half outputs whose warp's 16 positions are one run in memory: after the epilogue,
-          // each channel's 16 values gather in 8 lanes (two shuffles of packed pairs a channel
-          // pair), and every store writes two adjacent positions, so that a store instruction
-          // fills whole 32-byte sectors (2-byte stores of 8 positions half-filled them: c3d_conv1
-          // in bf16 took twice its float32-output time; docs/kernels/igemm_sm90.md).
+          // Half outputs whose warp's 16 positions are one run in memory: stores of pairs of
+          // positions that fill whole sectors (common/run_store.cuh; c3d_conv1 in bf16 took twice
+          // its float32-output time with a 2-byte store a lane and position).
           const int2 at0 = position(o, pa - g);  // the warp's first position
           const int lin0 = at0.x * OW + at0.y;
           const int limit = ROW ? min(16, OH * OW - lin0) : at0.x < OH ? min(16, OW - at0.y) : 0;
-          const int src_lo = 4 * ((2 * g) & 7) + t, src_hi = 4 * ((2 * g + 1) & 7) + t;
-          const unsigned select = g >= 4 ? 0x7632u : 0x5410u;  // (positions 2g, 2g + 1 >= 8: the high halves)
 #pragma unroll
           for (int j = 0; j < NB; ++j) {
-            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
             const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
             // Element offset of position 0 of the warp's run for channel k (+ e).
             const long long base = ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * (OH * OW) + lin0;
-            unsigned packed[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const long long at = base + e * out_vol;
-              const float r0 = epilogue::residual<Spec, float>(at + g, k + e < K && g < limit, p);
-              const float r1 = epilogue::residual<Spec, float>(at + g + 8, k + e < K && g + 8 < limit, p);
-              packed[e] = pack_pair<Out>(epilogue::apply_read<Spec>(sum[j * 4 + e], e ? b.y : b.x, r0, p),
-                                         epilogue::apply_read<Spec>(sum[j * 4 + 2 + e], e ? b.y : b.x, r1, p));
-            }
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const unsigned lo = __shfl_sync(0xffffffffu, packed[e], src_lo);
-              const unsigned hi = __shfl_sync(0xffffffffu, packed[e], src_hi);
-              const unsigned word = __byte_perm(lo, hi, select);
-              const long long at = base + e * out_vol + 2 * g;
-              if (k + e >= K || 2 * g >= limit) continue;
-              if (2 * g + 1 < limit && at % 2 == 0) {
-                *reinterpret_cast<unsigned*>(out + at) = word;
-              } else {
-                out[at].bits = static_cast<unsigned short>(word & 0xffffu);
-                if (2 * g + 1 < limit) out[at + 1].bits = static_cast<unsigned short>(word >> 16);
-              }
+              store_run16<Spec>(out, base + e * out_vol, limit, k + e < K, sum[j * 4 + e], sum[j * 4 + 2 + e],
+                                e ? b.y : b.x, p, g, t);
             }
           }
         }

@@ -43,7 +43,7 @@ void check_no_spills(const PtxasReport& r) {
 
 }  // namespace
 
-TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for C = 64, igemm_sm90 for NCDHW C = 3) and compile without spills") {
+TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for C = 64, igemm_sm90_k16 for NCDHW C = 3) and compile without spills") {
   const Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
   const Conv3dDesc wide = test::make(2, 64, {8, 12, 14}, 96, {3, 3, 3}, 1, 1, 1, 1, true);
   for (const char* arch : {"sm_80", "sm_90"}) {
@@ -55,12 +55,12 @@ TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for
             DYNAMIC_SECTION(arch << " " << describe(d)) {
               const PtxasReport r = ptxas_report(d, arch);
               const std::string layout_text = layout == Layout::NDHWC ? " ndhwc" : " ncdhw";
-              // C = 64 on sm_90: igemm_sm90_half (tests/nvrtc/test_nvrtc_sm90_half.cpp); C = 3 in
-              // NCDHW: igemm_sm90 on a float32 copy.
+              // C = 64 on sm_90: igemm_sm90_half (tests/nvrtc/test_nvrtc_sm90_half.cpp); the
+              // reference (C = 3, KW = 7) in NCDHW: igemm_sm90_k16.
               const bool sm90 = std::string(arch) == "sm_90";
-              const char* family = !sm90                                      ? "igemm_sm80 "
-                                   : base.c == 64                             ? "igemm_sm90_half "
-                                   : layout == Layout::NCDHW ? "igemm_sm90 " : "igemm_sm80 ";
+              const char* family = !sm90                                          ? "igemm_sm80 "
+                                   : base.c == 64                                 ? "igemm_sm90_half "
+                                   : layout == Layout::NCDHW ? "igemm_sm90_k16 " : "igemm_sm80 ";
               CHECK(r.kernel.rfind(std::string(family) + dtype_name(type) + layout_text + (fp32_output ? " out=fp32 " : " "),
                                    0) == 0);
               check_no_spills(r);
@@ -176,6 +176,53 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
   // Inputs past 2^28 elements stay in place (no gigabyte-sized copy).
   const Conv3dDesc big = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(4, 4, {256, 256, 264}, 16, {3, 3, 3}));
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(big), sm90).key).rfind("igemm_sm80 ", 0) == 0);
+}
+
+// NCDHW half layers of few channels with KW 5 to 8 on sm_90: igemm_sm90_k16 (k16 products, two
+// adjacent kw a 32-bit load), igemm_sm90 on a float32 copy as the twin for inputs off 16 bytes.
+TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and compile without spills") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  Conv3dDesc heavy = test::make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true);
+  heavy.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  heavy.epilogue.residual = true;
+  const Conv3dDesc cases[] = {
+      test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),                  // the reference
+      heavy,
+      test::make(2, 3, {4, 32, 48}, 96, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}),            // stride 2, K past 64
+      test::make(1, 5, {7, 9, 16}, 24, {3, 3, 6}, 1, Dims3{1, 1, 2}, Dims3{2, 2, 1}),   // even KW, dilation
+  };
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      for (const Conv3dDesc& base : cases) {
+        const Conv3dDesc d = half_desc(type, Layout::NCDHW, fp32_output, base);
+        DYNAMIC_SECTION(describe(d)) {
+          const PtxasReport r = ptxas_report(d, "sm_90");
+          CHECK(r.kernel.rfind(std::string("igemm_sm90_k16 ") + dtype_name(type) + " ncdhw" +
+                                   (fp32_output ? " out=fp32 " : " "),
+                               0) == 0);
+          check_no_spills(r);
+          const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
+          REQUIRE(plan.unaligned);
+          CHECK(detail::canonical_text(plan.unaligned->key).rfind("igemm_sm90 ", 0) == 0);
+          CHECK_FALSE(plan.input_copy);
+        }
+      }
+    }
+  }
+  // W % 8 != 0, KW < 5, C > 32 and NDHWC stay off it.
+  for (const Conv3dDesc& other : {test::make(1, 3, {6, 20, 60}, 64, {3, 5, 7}), test::make(1, 3, {6, 20, 64}, 64, {3, 3, 3}),
+                                  test::make(1, 40, {6, 20, 64}, 64, {3, 5, 7})}) {
+    const Conv3dDesc d = half_desc(DataType::BFloat16, Layout::NCDHW, false, other);
+    CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(d), sm90).key).rfind("igemm_sm90_k16 ", 0) != 0);
+  }
+  const Conv3dDesc ndhwc = half_desc(DataType::BFloat16, Layout::NDHWC, false, cases[0]);
+  CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(ndhwc), sm90).key).rfind("igemm_sm90_k16 ", 0) != 0);
+  for (const char* config : {"igemm_sm90_k16:2,64", "igemm_sm90_k16:4,128"}) {
+    DYNAMIC_SECTION(config) {
+      const PtxasReport r = ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[0]), "sm_90", config);
+      check_no_spills(r);
+    }
+  }
 }
 
 TEST_CASE("half types: grouped layers take grouped in NCDHW and direct in NDHWC; direct compiles for every type and layout") {

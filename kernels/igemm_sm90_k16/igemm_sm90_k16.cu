@@ -1,0 +1,184 @@
+// Implicit-GEMM convolution of bf16 / fp16 NCDHW tensors with few input channels on Hopper's
+// warpgroup MMA (wgmma k16, sm_90a), A gathered into registers from a 16-bit tile, groups == 1.
+//
+// GEMM view: rows = output positions, columns = output channels, reduction = kernel rows (c, kd,
+// kh) x kw slots. A k16 slice is two kernel rows of 8 kw slots (KW 5 to 8; the slots past KW carry
+// zero weights), so a thread's A registers (wgmma's 16-bit fragment: terms 2t, 2t + 1 and 2t + 8,
+// 2t + 9) each hold a pair of adjacent kw of one kernel row, two adjacent input columns: one
+// 32-bit shared-memory load a register, 4 a slice, where igemm_sm90's TF32 gather loads 8 for the
+// same products (docs/kernels/igemm_sm90_k16.md).
+//
+// A block is a persistent worker for one block of BN output channels (its weights, every slice,
+// stay in shared memory) walking tiles of WGS x 64 consecutive positions of an (n, od) output
+// plane. A tile's input, the C x KD planes x rows x RW box of its output rows' inputs (zeros as
+// padding), arrives by one TMA box; the threads then copy it shifted by one element (word w =
+// halves 2w + 1, 2w + 2), and each thread reads its pairs from the copy its position's column
+// parity aligns. Two stages: the next tile's box loads while this tile computes. Outputs leave
+// from registers (common/run_store.cuh: half outputs as pairs of positions).
+#pragma once
+#include "common/element.cuh"
+#include "common/epilogue.cuh"
+#include "common/run_store.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma_half.cuh"
+#include "igemm_sm90_k16/geometry.cuh"
+
+namespace conv3djit {
+namespace sm90_k16 {
+
+template <class T>
+inline constexpr bool kIsBf16 = false;
+template <>
+inline constexpr bool kIsBf16<bf16> = true;
+
+}  // namespace sm90_k16
+
+template <class Spec>
+__global__ void __launch_bounds__(Spec::wgs * 128, 1)
+igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `map` */,
+               const typename Spec::element* __restrict__ wt,
+               const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
+               ConvParams p, const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap) {
+  namespace geo = igemm_sm90_k16_geometry;
+  using In = typename Spec::element;
+  constexpr bool BF16 = sm90_k16::kIsBf16<In>;
+  constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
+  constexpr int SW = Spec::sw, DH = Spec::dh, BN = Spec::bn, WGS = Spec::wgs, RW = Spec::rw, ROWS = Spec::rows;
+  constexpr int THREADS = WGS * 128, TP = WGS * 64, NB = BN / 8, R = BN / 2;
+  constexpr int KROWS = CG * KD * KH, S = geo::slices(CG, KD, KH, KW);
+  constexpr geo::Layout L = geo::layout(CG, KD, KH, KW, BN, ROWS, RW);
+  constexpr int PP = ROWS * RW, CP = KD * PP;  // halves between the box's planes, channels
+  constexpr int TILE_WORDS = L.tile_bytes / 4, BOX_BYTES = CG * KD * ROWS * RW * 2;
+  static_assert(geo::kw_slots(KW) == 8 && KW >= 5, "kernel rows of 8 kw slots: KW 5 to 8");
+  static_assert(RW % 8 == 0, "box rows of 16-byte multiples");
+  static_assert(BN == 64 || BN == 128, "64 or 128 output channels a block");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned short* const w_s = reinterpret_cast<unsigned short*>(smem);  // [S][NB][2][8][8]
+  float* const bias_s = reinterpret_cast<float*>(smem + L.bias_at);
+  unsigned long long* const bars = reinterpret_cast<unsigned long long*>(smem + L.bars_at);
+  unsigned* const tiles = reinterpret_cast<unsigned*>(smem + L.tiles_at);  // [stage][box, shifted][TILE_WORDS]
+
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  // 32-bit extents and tile counts: the planner keeps them below 2^31.
+  const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
+  const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN, kb = static_cast<int>(blockIdx.x % k_blocks);
+  const int plane_tiles = (OH * OW + TP - 1) / TP;
+  const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * plane_tiles;
+  const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
+  const int shift = geo::box_shift(p.pad_w);
+
+  // The weights of channels kb * BN ..., every slice: slot (s, kk) of column n (kernel row
+  // 2s + kk / 8, kw kk % 8) in wgmma's K-major core matrices of 8 columns x 8 halves.
+  for (int i = tid; i < S * BN * 16; i += THREADS) {
+    const int kk = i % 16, n = i / 16 % BN, s = i / (16 * BN);
+    const int row = 2 * s + kk / 8, kw = kk % 8, k = kb * BN + n;
+    unsigned short v = 0;
+    if (row < KROWS && kw < KW && k < K) v = wt[(static_cast<long long>(k) * KROWS + row) * KW + kw].bits;
+    w_s[((s * NB + n / 8) * 2 + kk / 8) * 64 + (n % 8) * 8 + kk % 8] = v;
+  }
+  for (int i = tid; i < BN; i += THREADS) {
+    const int k = kb * BN + i;
+    bias_s[i] = p.has_bias && k < K ? load_float(bias + k) : 0.f;
+  }
+  // Tile `tile`'s plane (n, od) and first position.
+  auto plane_of = [&](unsigned tile) { return tile / plane_tiles; };
+  auto first_of = [&](unsigned tile) { return static_cast<int>(tile % plane_tiles) * TP; };
+  // Thread 0: tile `tile`'s box into stage `stage`.
+  auto load = [&](unsigned tile, int stage) {
+    const unsigned plane = plane_of(tile);
+    const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);
+    tma::arrive_expect(bars + stage, BOX_BYTES);
+    tma::load_box(tiles + stage * 2 * TILE_WORDS, map, -p.pad_w - shift, first_of(tile) / OW * SH - p.pad_h,
+                  od * SD - p.pad_d, 0, n, bars + stage);
+  };
+  const unsigned first_tile = blockIdx.x / k_blocks;
+  if (tid == 0) {
+    tma::init(bars);
+    tma::init(bars + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if (first_tile < n_tiles) load(first_tile, 0);
+  }
+  // The tensor cores read the weights stored above through the async proxy.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  const unsigned long long w_desc = wgmma::descriptor(w_s);
+  // Slot pairs past KW read real inputs against zero weights: zeroed, so that an infinity there
+  // makes no NaN (pair 2t, 2t + 1: whole past KW, or its second half).
+  const unsigned mask = 2 * t >= KW ? 0u : 2 * t + 1 >= KW ? 0xffffu : 0xffffffffu;
+  // Word offset of kernel row `row` (c, kd, kh) in the box.
+  auto row_words = [](int row) {
+    const int c = row / (KD * KH), kd = row / KH % KD, kh = row % KH;
+    return (c * CP + kd * PP + kh * DH * RW) / 2;
+  };
+
+  const int q0 = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16;  // the warp's first position of a tile
+  int it = 0;
+#pragma unroll 1
+  for (unsigned tile = first_tile; tile < n_tiles; tile += step, ++it) {
+    const int stage = it & 1;
+    tma::wait(bars + stage, (it >> 1) & 1);
+    const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
+    unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
+    for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
+    // The shifted copy is whole, and every thread is done with the other stage (the last tile's):
+    // its next box may load.
+    __syncthreads();
+    if (tid == 0 && tile + step < n_tiles) load(tile + step, stage ^ 1);
+
+    const unsigned plane = plane_of(tile);
+    const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);
+    const int first = first_of(tile), oy0 = first / OW, last = OH * OW - 1;
+    // The words of position q's first input pair (+ t: its k = 2t pair), from the copy that
+    // aligns it; positions past the plane read its last one (not stored).
+    auto words_of = [&](int q) {
+      const int pos = min(first + q, last), e = (pos / OW - oy0) * SH * RW + pos % OW * SW + shift;
+      return ((e & 1) ? shifted + (e - 1) / 2 : box + e / 2) + t;
+    };
+    const unsigned* const lo = words_of(q0 + g);
+    const unsigned* const hi = words_of(q0 + g + 8);
+    // Slice s: kernel rows 2s and 2s + 1 (an odd count of rows leaves the last slice's second
+    // empty: zero weights and zero A).
+    auto gather = [&](int s, unsigned (&a)[4]) {
+      const int r0 = 2 * s, r1 = 2 * s + 1;
+      a[0] = lo[row_words(r0)] & mask;
+      a[1] = hi[row_words(r0)] & mask;
+      a[2] = r1 < KROWS ? lo[row_words(r1)] & mask : 0u;
+      a[3] = r1 < KROWS ? hi[row_words(r1)] & mask : 0u;
+    };
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i] = 0.f;
+    unsigned a[2][4];
+    gather(0, a[0]);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      wgmma::fence();
+      wgmma::mma_half_regs<BN, BF16>(acc, a[s & 1], w_desc + static_cast<unsigned long long>(s * NB * 256 / 16),
+                                     s > 0);
+      wgmma::commit();
+      if (s + 1 < S) {
+        wgmma::wait<1>();  // slice s - 1 is done with the registers slice s + 1 fills
+        gather(s + 1, a[(s + 1) & 1]);
+      }
+    }
+    wgmma::wait<0>();
+    wgmma::settle(acc);
+
+    // acc[4j + 2h + e]: position q0 + g + 8h, channel kb * BN + 8j + 2t + e.
+    const int lin0 = first + q0, limit = min(16, OH * OW - lin0);
+    const long long out_vol = static_cast<long long>(OD) * OH * OW;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      const int k = kb * BN + 8 * j + 2 * t;
+      const long long base = ((static_cast<long long>(n) * K + k) * OD + od) * (OH * OW) + lin0;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        store_run16<Spec>(out, base + e * out_vol, limit, k + e < K, acc[4 * j + e], acc[4 * j + 2 + e],
+                          bias_s[8 * j + 2 * t + e], p, g, t);
+      }
+    }
+  }
+}
+
+}  // namespace conv3djit

@@ -1,0 +1,153 @@
+// igemm_sm90_k16: bf16 / fp16 NCDHW layers of few input channels on Hopper's wgmma k16, A gathered
+// into registers from a 16-bit TMA box, two adjacent kw a 32-bit load (docs/kernels/igemm_sm90_k16.md).
+#include <algorithm>
+#include <memory>
+
+#include "driver/tensor_map.hpp"
+#include "igemm_sm90_k16/geometry.cuh"
+#include "plan/family.hpp"
+#include "plan/forced_config.hpp"
+
+namespace conv3djit::detail {
+
+const Family& igemm_sm90_family();
+
+namespace {
+
+namespace geo = igemm_sm90_k16_geometry;
+
+struct K16Config {
+  int wgs, bn;  // warpgroups a block (64 positions each), output channels a block
+  int rw, rows;  // the input box: halves a row, rows
+};
+
+const ConfigTable<K16Config, 4> kTable{{{
+    {{"wgs", FieldRole::Chosen, "warpgroups a block, 64 consecutive positions of a plane each: 2 or 4"},
+     &K16Config::wgs},
+    {{"bn", FieldRole::Chosen, "output channels a block: 64 or 128"}, &K16Config::bn},
+    {{"rw", FieldRole::Derived, "halves a row of the input box"}, &K16Config::rw},
+    {{"rows", FieldRole::Derived, "input rows of the box"}, &K16Config::rows},
+}}};
+
+// Layers of at most this many input channels: past 32, igemm_sm90_half's 64-channel chunks win.
+constexpr int64_t kMaxChannels = 32;
+
+class K16Family final : public Family {
+ public:
+  const KernelDef& kernel() const override { return def_; }
+  const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
+
+  Refusal serves_types(const Problem& prob) const override {
+    if (prob.desc.dtype == DataType::Float32 || prob.desc.layout != Layout::NCDHW) return "bf16 / fp16 NCDHW tensors";
+    return std::nullopt;
+  }
+
+  Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
+    const Conv3dDesc& d = prob.desc;
+    if (d.groups != 1) return "groups == 1";
+    if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
+    if (d.kernel.w < 5 || d.kernel.w > 8 || d.dilation.w != 1) return "KW from 5 to 8 and dilation[W] = 1";
+    if (d.padding_mode != PaddingMode::Zeros) return "zero padding (the box's out-of-bounds zeros)";
+    if (d.w % 8 != 0) return "W a multiple of 8 (input rows of 16-byte multiples, as a tensor map needs)";
+    if (d.dilation.d > 8 || d.c > 256 || d.kernel.d * d.dilation.d > 256) return "a box of at most 256 planes and channels, dilation[D] <= 8";
+    const long long limit = (1LL << 31) - 1;
+    if (prob.out.h * prob.out.w > limit || prob.out.n * prob.out.d * prob.out.h * prob.out.w > limit || d.k > limit) {
+      return "fewer than 2^31 output positions";
+    }
+    return std::nullopt;
+  }
+
+  // Layers of C <= 32 with K >= 16: K's channels in blocks of 64 (or 128 where K > 64) where the
+  // box and the weights fit; else nothing (igemm_sm90 then serves them).
+  std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
+    if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
+    if (prob.c_per_group > kMaxChannels || prob.out.k < 16) return std::nullopt;
+    const int bn = default_bn(prob);
+    return plan_of(prob, limits, default_wgs(bn), bn);
+  }
+
+  std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
+    std::vector<Plan> plans;
+    if (serves_types(prob) || can_implement(prob, limits)) return plans;
+    for (const int wgs : {4, 2}) {
+      for (const int bn : {64, 128}) {
+        if (!useful_width(prob.out.k, bn, 64)) continue;
+        if (auto p = plan_of(prob, limits, wgs, bn)) plans.push_back(std::move(*p));
+      }
+    }
+    return distinct_plans(std::move(plans), count);
+  }
+
+  Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
+    const int bn = forced.get("bn").value_or(default_bn(prob)), wgs = forced.get("wgs").value_or(default_wgs(bn));
+    if (auto p = plan_of(prob, limits, wgs, bn)) return std::move(*p);
+    refuse_config(forced,
+                  "bf16 / fp16 NCDHW, groups == 1, compute capability 9.0, KW from 5 to 8 with dilation[W] = 1, "
+                  "zero padding, W % 8 == 0, WGS 2 or 4, BN 64 or 128, a box of at most 256 in each dimension, "
+                  "and the weights and two stages of the box in shared memory");
+  }
+
+  // The input's map: (W, H, D, C, N) in boxes of the plan's rows, KD planes (every DD-th) and C.
+  void tensor_maps(const Plan& plan, const void* input, const void*, void*, CUtensorMap* in_map,
+                   CUtensorMap*) const override {
+    thread_local LastTensorMap last;
+    const ConvParams& p = plan.params;
+    *in_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
+      const K16Config c = kTable.load(plan.key.config);
+      const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
+                                  static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.c),
+                                  static_cast<cuuint64_t>(p.n)};
+      cuuint64_t strides[4];
+      strides[0] = dims[0] * 2;
+      for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
+      const cuuint32_t box[5] = {static_cast<cuuint32_t>(c.rw), static_cast<cuuint32_t>(c.rows),
+                                 static_cast<cuuint32_t>(p.kd * p.dd), static_cast<cuuint32_t>(p.c), 1};
+      const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(p.dd), 1, 1};
+      return encode_tiled_map(tensor_map_type(plan.key.dtype), 5, input, dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+    });
+  }
+
+ private:
+  static int default_bn(const Problem& prob) { return prob.out.k <= 64 ? 64 : 128; }
+  // 128 columns hold 64 accumulators a thread: two warpgroups, for the registers (with four, 128
+  // registers a thread, float32 outputs spilled 56 bytes).
+  static int default_wgs(int bn) { return bn == 128 ? 2 : 4; }
+
+  std::optional<Plan> plan_of(const Problem& prob, const DeviceLimits& limits, int wgs, int bn) const {
+    if (serves_types(prob) || can_implement(prob, limits) || (wgs != 2 && wgs != 4) || (bn != 64 && bn != 128)) {
+      return std::nullopt;
+    }
+    const Conv3dDesc& d = prob.desc;
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    const int positions = 64 * wgs;
+    K16Config c{wgs, bn, geo::box_row(i(prob.out.w), i(d.stride.w), i(d.kernel.w)),
+                geo::box_rows(positions, i(prob.out.w), i(d.stride.h), i(d.kernel.h), i(d.dilation.h))};
+    if (c.rw > 256 || c.rows > 256) return std::nullopt;
+    const geo::Layout l = geo::layout(i(d.c), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), bn, c.rows, c.rw);
+    if (l.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
+    // An input off 16 bytes cannot have a tensor map: igemm_sm90's plan (a float32 copy) runs it.
+    std::optional<Plan> twin = igemm_sm90_family().choose(prob, limits);
+    if (!twin) return std::nullopt;
+    Plan plan = new_plan(prob, *this, kTable, c, 128 * wgs, l.shared_bytes);
+    const long long k_blocks = ceil_div(prob.out.k, bn);
+    const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h * prob.out.w, positions);
+    const long long resident = limits.sm_count;  // one block an SM
+    plan.grid = checked_grid(
+        tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks), *this);
+    plan.unaligned = std::make_shared<const Plan>(std::move(*twin));
+    return plan;
+  }
+
+  const KernelDef def_{"igemm_sm90_k16", "igemm_sm90_k16/igemm_sm90_k16.cu", kUsesConvolution, true,
+                       kTable.infos()};
+};
+
+}  // namespace
+
+const Family& igemm_sm90_k16_family() {
+  static const K16Family family;
+  return family;
+}
+
+}  // namespace conv3djit::detail
