@@ -54,6 +54,12 @@ __device__ __forceinline__ unsigned pack_pair(float a, float b) {
   return unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
 }
 
+/// Whether T is bf16 (the tensor-core instructions name their 16-bit type).
+template <class T>
+inline constexpr bool kIsBf16 = false;
+template <>
+inline constexpr bool kIsBf16<bf16> = true;
+
 /// v stored at p in p's type.
 template <class T>
 __device__ __forceinline__ void store_float(T* p, float v) {

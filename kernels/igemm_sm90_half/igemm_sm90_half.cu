@@ -46,11 +46,6 @@
 namespace conv3djit {
 namespace sm90_half {
 
-template <class T>
-inline constexpr bool kIsBf16 = false;
-template <>
-inline constexpr bool kIsBf16<bf16> = true;
-
 // 16 bytes from global `src` to shared address `dst`, zero where !valid (src is then not read);
 // by cp.async where `vector` (src 16-byte aligned), else by 2-byte loads and one 16-byte store.
 __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid, bool vector) {
@@ -89,7 +84,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int A_COPIES = BM / RPP, B_COPIES = BN / RPP;
   constexpr int R = BN / 2;  // accumulators a thread
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4);
-  constexpr bool BF16 = sm90_half::kIsBf16<T>;
+  constexpr bool BF16 = kIsBf16<T>;
   constexpr bool A_BOX = Spec::im2col != 0, A_MN = Spec::mmajor != 0, A_MAPPED = A_BOX || A_MN;
   static_assert(CG % 8 == 0, "16-byte pieces of one tap's channels");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");

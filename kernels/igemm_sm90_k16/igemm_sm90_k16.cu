@@ -24,14 +24,6 @@
 #include "igemm_sm90_k16/geometry.cuh"
 
 namespace conv3djit {
-namespace sm90_k16 {
-
-template <class T>
-inline constexpr bool kIsBf16 = false;
-template <>
-inline constexpr bool kIsBf16<bf16> = true;
-
-}  // namespace sm90_k16
 
 template <class Spec>
 __global__ void __launch_bounds__(Spec::wgs * 128, 1)
@@ -41,7 +33,7 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
                ConvParams p, const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap) {
   namespace geo = igemm_sm90_k16_geometry;
   using In = typename Spec::element;
-  constexpr bool BF16 = sm90_k16::kIsBf16<In>;
+  constexpr bool BF16 = kIsBf16<In>;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DH = Spec::dh, BN = Spec::bn, WGS = Spec::wgs, RW = Spec::rw, ROWS = Spec::rows;
   constexpr int THREADS = WGS * 128, TP = WGS * 64, NB = BN / 8, R = BN / 2;

@@ -1,7 +1,9 @@
 // NVRTC, no GPU: bf16 and fp16 descriptions (both layouts, float32 outputs, an epilogue with a
 // residual, padding modes) plan to igemm_sm80 on sm_80 and sm_90, compile, and ptxas reports no
 // spills for them; direct's kernels for half types compile too.
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "config_cases.hpp"
@@ -39,6 +41,23 @@ void check_no_spills(const PtxasReport& r) {
   INFO(r.kernel << "\n" << r.log);
   CHECK(r.log.find("Used ") != std::string::npos);
   CHECK(r.log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+}
+
+// Each of `bases` as bf16 and fp16 NCDHW layers, with outputs in their type and in float32.
+std::vector<Conv3dDesc> ncdhw_half_variants(std::initializer_list<Conv3dDesc> bases) {
+  std::vector<Conv3dDesc> out;
+  for (const DataType type : {DataType::BFloat16, DataType::Float16})
+    for (const bool fp32_output : {false, true})
+      for (const Conv3dDesc& base : bases) out.push_back(half_desc(type, Layout::NCDHW, fp32_output, base));
+  return out;
+}
+
+// d's kernel on sm_90, which must be `family`'s for d's types and compile without spills.
+PtxasReport check_sm90_kernel(const Conv3dDesc& d, const std::string& family) {
+  const PtxasReport r = ptxas_report(d, "sm_90");
+  CHECK(r.kernel.rfind(family + " " + dtype_name(d.dtype) + " ncdhw" + (d.fp32_output ? " out=fp32 " : " "), 0) == 0);
+  check_no_spills(r);
+  return r;
 }
 
 }  // namespace
@@ -127,29 +146,21 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
       test::make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),  // chunks of 8 channels: prepared weights
       test::make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),  // W % 4 != 0, stride, dilation
   };
-  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
-    for (const bool fp32_output : {false, true}) {
-      for (const Conv3dDesc& base : cases) {
-        const Conv3dDesc d = half_desc(type, Layout::NCDHW, fp32_output, base);
-        DYNAMIC_SECTION(describe(d)) {
-          const PtxasReport r = ptxas_report(d, "sm_90");
-          CHECK(r.kernel.rfind(std::string("igemm_sm90 ") + dtype_name(type) + " ncdhw" + (fp32_output ? " out=fp32 " : " "),
-                               0) == 0);
-          check_no_spills(r);
-          if (base.c == 3) CHECK(r.kernel.find(" planes=2 ") != std::string::npos);
-          const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
-          REQUIRE(plan.input_copy);
-          CHECK(plan.input_copy->every_call);
-          CHECK(plan.copies_input(true));
-          CHECK(plan.input_copy->workspace_bytes ==
-                static_cast<uint64_t>(d.n * d.c * d.d * d.h * detail::input_row_pitch(d.w) * 4));
-          EngineOptions options;
-          options.disk_cache = false;
-          const PrecompileResult all = Engine(options).precompile(d, "sm_90");
-          CHECK(all.kernels.size() == (base.c == 24 ? 3u : 2u));  // + igemm_sm90_weights, + pitch_rows
-          for (const PrecompiledKernel& k : all.kernels) CHECK(k.compiled);
-        }
-      }
+  for (const Conv3dDesc& d : ncdhw_half_variants({cases[0], cases[1], cases[2], cases[3]})) {
+    DYNAMIC_SECTION(describe(d)) {
+      const PtxasReport r = check_sm90_kernel(d, "igemm_sm90");
+      if (d.c == 3) CHECK(r.kernel.find(" planes=2 ") != std::string::npos);
+      const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
+      REQUIRE(plan.input_copy);
+      CHECK(plan.input_copy->every_call);
+      CHECK(plan.copies_input(true));
+      CHECK(plan.input_copy->workspace_bytes ==
+            static_cast<uint64_t>(d.n * d.c * d.d * d.h * detail::input_row_pitch(d.w) * 4));
+      EngineOptions options;
+      options.disk_cache = false;
+      const PrecompileResult all = Engine(options).precompile(d, "sm_90");
+      CHECK(all.kernels.size() == (d.c == 24 ? 3u : 2u));  // + igemm_sm90_weights, + pitch_rows
+      for (const PrecompiledKernel& k : all.kernels) CHECK(k.compiled);
     }
   }
   // cp.async staging (forced, and for padding modes other than zeros) reads the float32 copy too.
@@ -191,22 +202,13 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       test::make(2, 3, {4, 32, 48}, 96, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}),            // stride 2, K past 64
       test::make(1, 5, {7, 9, 16}, 24, {3, 3, 6}, 1, Dims3{1, 1, 2}, Dims3{2, 2, 1}),   // even KW, dilation
   };
-  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
-    for (const bool fp32_output : {false, true}) {
-      for (const Conv3dDesc& base : cases) {
-        const Conv3dDesc d = half_desc(type, Layout::NCDHW, fp32_output, base);
-        DYNAMIC_SECTION(describe(d)) {
-          const PtxasReport r = ptxas_report(d, "sm_90");
-          CHECK(r.kernel.rfind(std::string("igemm_sm90_k16 ") + dtype_name(type) + " ncdhw" +
-                                   (fp32_output ? " out=fp32 " : " "),
-                               0) == 0);
-          check_no_spills(r);
-          const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
-          REQUIRE(plan.unaligned);
-          CHECK(detail::canonical_text(plan.unaligned->key).rfind("igemm_sm90 ", 0) == 0);
-          CHECK_FALSE(plan.input_copy);
-        }
-      }
+  for (const Conv3dDesc& d : ncdhw_half_variants({cases[0], cases[1], cases[2], cases[3]})) {
+    DYNAMIC_SECTION(describe(d)) {
+      check_sm90_kernel(d, "igemm_sm90_k16");
+      const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
+      REQUIRE(plan.unaligned);
+      CHECK(detail::canonical_text(plan.unaligned->key).rfind("igemm_sm90 ", 0) == 0);
+      CHECK_FALSE(plan.input_copy);
     }
   }
   // W % 8 != 0, KW < 5, C > 32 and NDHWC stay off it.
