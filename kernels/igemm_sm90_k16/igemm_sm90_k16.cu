@@ -8,15 +8,13 @@
 // 32-bit shared-memory load a register, 4 a slice, where igemm_sm90's TF32 gather loads 8 for the
 // same products (docs/kernels/igemm_sm90_k16.md).
 //
-// A block holds one block of BN output channels (its weights, every slice, stay in shared memory);
-// each of its WGS warpgroups is a persistent worker of its own, walking tiles of 64 consecutive
-// positions of an (n, od) output plane with no block-wide barrier, so that one warpgroup's stores
-// and tile changes overlap the others' wgmmas. A tile's input, the C x KD planes x rows x RW box of
-// its output rows' inputs (zeros as padding), arrives by one TMA box; the warpgroup then copies it
-// shifted by one element (word w = halves 2w + 1, 2w + 2), and each thread reads its pairs from
-// the copy its position's column parity aligns. Two stages a warpgroup: its next tile's box loads
-// while this tile computes. Outputs leave from registers (common/run_store.cuh: half outputs as
-// pairs of positions).
+// A block is a persistent worker for one block of BN output channels (its weights, every slice,
+// stay in shared memory) walking tiles of WGS x 64 consecutive positions of an (n, od) output
+// plane. A tile's input, the C x KD planes x rows x RW box of its output rows' inputs (zeros as
+// padding), arrives by one TMA box; the threads then copy it shifted by one element (word w =
+// halves 2w + 1, 2w + 2), and each thread reads its pairs from the copy its position's column
+// parity aligns. Two stages: the next tile's box loads while this tile computes. Outputs leave
+// from registers (common/run_store.cuh: half outputs as pairs of positions).
 #pragma once
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
@@ -38,9 +36,9 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   constexpr bool BF16 = kIsBf16<In>;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DH = Spec::dh, BN = Spec::bn, WGS = Spec::wgs, RW = Spec::rw, ROWS = Spec::rows;
-  constexpr int THREADS = WGS * 128, TP = 64, NB = BN / 8, R = BN / 2;
+  constexpr int THREADS = WGS * 128, TP = WGS * 64, NB = BN / 8, R = BN / 2;
   constexpr int KROWS = CG * KD * KH, S = geo::slices(CG, KD, KH, KW);
-  constexpr geo::Layout L = geo::layout(CG, KD, KH, KW, BN, WGS, ROWS, RW);
+  constexpr geo::Layout L = geo::layout(CG, KD, KH, KW, BN, ROWS, RW);
   constexpr int PP = ROWS * RW, CP = KD * PP;  // halves between the box's planes, channels
   constexpr int TILE_WORDS = L.tile_bytes / 4, BOX_BYTES = CG * KD * ROWS * RW * 2;
   static_assert(geo::kw_slots(KW) == 8 && KW >= 5, "kernel rows of 8 kw slots: KW 5 to 8");
@@ -51,8 +49,7 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   unsigned short* const w_s = reinterpret_cast<unsigned short*>(smem);  // [S][NB][2][8][8]
   float* const bias_s = reinterpret_cast<float*>(smem + L.bias_at);
   unsigned long long* const bars = reinterpret_cast<unsigned long long*>(smem + L.bars_at);
-  // [warpgroup][stage][box, shifted][TILE_WORDS]
-  unsigned* const tiles = reinterpret_cast<unsigned*>(smem + L.tiles_at);
+  unsigned* const tiles = reinterpret_cast<unsigned*>(smem + L.tiles_at);  // [stage][box, shifted][TILE_WORDS]
 
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps them below 2^31.
@@ -60,10 +57,7 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN, kb = static_cast<int>(blockIdx.x % k_blocks);
   const int plane_tiles = (OH * OW + TP - 1) / TP;
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * plane_tiles;
-  // Warpgroup wg of the block is worker `first_tile` of `step`: the planner makes the grid a
-  // multiple of k_blocks.
-  const int wg = tid >> 7, wtid = tid & 127;
-  const unsigned step = gridDim.x / k_blocks * WGS, first_tile = blockIdx.x / k_blocks * WGS + wg;
+  const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
   const int shift = geo::box_shift(p.pad_w);
 
   // The weights of channels kb * BN ..., every slice: slot (s, kk) of column n (kernel row
@@ -82,19 +76,18 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   // Tile `tile`'s plane (n, od) and first position.
   auto plane_of = [&](unsigned tile) { return tile / plane_tiles; };
   auto first_of = [&](unsigned tile) { return static_cast<int>(tile % plane_tiles) * TP; };
-  // The warpgroup's thread 0: tile `tile`'s box into the warpgroup's stage `stage`.
-  unsigned* const wg_tiles = tiles + wg * 4 * TILE_WORDS;
-  unsigned long long* const wg_bars = bars + 2 * wg;
+  // Thread 0: tile `tile`'s box into stage `stage`.
   auto load = [&](unsigned tile, int stage) {
     const unsigned plane = plane_of(tile);
     const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);
-    tma::arrive_expect(wg_bars + stage, BOX_BYTES);
-    tma::load_box(wg_tiles + stage * 2 * TILE_WORDS, map, -p.pad_w - shift, first_of(tile) / OW * SH - p.pad_h,
-                  od * SD - p.pad_d, 0, n, wg_bars + stage);
+    tma::arrive_expect(bars + stage, BOX_BYTES);
+    tma::load_box(tiles + stage * 2 * TILE_WORDS, map, -p.pad_w - shift, first_of(tile) / OW * SH - p.pad_h,
+                  od * SD - p.pad_d, 0, n, bars + stage);
   };
-  if (wtid == 0) {
-    tma::init(wg_bars);
-    tma::init(wg_bars + 1);
+  const unsigned first_tile = blockIdx.x / k_blocks;
+  if (tid == 0) {
+    tma::init(bars);
+    tma::init(bars + 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     if (first_tile < n_tiles) load(first_tile, 0);
   }
@@ -111,19 +104,19 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
     return (c * CP + kd * PP + kh * DH * RW) / 2;
   };
 
-  const int q0 = ((tid >> 5) & 3) * 16;  // the warp's first position of a tile
+  const int q0 = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16;  // the warp's first position of a tile
   int it = 0;
 #pragma unroll 1
   for (unsigned tile = first_tile; tile < n_tiles; tile += step, ++it) {
     const int stage = it & 1;
-    tma::wait(wg_bars + stage, (it >> 1) & 1);
-    const unsigned* const box = wg_tiles + stage * 2 * TILE_WORDS;
-    unsigned* const shifted = wg_tiles + (stage * 2 + 1) * TILE_WORDS;
-    for (int w = wtid; w < TILE_WORDS - 1; w += 128) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
-    // The shifted copy is whole, and the warpgroup is done with its other stage (the last tile's):
-    // its next box may load. A named barrier of the warpgroup's 128 threads (0 is __syncthreads').
-    asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
-    if (wtid == 0 && tile + step < n_tiles) load(tile + step, stage ^ 1);
+    tma::wait(bars + stage, (it >> 1) & 1);
+    const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
+    unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
+    for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
+    // The shifted copy is whole, and every thread is done with the other stage (the last tile's):
+    // its next box may load.
+    __syncthreads();
+    if (tid == 0 && tile + step < n_tiles) load(tile + step, stage ^ 1);
 
     const unsigned plane = plane_of(tile);
     const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);

@@ -17,12 +17,12 @@ namespace {
 namespace geo = igemm_sm90_k16_geometry;
 
 struct K16Config {
-  int wgs, bn;  // warpgroups a block (a worker each), output channels a block
+  int wgs, bn;  // warpgroups a block (64 positions each), output channels a block
   int rw, rows;  // the input box: halves a row, rows
 };
 
 const ConfigTable<K16Config, 4> kTable{{{
-    {{"wgs", FieldRole::Chosen, "warpgroups a block, each a worker on tiles of 64 consecutive positions of a plane: 2 or 4"},
+    {{"wgs", FieldRole::Chosen, "warpgroups a block, 64 consecutive positions of a plane each: 2 or 4"},
      &K16Config::wgs},
     {{"bn", FieldRole::Chosen, "output channels a block: 64 or 128"}, &K16Config::bn},
     {{"rw", FieldRole::Derived, "halves a row of the input box"}, &K16Config::rw},
@@ -63,10 +63,7 @@ class K16Family final : public Family {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
     if (prob.c_per_group > kMaxChannels || prob.out.k < 16) return std::nullopt;
     const int bn = default_bn(prob);
-    for (int wgs = default_wgs(bn); wgs >= 2; wgs -= 2) {
-      if (auto plan = plan_of(prob, limits, wgs, bn)) return plan;
-    }
-    return std::nullopt;
+    return plan_of(prob, limits, default_wgs(bn), bn);
   }
 
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
@@ -113,9 +110,8 @@ class K16Family final : public Family {
 
  private:
   static int default_bn(const Problem& prob) { return prob.out.k <= 64 ? 64 : 128; }
-  // Four warpgroups where their boxes fit in shared memory (else two). 128 columns hold 64
-  // accumulators a thread: two warpgroups, for the registers (with four, 128 registers a thread,
-  // float32 outputs spilled 56 bytes).
+  // 128 columns hold 64 accumulators a thread: two warpgroups, for the registers (with four, 128
+  // registers a thread, float32 outputs spilled 56 bytes).
   static int default_wgs(int bn) { return bn == 128 ? 2 : 4; }
 
   std::optional<Plan> plan_of(const Problem& prob, const DeviceLimits& limits, int wgs, int bn) const {
@@ -124,20 +120,21 @@ class K16Family final : public Family {
     }
     const Conv3dDesc& d = prob.desc;
     auto i = [](int64_t v) { return static_cast<int>(v); };
+    const int positions = 64 * wgs;
     K16Config c{wgs, bn, geo::box_row(i(prob.out.w), i(d.stride.w), i(d.kernel.w)),
-                geo::box_rows(64, i(prob.out.w), i(d.stride.h), i(d.kernel.h), i(d.dilation.h))};
+                geo::box_rows(positions, i(prob.out.w), i(d.stride.h), i(d.kernel.h), i(d.dilation.h))};
     if (c.rw > 256 || c.rows > 256) return std::nullopt;
-    const geo::Layout l = geo::layout(i(d.c), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), bn, wgs, c.rows, c.rw);
+    const geo::Layout l = geo::layout(i(d.c), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), bn, c.rows, c.rw);
     if (l.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
     // An input off 16 bytes cannot have a tensor map: igemm_sm90's plan (a float32 copy) runs it.
     std::optional<Plan> twin = igemm_sm90_family().choose(prob, limits);
     if (!twin) return std::nullopt;
     Plan plan = new_plan(prob, *this, kTable, c, 128 * wgs, l.shared_bytes);
     const long long k_blocks = ceil_div(prob.out.k, bn);
-    // Tiles of 64 positions, one worker a warpgroup.
-    const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h * prob.out.w, 64);
-    const long long blocks = ceil_div(tiles, wgs) * k_blocks, resident = limits.sm_count;  // one block an SM
-    plan.grid = checked_grid(blocks <= resident ? blocks : std::max(k_blocks, resident / k_blocks * k_blocks), *this);
+    const long long tiles = prob.out.n * prob.out.d * ceil_div(prob.out.h * prob.out.w, positions);
+    const long long resident = limits.sm_count;  // one block an SM
+    plan.grid = checked_grid(
+        tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks), *this);
     plan.unaligned = std::make_shared<const Plan>(std::move(*twin));
     return plan;
   }
