@@ -29,22 +29,28 @@ CONV3DJIT_HOST_DEVICE constexpr int box_row(int ow, int sw, int kw) {
 CONV3DJIT_HOST_DEVICE constexpr int box_shift(int pad_w) { return -pad_w & 7; }
 
 /// Shared memory of a block (bytes): the weights (slices x BN columns x 16 terms), the bias (BN
-/// floats), two mbarriers, and two stages of the input tile, each the TMA box and its copy shifted
-/// by one element, every buffer 128-byte aligned.
+/// floats), two mbarriers, two stages of the input tile, each the TMA box (128-byte aligned) and
+/// its copy shifted by one element 64 bytes past a 128-byte boundary (a warp reads the same word of
+/// both for positions of either parity, which then fall in different banks), and, for 16-bit
+/// outputs, each warpgroup's output tile for a TMA store: BN channels x 64 positions, 128 bytes a
+/// channel, from the first 1024-byte boundary at or past out_at (the 128-byte swizzle's groups).
 struct Layout {
-  int weight_bytes, bias_at, bars_at, tile_bytes, tiles_at, shared_bytes;
+  int weight_bytes, bias_at, bars_at, tile_bytes, tiles_at, out_at, out_tile_bytes, shared_bytes;
 };
 CONV3DJIT_HOST_DEVICE constexpr int align128(int bytes) { return (bytes + 127) / 128 * 128; }
-CONV3DJIT_HOST_DEVICE constexpr Layout layout(int cg, int kd, int kh, int kw, int bn, int rows, int rw) {
+CONV3DJIT_HOST_DEVICE constexpr Layout layout(int cg, int kd, int kh, int kw, int bn, int wgs, int rows, int rw,
+                                              int out_bytes) {
   Layout l{};
   l.weight_bytes = slices(cg, kd, kh, kw) * bn * 16 * 2;
   l.bias_at = l.weight_bytes;
   l.bars_at = l.bias_at + bn * 4;
   // The box (C x KD planes x rows x rw halves) and 16 bytes more: the shifted copy's last word
   // reads one element past the box.
-  l.tile_bytes = align128(cg * kd * rows * rw * 2 + 16);
+  l.tile_bytes = align128(cg * kd * rows * rw * 2 + 16) + 64;
   l.tiles_at = align128(l.bars_at + 16);
-  l.shared_bytes = l.tiles_at + 4 * l.tile_bytes;
+  l.out_tile_bytes = out_bytes == 2 ? bn * 128 : 0;
+  l.out_at = l.tiles_at + 4 * l.tile_bytes;
+  l.shared_bytes = l.out_at + (l.out_tile_bytes > 0 ? 1024 + wgs * l.out_tile_bytes : 0);
   return l;
 }
 

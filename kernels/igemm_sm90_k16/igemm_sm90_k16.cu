@@ -13,14 +13,18 @@
 // plane. A tile's input, the C x KD planes x rows x RW box of its output rows' inputs (zeros as
 // padding), arrives by one TMA box; the threads then copy it shifted by one element (word w =
 // halves 2w + 1, 2w + 2), and each thread reads its pairs from the copy its position's column
-// parity aligns. Two stages: the next tile's box loads while this tile computes. Outputs leave
-// from registers (common/run_store.cuh: half outputs as pairs of positions).
+// parity aligns. Two stages: the next tile's box loads while this tile computes. 16-bit outputs
+// of planes whose rows of channels lie on 16 bytes leave by TMA: each warpgroup transposes its 64
+// positions x BN channels into shared memory (stmatrix) and one thread stores them as a box, so
+// that the warpgroup goes on to the next tile at once; other outputs leave from registers
+// (common/run_store.cuh).
 #pragma once
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/run_store.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_half.cuh"
+#include "igemm_sm90/geometry.cuh"
 #include "igemm_sm90_k16/geometry.cuh"
 
 namespace conv3djit {
@@ -30,15 +34,16 @@ __global__ void __launch_bounds__(Spec::wgs * 128, 1)
 igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `map` */,
                const typename Spec::element* __restrict__ wt,
                const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
-               ConvParams p, const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap) {
+               ConvParams p, const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap out_map) {
   namespace geo = igemm_sm90_k16_geometry;
   using In = typename Spec::element;
+  using Out = typename Spec::out_element;
   constexpr bool BF16 = kIsBf16<In>;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DH = Spec::dh, BN = Spec::bn, WGS = Spec::wgs, RW = Spec::rw, ROWS = Spec::rows;
   constexpr int THREADS = WGS * 128, TP = WGS * 64, NB = BN / 8, R = BN / 2;
   constexpr int KROWS = CG * KD * KH, S = geo::slices(CG, KD, KH, KW);
-  constexpr geo::Layout L = geo::layout(CG, KD, KH, KW, BN, ROWS, RW);
+  constexpr geo::Layout L = geo::layout(CG, KD, KH, KW, BN, WGS, ROWS, RW, sizeof(Out));
   constexpr int PP = ROWS * RW, CP = KD * PP;  // halves between the box's planes, channels
   constexpr int TILE_WORDS = L.tile_bytes / 4, BOX_BYTES = CG * KD * ROWS * RW * 2;
   static_assert(geo::kw_slots(KW) == 8 && KW >= 5, "kernel rows of 8 kw slots: KW 5 to 8");
@@ -59,6 +64,15 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * plane_tiles;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
   const int shift = geo::box_shift(p.pad_w);
+  // Output boxes: 16-bit outputs with no residual (whose reads beside the 32 values a thread
+  // packs spill at 128 registers) in planes of 16-byte rows. The host gives the output's map for
+  // every 16-bit output of such planes.
+  constexpr bool BOXES = sizeof(Out) == 2 && Spec::residual == 0;
+  const bool boxed = BOXES && sm90_stores_boxed(static_cast<long long>(OH) * OW,
+                                                           reinterpret_cast<unsigned long long>(out), 2);
+  const int wg = tid >> 7;
+  unsigned char* const out_tile =
+      smem + L.out_at + ((1024u - (tma::smem_addr(smem + L.out_at) & 1023u)) & 1023u) + wg * L.out_tile_bytes;
 
   // The weights of channels kb * BN ..., every slice: slot (s, kk) of column n (kernel row
   // 2s + kk / 8, kw kk % 8) in wgmma's K-major core matrices of 8 columns x 8 halves.
@@ -113,6 +127,8 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
     const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
     unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
     for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
+    // The warpgroup's last output box has left its tile in shared memory before anyone writes it.
+    if (boxed && (tid & 127) == 0) tma::wait_store_reads<0>();
     // The shifted copy is whole, and every thread is done with the other stage (the last tile's):
     // its next box may load.
     __syncthreads();
@@ -160,6 +176,46 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
     // acc[4j + 2h + e]: position q0 + g + 8h, channel kb * BN + 8j + 2t + e.
     const int lin0 = first + q0, limit = min(16, OH * OW - lin0);
     const long long out_vol = static_cast<long long>(OD) * OH * OW;
+    if constexpr (BOXES) {
+      if (boxed) {
+        // 8 x 8 blocks (j, h): positions g + 8h x channels 8j + ..., a thread's pair of channels a
+        // register; stmatrix .trans writes each block's channels as rows of 8 positions (16 bytes)
+        // into the warpgroup's tile: row = channel (128 bytes), 16-byte chunk = the position's
+        // eighth, swizzled by the channel's row in its group of 8, as the box's 128-byte swizzle reads.
+        const long long base = ((static_cast<long long>(n) * K + kb * BN) * OD + od) * (OH * OW) + lin0;
+        unsigned packed[NB][2];
+  #pragma unroll
+        for (int j = 0; j < NB; ++j) {
+  #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int c = 8 * j + 2 * t, q = g + 8 * h;
+            const bool ok = q < limit;
+            const float r0 = epilogue::residual<Spec, float>(base + c * out_vol + q, ok && kb * BN + c < K, p);
+            const float r1 = epilogue::residual<Spec, float>(base + (c + 1) * out_vol + q, ok && kb * BN + c + 1 < K, p);
+            packed[j][h] = pack_pair<Out>(epilogue::apply_read<Spec>(acc[4 * j + 2 * h], bias_s[c], r0, p),
+                                          epilogue::apply_read<Spec>(acc[4 * j + 2 * h + 1], bias_s[c + 1], r1, p));
+          }
+        }
+        const int m = lane >> 3, row = lane & 7;  // the block and its row this lane addresses
+        const int chunk = ((tid >> 5) & 3) * 2 + (m & 1);
+  #pragma unroll
+        for (int jj = 0; jj < NB / 2; ++jj) {
+          const int c = 8 * (2 * jj + (m >> 1)) + row;
+          const unsigned addr = tma::smem_addr(out_tile + c * 128 + ((chunk ^ row) << 4));
+          asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                       "r"(packed[2 * jj][0]), "r"(packed[2 * jj][1]), "r"(packed[2 * jj + 1][0]),
+                       "r"(packed[2 * jj + 1][1])
+                       : "memory");
+        }
+        tma::fence_shared_to_async();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");  // the warpgroup's tile is whole
+        if ((tid & 127) == 0) {
+          tma::store_box(out_map, out_tile, first + wg * 64, od, kb * BN, n);
+          tma::commit_stores();
+        }
+        continue;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
       const int k = kb * BN + 8 * j + 2 * t;
@@ -171,6 +227,8 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
       }
     }
   }
+  // Shared memory outlives the block's last output box only until the block exits.
+  if (boxed && (tid & 127) == 0) tma::wait_store_reads<0>();
 }
 
 }  // namespace conv3djit

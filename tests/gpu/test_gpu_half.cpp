@@ -201,7 +201,8 @@ std::vector<Case> sm90_cases() {
 // igemm_sm90_k16 on sm_90 (k16 products gathered two kw a load from the bf16 / fp16 box): the
 // reference's kernel with and without padding, OW no multiple of 8 (odd pairs and runs), stride
 // 2, even KW with dilation, K past 64 (two warpgroups of 128 columns), an odd count of kernel
-// rows, the heaviest epilogue with the residual, both output types; forced tiles.
+// rows, the heaviest epilogue with the residual (16-bit outputs from registers) and without it
+// (through the output boxes), both output types; forced tiles.
 std::vector<Case> k16_cases() {
   std::vector<Case> out;
   Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
@@ -220,6 +221,9 @@ std::vector<Case> k16_cases() {
         d.epilogue = heavy;
         if (i++ % 2 == 0) out.push_back({"", d, "igemm_sm90_k16"});
       }
+      Conv3dDesc boxed = typed(shapes[0], type, Layout::NCDHW, fp32_output);
+      boxed.epilogue = test::epilogue_cases()[3];
+      out.push_back({"", boxed, "igemm_sm90_k16"});
       out.push_back({"igemm_sm90_k16:2,64", typed(shapes[1], type, Layout::NCDHW, fp32_output), "igemm_sm90_k16"});
     }
   }

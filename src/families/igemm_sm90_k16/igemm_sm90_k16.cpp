@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "driver/tensor_map.hpp"
+#include "igemm_sm90/geometry.cuh"
 #include "igemm_sm90_k16/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -88,10 +89,24 @@ class K16Family final : public Family {
   }
 
   // The input's map: (W, H, D, C, N) in boxes of the plan's rows, KD planes (every DD-th) and C.
-  void tensor_maps(const Plan& plan, const void* input, const void*, void*, CUtensorMap* in_map,
-                   CUtensorMap*) const override {
-    thread_local LastTensorMap last;
+  // A 16-bit output's, where the kernel stores boxes (sm90_stores_boxed): (OH·OW, OD, K, N) in boxes
+  // of a warpgroup's 64 positions x BN channels, 128-byte swizzled.
+  void tensor_maps(const Plan& plan, const void* input, const void*, void* output, CUtensorMap* in_map,
+                   CUtensorMap* out_map) const override {
+    thread_local LastTensorMap last, last_out;
     const ConvParams& p = plan.params;
+    const int out_bytes = element_bytes(plan.key.out_dtype);
+    if (out_bytes == 2 && sm90_stores_boxed(p.oh * p.ow, reinterpret_cast<unsigned long long>(output), out_bytes)) {
+      *out_map = last_out.get(plan.key, output, {p.n, p.k, p.od, p.oh, p.ow}, [&] {
+        const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.oh * p.ow), static_cast<cuuint64_t>(p.od),
+                                    static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.n)};
+        const cuuint64_t strides[3] = {dims[0] * 2, dims[0] * dims[1] * 2, dims[0] * dims[1] * dims[2] * 2};
+        const cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(kTable.load(plan.key.config).bn), 1};
+        const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+        return encode_tiled_map(tensor_map_type(plan.key.out_dtype), 4, output, dims, strides, box, element_strides,
+                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+      });
+    }
     *in_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
       const K16Config c = kTable.load(plan.key.config);
       const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
@@ -124,7 +139,8 @@ class K16Family final : public Family {
     K16Config c{wgs, bn, geo::box_row(i(prob.out.w), i(d.stride.w), i(d.kernel.w)),
                 geo::box_rows(positions, i(prob.out.w), i(d.stride.h), i(d.kernel.h), i(d.dilation.h))};
     if (c.rw > 256 || c.rows > 256) return std::nullopt;
-    const geo::Layout l = geo::layout(i(d.c), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), bn, c.rows, c.rw);
+    const geo::Layout l = geo::layout(i(d.c), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), bn, wgs, c.rows, c.rw,
+                                      element_bytes(prob.out_dtype));
     if (l.shared_bytes > limits.max_smem_per_block_optin) return std::nullopt;
     // An input off 16 bytes cannot have a tensor map: igemm_sm90's plan (a float32 copy) runs it.
     std::optional<Plan> twin = igemm_sm90_family().choose(prob, limits);
