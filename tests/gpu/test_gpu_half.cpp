@@ -165,69 +165,68 @@ std::vector<Case> reference_cases() {
   return out;
 }
 
+// Every shape of `shapes` in both half types and both output types on `family`, every other one
+// also with the heaviest epilogue (GELU, scaled, clamped, with the residual); then `more(type,
+// fp32_output)`'s cases for that combination.
+template <class More>
+std::vector<Case> sm90_typed_cases(const std::vector<Conv3dDesc>& shapes, const char* family, More more) {
+  Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
+  heavy.residual = true;
+  heavy.clamp_min = -3.f, heavy.clamp_max = 4.f;
+  std::vector<Case> out;
+  int i = 0;
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      for (const Conv3dDesc& base : shapes) {
+        Conv3dDesc d = typed(base, type, Layout::NCDHW, fp32_output);
+        out.push_back({"", d, family});
+        d.epilogue = heavy;
+        if (i++ % 2 == 0) out.push_back({"", d, family});
+      }
+      for (Case& c : more(type, fp32_output)) out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 // igemm_sm90 on sm_90 (a float32 copy of the input, one TF32 product): the reference's two-plane
 // row tiles with output staging, TH x TW tiles with paired and shuffled pair stores, chunks of
 // prepared weights, W % 4 != 0 with stride and dilation, odd widths (pairs off 4 bytes), K past a
 // column block, the heaviest epilogue with the residual, both output types; forced tiles (one
 // plane, TH x TW tiles, cp.async staging) on the reference's shape.
 std::vector<Case> sm90_cases() {
-  std::vector<Case> out;
-  Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
-  heavy.residual = true;
-  heavy.clamp_min = -3.f, heavy.clamp_max = 4.f;
   const Conv3dDesc rows = make(2, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true);
-  const Conv3dDesc shapes[] = {rows, make(2, 3, {9, 13, 17}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
-                               make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),
-                               make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),
-                               make(1, 32, {4, 9, 70}, 72, {3, 3, 3}, 1, 1)};
-  int i = 0;
-  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
-    for (const bool fp32_output : {false, true}) {
-      for (const Conv3dDesc& base : shapes) {
-        Conv3dDesc d = typed(base, type, Layout::NCDHW, fp32_output);
-        out.push_back({"", d, "igemm_sm90"});
-        d.epilogue = heavy;
-        if (i++ % 2 == 0) out.push_back({"", d, "igemm_sm90"});
-      }
-      for (const char* config : {"igemm_sm90:4,64,64,3,1,1,1", "igemm_sm90:8,16,64,3,1,0,1", "igemm_sm90:4,16,32,3",
-                                 "igemm_sm90:8,16,64,3,0"}) {
-        out.push_back({config, typed(rows, type, Layout::NCDHW, fp32_output), "igemm_sm90"});
-      }
+  const std::vector<Conv3dDesc> shapes = {rows, make(2, 3, {9, 13, 17}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
+                                          make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),
+                                          make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),
+                                          make(1, 32, {4, 9, 70}, 72, {3, 3, 3}, 1, 1)};
+  return sm90_typed_cases(shapes, "igemm_sm90", [&](DataType type, bool fp32_output) {
+    std::vector<Case> forced;
+    for (const char* config : {"igemm_sm90:4,64,64,3,1,1,1", "igemm_sm90:8,16,64,3,1,0,1", "igemm_sm90:4,16,32,3",
+                               "igemm_sm90:8,16,64,3,0"}) {
+      forced.push_back({config, typed(rows, type, Layout::NCDHW, fp32_output), "igemm_sm90"});
     }
-  }
-  return out;
+    return forced;
+  });
 }
 
 // igemm_sm90_k16 on sm_90 (k16 products gathered two kw a load from the bf16 / fp16 box): the
 // reference's kernel with and without padding, OW no multiple of 8 (odd pairs and runs), stride
 // 2, even KW with dilation, K past 64 (two warpgroups of 128 columns), an odd count of kernel
-// rows, the heaviest epilogue with the residual (16-bit outputs from registers) and without it
-// (through the output boxes), both output types; forced tiles.
+// rows, the heaviest epilogue with the residual (16-bit outputs from registers) and an activation
+// without it (through the output boxes), both output types; forced tiles.
 std::vector<Case> k16_cases() {
-  std::vector<Case> out;
-  Epilogue heavy = test::epilogue_cases()[3];  // GELU, scaled
-  heavy.residual = true;
-  heavy.clamp_min = -3.f, heavy.clamp_max = 4.f;
-  const Conv3dDesc shapes[] = {make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
-                               make(1, 3, {5, 17, 40}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
-                               make(2, 3, {4, 32, 48}, 96, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}),
-                               make(1, 5, {7, 9, 16}, 40, {3, 3, 6}, 1, Dims3{1, 1, 2}, Dims3{2, 2, 1}, 1, true)};
-  int i = 0;
-  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
-    for (const bool fp32_output : {false, true}) {
-      for (const Conv3dDesc& base : shapes) {
-        Conv3dDesc d = typed(base, type, Layout::NCDHW, fp32_output);
-        out.push_back({"", d, "igemm_sm90_k16"});
-        d.epilogue = heavy;
-        if (i++ % 2 == 0) out.push_back({"", d, "igemm_sm90_k16"});
-      }
-      Conv3dDesc boxed = typed(shapes[0], type, Layout::NCDHW, fp32_output);
-      boxed.epilogue = test::epilogue_cases()[3];
-      out.push_back({"", boxed, "igemm_sm90_k16"});
-      out.push_back({"igemm_sm90_k16:2,64", typed(shapes[1], type, Layout::NCDHW, fp32_output), "igemm_sm90_k16"});
-    }
-  }
-  return out;
+  const std::vector<Conv3dDesc> shapes = {
+      make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      make(1, 3, {5, 17, 40}, 24, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true),
+      make(2, 3, {4, 32, 48}, 96, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3}),
+      make(1, 5, {7, 9, 16}, 40, {3, 3, 6}, 1, Dims3{1, 1, 2}, Dims3{2, 2, 1}, 1, true)};
+  return sm90_typed_cases(shapes, "igemm_sm90_k16", [&](DataType type, bool fp32_output) {
+    Conv3dDesc boxed = typed(shapes[0], type, Layout::NCDHW, fp32_output);
+    boxed.epilogue = test::epilogue_cases()[3];
+    return std::vector<Case>{{"", boxed, "igemm_sm90_k16"},
+                             {"igemm_sm90_k16:2,64", typed(shapes[1], type, Layout::NCDHW, fp32_output), "igemm_sm90_k16"}};
+  });
 }
 
 // The device plans igemm_sm90 for them (compute capability 9.0): else they are not run.
