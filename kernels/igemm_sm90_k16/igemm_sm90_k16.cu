@@ -182,23 +182,19 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
         // register; stmatrix .trans writes each block's channels as rows of 8 positions (16 bytes)
         // into the warpgroup's tile: row = channel (128 bytes), 16-byte chunk = the position's
         // eighth, swizzled by the channel's row in its group of 8, as the box's 128-byte swizzle reads.
-        const long long base = ((static_cast<long long>(n) * K + kb * BN) * OD + od) * (OH * OW) + lin0;
         unsigned packed[NB][2];
-  #pragma unroll
+#pragma unroll
         for (int j = 0; j < NB; ++j) {
-  #pragma unroll
+#pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int c = 8 * j + 2 * t, q = g + 8 * h;
-            const bool ok = q < limit;
-            const float r0 = epilogue::residual<Spec, float>(base + c * out_vol + q, ok && kb * BN + c < K, p);
-            const float r1 = epilogue::residual<Spec, float>(base + (c + 1) * out_vol + q, ok && kb * BN + c + 1 < K, p);
-            packed[j][h] = pack_pair<Out>(epilogue::apply_read<Spec>(acc[4 * j + 2 * h], bias_s[c], r0, p),
-                                          epilogue::apply_read<Spec>(acc[4 * j + 2 * h + 1], bias_s[c + 1], r1, p));
+            const int c = 8 * j + 2 * t;
+            packed[j][h] = pack_pair<Out>(epilogue::value<Spec>(acc[4 * j + 2 * h], bias_s[c], p),
+                                          epilogue::value<Spec>(acc[4 * j + 2 * h + 1], bias_s[c + 1], p));
           }
         }
         const int m = lane >> 3, row = lane & 7;  // the block and its row this lane addresses
         const int chunk = ((tid >> 5) & 3) * 2 + (m & 1);
-  #pragma unroll
+#pragma unroll
         for (int jj = 0; jj < NB / 2; ++jj) {
           const int c = 8 * (2 * jj + (m >> 1)) + row;
           const unsigned addr = tma::smem_addr(out_tile + c * 128 + ((chunk ^ row) << 4));
