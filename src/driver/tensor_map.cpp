@@ -1,6 +1,7 @@
 #include "driver/tensor_map.hpp"
 
 #include "conv3djit/error.hpp"
+#include "core/problem.hpp"
 #include "driver/driver_api.hpp"
 
 namespace conv3djit::detail {
@@ -23,6 +24,17 @@ CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void
                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
            "cuTensorMapEncodeTiled");
   return map;
+}
+
+CUtensorMap encode_output_planes(DataType type, const void* base, long long n, long long k, long long od,
+                                 long long plane, const cuuint32_t (&box)[4], CUtensorMapSwizzle swizzle) {
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(plane), static_cast<cuuint64_t>(od), static_cast<cuuint64_t>(k),
+                              static_cast<cuuint64_t>(n)};
+  const cuuint64_t bytes = static_cast<cuuint64_t>(element_bytes(type));
+  const cuuint64_t strides[3] = {dims[0] * bytes, dims[0] * dims[1] * bytes, dims[0] * dims[1] * dims[2] * bytes};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  return encode_tiled_map(tensor_map_type(type), 4, base, dims, strides, box, element_strides, swizzle,
+                          CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 CUtensorMap encode_im2col_map(CUtensorMapDataType type, const void* base, const cuuint64_t* dims,

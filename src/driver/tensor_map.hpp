@@ -21,6 +21,13 @@ CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void
                              const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t* element_strides,
                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion);
 
+/// An NCDHW output of `type` and extents (N, K, OD, OH, OW) as the 4-D tensor (OH·OW, OD, K, N)
+/// (each plane's positions one row, which sm90_stores_boxed keeps on 16 bytes), stored in boxes of
+/// `box` = {positions, planes, channels, 1} elements. Throws Error(DriverError) if the driver
+/// refuses the map.
+CUtensorMap encode_output_planes(DataType type, const void* base, long long n, long long k, long long od,
+                                 long long plane, const cuuint32_t (&box)[4], CUtensorMapSwizzle swizzle);
+
 /// An NDHWC tensor of dims {C, W, H, D, N} (`strides` in bytes of dims 1..4) read in im2col mode:
 /// `pixels` consecutive window origins a copy, walked W, H, D, N inside the bounding box `lower`
 /// .. dims + `upper` ({W, H, D}, each in [-16, 15]) by `element_strides`, `channels` channels of

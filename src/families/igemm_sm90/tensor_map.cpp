@@ -35,16 +35,11 @@ CUtensorMap encode(const Plan& plan, const void* input) {
 
 CUtensorMap encode_output(const Plan& plan, const void* output) {
   const ConvParams& p = plan.params;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.oh * p.ow), static_cast<cuuint64_t>(p.od),
-                              static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.n)};
-  const cuuint64_t bytes = static_cast<cuuint64_t>(element_bytes(plan.key.out_dtype));
-  const cuuint64_t strides[3] = {dims[0] * bytes, dims[0] * dims[1] * bytes, dims[0] * dims[1] * dims[2] * bytes};
   // A warp's staging box (igemm_sm90/geometry.cuh): 16 positions x PL planes x its channels.
   const cuuint32_t box[4] = {16, static_cast<cuuint32_t>(kSm90Table.load(plan.key.config).planes),
                              static_cast<cuuint32_t>(plan.store_channels), 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  return encode_tiled_map(tensor_map_type(plan.key.out_dtype), 4, output, dims, strides, box, element_strides,
-                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+  return encode_output_planes(plan.key.out_dtype, output, p.n, p.k, p.od, p.oh * p.ow, box,
+                              CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace

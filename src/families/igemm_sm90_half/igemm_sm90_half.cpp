@@ -19,7 +19,7 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col, mmajor;
+  int bm, bn, stages, im2col = 0, mmajor = 0;
 };
 
 const ConfigTable<HalfSm90Config, 5> kTable{{{

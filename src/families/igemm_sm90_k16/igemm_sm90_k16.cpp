@@ -98,13 +98,9 @@ class K16Family final : public Family {
     const int out_bytes = element_bytes(plan.key.out_dtype);
     if (out_bytes == 2 && sm90_stores_boxed(p.oh * p.ow, reinterpret_cast<unsigned long long>(output), out_bytes)) {
       *out_map = last_out.get(plan.key, output, {p.n, p.k, p.od, p.oh, p.ow}, [&] {
-        const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.oh * p.ow), static_cast<cuuint64_t>(p.od),
-                                    static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.n)};
-        const cuuint64_t strides[3] = {dims[0] * 2, dims[0] * dims[1] * 2, dims[0] * dims[1] * dims[2] * 2};
         const cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(kTable.load(plan.key.config).bn), 1};
-        const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-        return encode_tiled_map(tensor_map_type(plan.key.out_dtype), 4, output, dims, strides, box, element_strides,
-                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+        return encode_output_planes(plan.key.out_dtype, output, p.n, p.k, p.od, p.oh * p.ow, box,
+                                    CU_TENSOR_MAP_SWIZZLE_128B);
       });
     }
     *in_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
