@@ -7,30 +7,17 @@
 //   walk    B walks 23 different 2 KB slices (the kernel's resident weights, 46 KB);
 //   loads   A from 4 shared-memory loads a slice, as the gather makes them (a 13 KB tile);
 //   barrier a block-wide barrier a tile (the kernel's, after its shifted copy).
-// Not part of the build: a standalone measurement, with its own instructions so that it depends on
-// nothing in the library:
-//   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/wgmma_chain_stages bench/wgmma_chain_stages.cu && /tmp/wgmma_chain_stages
+// Not part of the build: a standalone measurement on the kernels' own wgmma wrappers:
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ikernels -o /tmp/wgmma_chain_stages bench/wgmma_chain_stages.cu && /tmp/wgmma_chain_stages
 #include <cuda_runtime.h>
 
 #include <cstdio>
 
+#include "common/wgmma_half.cuh"
+
 constexpr int kSlices = 23, kTileWords = 3328;  // the reference's slices and tile (13 KB)
 
-#define D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-__device__ __forceinline__ void mma(float (&d)[32], const unsigned (&a)[4], unsigned long long b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, "
-      "%34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : D8(0), D8(8), D8(16), D8(24)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
-}
-__device__ __forceinline__ unsigned long long descriptor(const void* p) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) |
-         ((unsigned long long)(256 >> 4) << 32);
-}
+namespace wg = conv3djit::wgmma;
 
 template <bool WALK, bool LOADS, bool BARRIER>
 __global__ void __launch_bounds__(512, 1) tiles(float* out, int n_tiles) {
@@ -46,7 +33,7 @@ __global__ void __launch_bounds__(512, 1) tiles(float* out, int n_tiles) {
   // row_words(r) words in (rows of 72 halves, wrapped inside the tile).
   const unsigned* const lo = tile + ((threadIdx.x >> 5) * 16 + g) / 2 + t;
   const unsigned* const hi = lo + 4;
-  const unsigned long long w_desc = descriptor(w);
+  const unsigned long long w_desc = wg::descriptor(w);
   float d[32];
   float sum = 0.f;
   for (int it = blockIdx.x; it < n_tiles; it += gridDim.x) {
@@ -66,15 +53,16 @@ __global__ void __launch_bounds__(512, 1) tiles(float* out, int n_tiles) {
     gather(0, a[0]);
 #pragma unroll
     for (int s = 0; s < kSlices; ++s) {
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-      mma(d, a[s & 1], w_desc + (WALK ? s * 128 : 0), s > 0);
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      wg::fence();
+      wg::mma_half_regs<64, true>(d, a[s & 1], w_desc + (WALK ? s * 128 : 0), s > 0);
+      wg::commit();
       if (s + 1 < kSlices) {
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        wg::wait<1>();
         gather(s + 1, a[(s + 1) & 1]);
       }
     }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wg::wait<0>();
+    wg::settle(d);
     sum += d[0];
   }
   for (int i = 0; i < 32; ++i) sum += d[i];
