@@ -15,6 +15,18 @@ struct fp16 {
   unsigned short bits;
 };
 
+/// T where B, else F (<type_traits> is not there under NVRTC).
+template <bool B, class T, class F>
+struct Select {
+  using type = T;
+};
+template <class T, class F>
+struct Select<false, T, F> {
+  using type = F;
+};
+template <bool B, class T, class F>
+using select_t = typename Select<B, T, F>::type;
+
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(static_cast<unsigned>(v.bits) << 16); }
 __device__ __forceinline__ float to_float(fp16 v) {

@@ -257,16 +257,21 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
   const int g = lane >> 2, t = lane & 3;
-  if constexpr (A_MN && Spec::residual == 0) {
-    // A pointwise tile holds BM consecutive positions of one image: its outputs go through shared
-    // memory as BN channel rows of BM positions (16 bytes more a row keep the columns' writes off
-    // each other's banks), the ring being free once every warpgroup is past its last wgmma, and
-    // leave as 16-byte stores along each channel's positions (D·H·W % 8 == 0 and BM-aligned
-    // tiles keep them aligned where the output is). With a residual the tile stores as below:
-    // staging both the values and the residual's reads spilled at 128 registers.
-    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Out)), EPV = 16 / static_cast<int>(sizeof(Out));
-    static_assert(BN * PITCH * sizeof(Out) <= STAGES * STAGE, "the staged outputs fit the ring");
-    Out* const staged = reinterpret_cast<Out*>(ring_ptr);
+  // A pointwise tile holds BM consecutive positions of one image: its outputs go through shared
+  // memory as BN channel rows of BM positions (16 bytes more a row keep the columns' writes off
+  // each other's banks), the ring being free once every warpgroup is past its last wgmma, and
+  // leave as 16-byte stores along each channel's positions (D·H·W % 8 == 0 and BM-aligned tiles
+  // keep them aligned where the output is). With a residual the rows hold the values before it in
+  // float32 (one rounding to the output type, after the residual), and the residual is read along
+  // the same runs as the stores, 16 bytes of outputs at a time (read into registers beside the
+  // values instead, they spilled at 128 registers); where those rows do not fit the ring, the tile
+  // stores as below.
+  using Staged = select_t<Spec::residual != 0, float, Out>;
+  constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
+  constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
+  static_assert(!A_MN || STAGED_FITS || Spec::residual != 0, "the staged outputs fit the ring");
+  if constexpr (A_MN && STAGED_FITS) {
+    Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
     const long long image = img0 * p.k * out_vol + s0;  // channel 0, position s0
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
@@ -281,22 +286,48 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           float v;
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
-          staged[kl * PITCH + row] = from_float<Out>(epilogue::apply_read<Spec>(v, b, 0.f, p));
+          if constexpr (Spec::residual != 0) staged[kl * PITCH + row] = epilogue::value<Spec>(v, b, p);
+          else staged[kl * PITCH + row] = from_float<Out>(epilogue::value<Spec>(v, b, p));
         }
       }
     }
     __syncthreads();
     const int valid = static_cast<int>(out_vol - s0 < BM ? out_vol - s0 : BM);
-    const bool vector = reinterpret_cast<unsigned long long>(out) % 16 == 0;
+    const Out* const residual = reinterpret_cast<const Out*>(p.residual);
+    const bool vector = reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
+                        (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
     for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
       const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
       if (k0 + kl >= p.k || at >= valid) continue;
-      Out* const dst = out + image + (k0 + kl) * out_vol + at;
-      const Out* const src = staged + kl * PITCH + at;
-      if (vector && at + EPV <= valid) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      const long long offset = image + (k0 + kl) * out_vol + at;
+      const Staged* const src = staged + kl * PITCH + at;
+      if constexpr (Spec::residual != 0) {
+        // EPV outputs: their values plus beta times the residual, rounded once; a 16-byte word
+        // of the residual's read and one of the outputs' stored, unpacked in registers.
+        if (vector && at + EPV <= valid) {
+          auto finish_word = [&](unsigned r, int x) -> unsigned {
+            if constexpr (sizeof(Out) == 2) {
+              return pack_pair<Out>(
+                  epilogue::finish<Spec>(src[x], to_float(Out{static_cast<unsigned short>(r & 0xffffu)}), p),
+                  epilogue::finish<Spec>(src[x + 1], to_float(Out{static_cast<unsigned short>(r >> 16)}), p));
+            } else {
+              return __float_as_uint(epilogue::finish<Spec>(src[x], __uint_as_float(r), p));
+            }
+          };
+          constexpr int PER_WORD = 4 / static_cast<int>(sizeof(Out));
+          const uint4 r = __ldg(reinterpret_cast<const uint4*>(residual + offset));
+          *reinterpret_cast<uint4*>(out + offset) = make_uint4(finish_word(r.x, 0), finish_word(r.y, PER_WORD),
+                                                               finish_word(r.z, 2 * PER_WORD),
+                                                               finish_word(r.w, 3 * PER_WORD));
+        } else {
+          for (int x = 0; x < EPV && at + x < valid; ++x) {
+            out[offset + x] = from_float<Out>(epilogue::finish<Spec>(src[x], load_float(residual + offset + x), p));
+          }
+        }
+      } else if (vector && at + EPV <= valid) {
+        *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
       } else {
-        for (int x = 0; x < EPV && at + x < valid; ++x) dst[x] = src[x];
+        for (int x = 0; x < EPV && at + x < valid; ++x) out[offset + x] = src[x];
       }
     }
     return;

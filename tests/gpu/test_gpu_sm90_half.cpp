@@ -149,7 +149,8 @@ std::vector<Case> ncdhw_cases() {
 
 // Pointwise NCDHW layers read in M-major boxes straight from the input: planes that end mid-tile
 // (240 positions: 128 + 112; 64 of a 128-row tile), C past whole chunks (72), K mid-tile, both
-// output types, 64-row tiles, the residual.
+// output types, 64-row tiles, the residual (through the staged rows, also with 256 columns and a
+// float32 output).
 std::vector<Case> mmajor_cases() {
   auto ncdhw = [](Conv3dDesc d, DataType type, bool fp32_output) {
     d = ndhwc(d, type, fp32_output);
@@ -169,6 +170,14 @@ std::vector<Case> mmajor_cases() {
   r.epilogue = test::epilogue_cases()[3];  // GELU, scaled
   r.epilogue.residual = true;
   out.push_back({"", r});
+  // The residual through float32 rows in the ring: fp16 with a 256-column tile, and a float32
+  // output.
+  Conv3dDesc wide = ncdhw(b, DataType::Float16, false);
+  wide.epilogue = r.epilogue;
+  out.push_back({"igemm_sm90_half:128,256", wide});
+  Conv3dDesc wide32 = ncdhw(b, DataType::BFloat16, true);
+  wide32.epilogue = r.epilogue;
+  out.push_back({"", wide32});
   return out;
 }
 
