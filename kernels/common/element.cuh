@@ -66,6 +66,13 @@ __device__ __forceinline__ unsigned pack_pair(float a, float b) {
   return unsigned(from_float<H>(a).bits) | (unsigned(from_float<H>(b).bits) << 16);
 }
 
+/// The pair pack_pair<H> packed, back in float32: a from the low half.
+template <class H>
+__device__ __forceinline__ void unpack_pair(unsigned w, float& a, float& b) {
+  a = to_float(H{static_cast<unsigned short>(w & 0xffffu)});
+  b = to_float(H{static_cast<unsigned short>(w >> 16)});
+}
+
 /// Whether T is bf16 (the tensor-core instructions name their 16-bit type).
 template <class T>
 inline constexpr bool kIsBf16 = false;

@@ -23,8 +23,8 @@
 // NCDHW input instead of a channels-last copy: a chunk is 64 channels x BM positions of one image,
 // one tiled box of 64 positions x 64 channels a warpgroup, which is A in M-major order (64
 // positions of a channel in a 128-byte row, the same swizzle) for wgmma's transposed A; a block's
-// positions never span two images, so its outputs (without a residual) leave through shared
-// memory as 16-byte stores along each channel's positions.
+// positions never span two images. NCDHW outputs leave through shared memory as 16-byte stores
+// along each channel's positions.
 //
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
 // cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without
@@ -257,22 +257,21 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
   const int g = lane >> 2, t = lane & 3;
-  // A pointwise tile holds BM consecutive positions of one image: its outputs go through shared
-  // memory as BN channel rows of BM positions (16 bytes more a row keep the columns' writes off
-  // each other's banks), the ring being free once every warpgroup is past its last wgmma, and
-  // leave as 16-byte stores along each channel's positions (D·H·W % 8 == 0 and BM-aligned tiles
-  // keep them aligned where the output is). With a residual the rows hold the values before it in
-  // float32 (one rounding to the output type, after the residual), and the residual is read along
-  // the same runs as the stores, 16 bytes of outputs at a time (read into registers beside the
-  // values instead, they spilled at 128 registers); where those rows do not fit the ring, the tile
-  // stores as below.
+  // NCDHW outputs go through shared memory as BN channel rows of BM positions (16 bytes more a
+  // row keep the columns' writes off each other's banks), the ring being free once every
+  // warpgroup is past its last wgmma, and leave as 16-byte stores along each channel's positions
+  // where a run of 16 bytes stays in one image and lies on 16 bytes (element by element where not):
+  // from registers, 8 lanes of a warp stored 8 positions of a channel, half-filling each 32-byte
+  // sector of 16-bit outputs. With a residual the rows hold the values before it in float32 (one
+  // rounding to the output type, after the residual), and the residual is read along the same
+  // runs as the stores, 16 bytes of outputs at a time (read into registers beside the values
+  // instead, they spilled at 128 registers). NDHWC outputs leave from registers, below.
   using Staged = select_t<Spec::residual != 0, float, Out>;
   constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
   constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
-  static_assert(!A_MN || STAGED_FITS || Spec::residual != 0, "the staged outputs fit the ring");
-  if constexpr (A_MN && STAGED_FITS) {
+  static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
+  if constexpr (Spec::ndhwc == 0) {
     Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
-    const long long image = img0 * p.k * out_vol + s0;  // channel 0, position s0
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
@@ -292,24 +291,28 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       }
     }
     __syncthreads();
-    const int valid = static_cast<int>(out_vol - s0 < BM ? out_vol - s0 : BM);
+    const long long left = A_MN ? out_vol - s0 : m_total - m0;
+    const int valid = static_cast<int>(left < BM ? left : BM);
     const Out* const residual = reinterpret_cast<const Out*>(p.residual);
     const bool vector = reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
                         (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
     for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
       const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
       if (k0 + kl >= p.k || at >= valid) continue;
-      const long long offset = image + (k0 + kl) * out_vol + at;
+      // The run's image and its first position there.
+      long long n = A_MN ? img0 : m0 + at;
+      long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
+      const long long offset = (n * p.k + k0 + kl) * out_vol + pos;
       const Staged* const src = staged + kl * PITCH + at;
-      if constexpr (Spec::residual != 0) {
-        // EPV outputs: their values plus beta times the residual, rounded once; a 16-byte word
-        // of the residual's read and one of the outputs' stored, unpacked in registers.
-        if (vector && at + EPV <= valid) {
+      if (vector && at + EPV <= valid && pos + EPV <= out_vol && offset % EPV == 0) {
+        if constexpr (Spec::residual != 0) {
+          // EPV outputs: their values plus beta times the residual, rounded once; a 16-byte word
+          // of the residual's read and one of the outputs' stored, unpacked in registers.
           auto finish_word = [&](unsigned r, int x) -> unsigned {
             if constexpr (sizeof(Out) == 2) {
-              return pack_pair<Out>(
-                  epilogue::finish<Spec>(src[x], to_float(Out{static_cast<unsigned short>(r & 0xffffu)}), p),
-                  epilogue::finish<Spec>(src[x + 1], to_float(Out{static_cast<unsigned short>(r >> 16)}), p));
+              float r0, r1;
+              unpack_pair<Out>(r, r0, r1);
+              return pack_pair<Out>(epilogue::finish<Spec>(src[x], r0, p), epilogue::finish<Spec>(src[x + 1], r1, p));
             } else {
               return __float_as_uint(epilogue::finish<Spec>(src[x], __uint_as_float(r), p));
             }
@@ -320,52 +323,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
                                                                finish_word(r.z, 2 * PER_WORD),
                                                                finish_word(r.w, 3 * PER_WORD));
         } else {
-          for (int x = 0; x < EPV && at + x < valid; ++x) {
-            out[offset + x] = from_float<Out>(epilogue::finish<Spec>(src[x], load_float(residual + offset + x), p));
-          }
+          *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
         }
-      } else if (vector && at + EPV <= valid) {
-        *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
       } else {
-        for (int x = 0; x < EPV && at + x < valid; ++x) out[offset + x] = src[x];
-      }
-    }
-    return;
-  }
-  if constexpr (Spec::ndhwc == 0) {
-    // NCDHW output: channel k of row m is at (n·K + k)·OD·OH·OW + s (pointwise tiles: image img0,
-    // position s0 + row); the 8 lanes of one t store 8 consecutive positions of a channel. Rows
-    // past the last position get a negative base.
-    long long base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
-      if constexpr (A_MN) {
-        base[h] = s0 + row < out_vol ? img0 * p.k * out_vol + s0 + row : -1;
-      } else {
-        long long n = m0 + row;
-        const bool ok = n < m_total;
-        const long long s = take_remainder(n, out_vol);
-        base[h] = ok ? n * p.k * out_vol + s : -1;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const long long k = k0 + 8 * j + 2 * t + e;
-        if (k >= p.k) continue;
-        const float b = p.has_bias ? load_float(bias + k) : 0.f;
-        float r[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) r[h] = epilogue::residual<Spec, float>(base[h] + k * out_vol, base[h] >= 0, p);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if (base[h] < 0) continue;
-          float v;
-          if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
-          else v = acc[4 * j + 2 * h + e];
-          out[base[h] + k * out_vol] = from_float<Out>(epilogue::apply_read<Spec>(v, b, r[h], p));
+        for (int x = 0; x < EPV && at + x < valid; ++x, ++pos) {
+          for (; pos >= out_vol; pos -= out_vol) ++n;  // the run went on into the next image
+          const long long o = (n * p.k + k0 + kl) * out_vol + pos;
+          if constexpr (Spec::residual != 0) {
+            out[o] = from_float<Out>(epilogue::finish<Spec>(src[x], load_float(residual + o), p));
+          } else {
+            out[o] = src[x];
+          }
         }
       }
     }

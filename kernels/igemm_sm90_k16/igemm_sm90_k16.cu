@@ -16,9 +16,11 @@
 // parity aligns. Two stages: the next tile's box loads while this tile computes. 16-bit outputs
 // of planes whose rows of channels lie on 16 bytes leave by TMA: each warpgroup transposes its 64
 // positions x BN channels into shared memory (stmatrix) and one thread stores them as a box, so
-// that the warpgroup goes on to the next tile at once; other outputs leave from registers
-// (common/run_store.cuh).
+// that the warpgroup goes on to the next tile at once; a residual arrives in that tile by cp.async
+// while the tile computes and is read back in the accumulators' layout (ldmatrix). Other outputs
+// leave from registers (common/run_store.cuh).
 #pragma once
+#include "common/async_copy.cuh"
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/run_store.cuh"
@@ -64,12 +66,12 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   const unsigned n_tiles = static_cast<unsigned>(p.n) * OD * plane_tiles;
   const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
   const int shift = geo::box_shift(p.pad_w);
-  // Output boxes: 16-bit outputs with no residual (whose reads beside the 32 values a thread
-  // packs spill at 128 registers) in planes of 16-byte rows. The host gives the output's map for
-  // every 16-bit output of such planes.
-  constexpr bool BOXES = sizeof(Out) == 2 && Spec::residual == 0;
-  const bool boxed = BOXES && sm90_stores_boxed(static_cast<long long>(OH) * OW,
-                                                           reinterpret_cast<unsigned long long>(out), 2);
+  // Output boxes: 16-bit outputs in planes of 16-byte rows (and a residual on 16 bytes, read by
+  // 16-byte copies). The host gives the output's map for every 16-bit output of such planes.
+  constexpr bool BOXES = sizeof(Out) == 2;
+  const bool boxed = BOXES &&
+                     sm90_stores_boxed(static_cast<long long>(OH) * OW, reinterpret_cast<unsigned long long>(out), 2) &&
+                     (Spec::residual == 0 || p.residual % 16 == 0);
   const int wg = tid >> 7;
   unsigned char* const out_tile =
       smem + L.out_at + ((1024u - (tma::smem_addr(smem + L.out_at) & 1023u)) & 1023u) + wg * L.out_tile_bytes;
@@ -137,6 +139,24 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
     const unsigned plane = plane_of(tile);
     const int n = static_cast<int>(plane / OD), od = static_cast<int>(plane % OD);
     const int first = first_of(tile), oy0 = first / OW, last = OH * OW - 1;
+    if constexpr (BOXES && Spec::residual != 0) {
+      // The warpgroup's residual, 16 bytes (8 positions of a channel) a copy, into its output tile
+      // where the box store reads them (the last box has left it: the barrier above). Chunks past
+      // the plane or past K are not read: their outputs are outside the box.
+      if (boxed) {
+        const Out* const res = reinterpret_cast<const Out*>(p.residual);
+        const int pos0 = first + wg * 64;
+#pragma unroll
+        for (int i = tid & 127; i < BN * 8; i += 128) {
+          const int c = i / 8, chunk = i % 8, k = kb * BN + c, pos = pos0 + chunk * 8;
+          const bool inside = k < K && pos < OH * OW;
+          const long long at = ((static_cast<long long>(n) * K + k) * OD + od) * (OH * OW) + pos;
+          copy_or_zero<16>(reinterpret_cast<float*>(out_tile + c * 128 + ((chunk ^ (c & 7)) << 4)),
+                           reinterpret_cast<const float*>(inside ? res + at : res), inside);
+        }
+        copies_commit();
+      }
+    }
     // The words of position q's first input pair (+ t: its k = 2t pair), from the copy that
     // aligns it; positions past the plane read its last one (not stored).
     auto words_of = [&](int q) {
@@ -181,16 +201,12 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
         // 8 x 8 blocks (j, h): positions g + 8h x channels 8j + ..., a thread's pair of channels a
         // register; stmatrix .trans writes each block's channels as rows of 8 positions (16 bytes)
         // into the warpgroup's tile: row = channel (128 bytes), 16-byte chunk = the position's
-        // eighth, swizzled by the channel's row in its group of 8, as the box's 128-byte swizzle reads.
-        unsigned packed[NB][2];
-#pragma unroll
-        for (int j = 0; j < NB; ++j) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int c = 8 * j + 2 * t;
-            packed[j][h] = pack_pair<Out>(epilogue::value<Spec>(acc[4 * j + 2 * h], bias_s[c], p),
-                                          epilogue::value<Spec>(acc[4 * j + 2 * h + 1], bias_s[c + 1], p));
-          }
+        // eighth, swizzled by the channel's row in its group of 8, as the box's 128-byte swizzle
+        // reads. ldmatrix .trans from the same addresses gives the residual there in the same
+        // registers' layout.
+        if constexpr (Spec::residual != 0) {
+          copies_wait<0>();
+          asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");  // every copy of the tile is in
         }
         const int m = lane >> 3, row = lane & 7;  // the block and its row this lane addresses
         const int chunk = ((tid >> 5) & 3) * 2 + (m & 1);
@@ -198,9 +214,23 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
         for (int jj = 0; jj < NB / 2; ++jj) {
           const int c = 8 * (2 * jj + (m >> 1)) + row;
           const unsigned addr = tma::smem_addr(out_tile + c * 128 + ((chunk ^ row) << 4));
+          unsigned res[4] = {0u, 0u, 0u, 0u}, packed[4];
+          if constexpr (Spec::residual != 0) {
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(res[0]), "=r"(res[1]), "=r"(res[2]), "=r"(res[3])
+                         : "r"(addr)
+                         : "memory");
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int j = 2 * jj + i / 2, h = i % 2, c = 8 * j + 2 * t;
+            float r0, r1;
+            unpack_pair<Out>(res[i], r0, r1);
+            packed[i] = pack_pair<Out>(epilogue::apply_read<Spec>(acc[4 * j + 2 * h], bias_s[c], r0, p),
+                                       epilogue::apply_read<Spec>(acc[4 * j + 2 * h + 1], bias_s[c + 1], r1, p));
+          }
           asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-                       "r"(packed[2 * jj][0]), "r"(packed[2 * jj][1]), "r"(packed[2 * jj + 1][0]),
-                       "r"(packed[2 * jj + 1][1])
+                       "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
                        : "memory");
         }
         tma::fence_shared_to_async();

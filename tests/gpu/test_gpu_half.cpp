@@ -213,8 +213,9 @@ std::vector<Case> sm90_cases() {
 // igemm_sm90_k16 on sm_90 (k16 products gathered two kw a load from the bf16 / fp16 box): the
 // reference's kernel with and without padding, OW no multiple of 8 (odd pairs and runs), stride
 // 2, even KW with dilation, K past 64 (two warpgroups of 128 columns), an odd count of kernel
-// rows, the heaviest epilogue with the residual (16-bit outputs from registers) and an activation
-// without it (through the output boxes), both output types; forced tiles.
+// rows, the heaviest epilogue with the residual (16-bit outputs: read into the output boxes' tiles,
+// and from registers where the plane's rows are off 16 bytes) and an activation without it, both
+// output types; forced tiles.
 std::vector<Case> k16_cases() {
   const std::vector<Conv3dDesc> shapes = {
       make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
@@ -224,7 +225,11 @@ std::vector<Case> k16_cases() {
   return sm90_typed_cases(shapes, "igemm_sm90_k16", [&](DataType type, bool fp32_output) {
     Conv3dDesc boxed = typed(shapes[0], type, Layout::NCDHW, fp32_output);
     boxed.epilogue = test::epilogue_cases()[3];
+    Conv3dDesc unboxed = typed(shapes[3], type, Layout::NCDHW, fp32_output);  // 7 x 15 positions a plane
+    unboxed.epilogue = test::epilogue_cases()[3];
+    unboxed.epilogue.residual = true;
     return std::vector<Case>{{"", boxed, "igemm_sm90_k16"},
+                             {"", unboxed, "igemm_sm90_k16"},
                              {"igemm_sm90_k16:2,64", typed(shapes[1], type, Layout::NCDHW, fp32_output), "igemm_sm90_k16"}};
   });
 }

@@ -195,8 +195,8 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   Conv3dDesc heavy = test::make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, Dims3{1, 2, 3}, 1, 1, true);
   heavy.epilogue = test::epilogue_cases()[3];  // GELU, scaled
-  heavy.epilogue.residual = true;
-  Conv3dDesc boxed = heavy;  // 16-bit outputs without a residual leave by TMA boxes
+  heavy.epilogue.residual = true;  // 16-bit outputs: the residual read into the output box's tile
+  Conv3dDesc boxed = heavy;
   boxed.epilogue.residual = false;
   const Conv3dDesc cases[] = {
       test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),                  // the reference
