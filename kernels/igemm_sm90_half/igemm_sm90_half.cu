@@ -294,17 +294,19 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const long long left = A_MN ? out_vol - s0 : m_total - m0;
     const int valid = static_cast<int>(left < BM ? left : BM);
     const Out* const residual = reinterpret_cast<const Out*>(p.residual);
-    const bool vector = reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
-                        (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
-    for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
-      const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
-      if (k0 + kl >= p.k || at >= valid) continue;
-      // The run's image and its first position there.
-      long long n = A_MN ? img0 : m0 + at;
-      long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
-      const long long offset = (n * p.k + k0 + kl) * out_vol + pos;
-      const Staged* const src = staged + kl * PITCH + at;
-      if (vector && at + EPV <= valid && pos + EPV <= out_vol && offset % EPV == 0) {
+    // 16-byte runs where every run stays in one image and lies on 16 bytes (OD·OH·OW a multiple
+    // of a run, the output and residual aligned; valid is a multiple of a run then); else one
+    // element a thread, consecutive threads on consecutive positions of a channel.
+    const bool runs = (A_MN || out_vol % EPV == 0) && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
+                      (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
+    if (runs) {
+      for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
+        const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
+        if (k0 + kl >= p.k || at >= valid) continue;
+        long long n = A_MN ? img0 : m0 + at;
+        const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
+        const long long offset = (n * p.k + k0 + kl) * out_vol + pos;
+        const Staged* const src = staged + kl * PITCH + at;
         if constexpr (Spec::residual != 0) {
           // EPV outputs: their values plus beta times the residual, rounded once; a 16-byte word
           // of the residual's read and one of the outputs' stored, unpacked in registers.
@@ -325,14 +327,20 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         } else {
           *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
         }
-      } else {
-        for (int x = 0; x < EPV && at + x < valid; ++x, ++pos) {
-          for (; pos >= out_vol; pos -= out_vol) ++n;  // the run went on into the next image
+      }
+    } else {
+      static_assert(THREADS % BM == 0, "a thread's position is the same in every channel it stores");
+      const int at = tid % BM;
+      if (at < valid) {
+        long long n = A_MN ? img0 : m0 + at;
+        const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
+        for (int kl = tid / BM; kl < BN && k0 + kl < p.k; kl += THREADS / BM) {
           const long long o = (n * p.k + k0 + kl) * out_vol + pos;
+          const Staged v = staged[kl * PITCH + at];
           if constexpr (Spec::residual != 0) {
-            out[o] = from_float<Out>(epilogue::finish<Spec>(src[x], load_float(residual + o), p));
+            out[o] = from_float<Out>(epilogue::finish<Spec>(v, load_float(residual + o), p));
           } else {
-            out[o] = src[x];
+            out[o] = v;
           }
         }
       }

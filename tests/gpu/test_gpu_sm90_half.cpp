@@ -119,9 +119,9 @@ std::vector<Case> long_reduction_cases() {
 }
 
 // NCDHW layers: the channels_last copies of input and weight (whole and partial 64 x 64 tiles),
-// the NCDHW store of both output types through shared memory (16-byte runs, and element by element
-// where a run is off 16 bytes or crosses images), the residual read in NCDHW, a padding mode, a
-// long reduction.
+// the NCDHW store of both output types through shared memory (16-byte runs, and one element a
+// thread where planes are off 16 bytes and tiles cross images), the residual read in NCDHW, a
+// padding mode, a long reduction.
 std::vector<Case> ncdhw_cases() {
   std::vector<Case> out;
   int i = 0;
@@ -141,7 +141,7 @@ std::vector<Case> ncdhw_cases() {
   out.push_back({"", r});
   r.fp32_output = true;
   out.push_back({"igemm_sm90_half:128,128", r});
-  // Planes of 105 positions: runs off 16 bytes and runs that go on into the next image.
+  // Planes of 105 positions: off 16 bytes, tiles across images.
   Conv3dDesc odd = ncdhw(ndhwc(shapes()[2], DataType::Float16, false));
   odd.epilogue = r.epilogue;
   out.push_back({"", odd});
