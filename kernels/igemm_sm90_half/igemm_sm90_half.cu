@@ -329,18 +329,27 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         }
       }
     } else {
+      // The residuals of 8 channels are read before their outputs are stored: loads after a store
+      // would wait for it (the residual may be the output), one DRAM round trip each.
       static_assert(THREADS % BM == 0, "a thread's position is the same in every channel it stores");
+      constexpr int STEP = THREADS / BM, BATCH = 8;
       const int at = tid % BM;
       if (at < valid) {
         long long n = A_MN ? img0 : m0 + at;
         const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
-        for (int kl = tid / BM; kl < BN && k0 + kl < p.k; kl += THREADS / BM) {
-          const long long o = (n * p.k + k0 + kl) * out_vol + pos;
-          const Staged v = staged[kl * PITCH + at];
-          if constexpr (Spec::residual != 0) {
-            out[o] = from_float<Out>(epilogue::finish<Spec>(v, load_float(residual + o), p));
-          } else {
-            out[o] = v;
+        const long long o0 = (n * p.k + k0) * out_vol + pos;  // channel k0
+        for (int kl0 = tid / BM; kl0 < BN; kl0 += BATCH * STEP) {
+          float r[BATCH];
+#pragma unroll
+          for (int u = 0; u < BATCH; ++u) {
+            const int kl = kl0 + u * STEP;
+            r[u] = epilogue::residual<Spec, float>(o0 + kl * out_vol, kl < BN && k0 + kl < p.k, p);
+          }
+#pragma unroll
+          for (int u = 0; u < BATCH; ++u) {
+            const int kl = kl0 + u * STEP;
+            if (kl >= BN || k0 + kl >= p.k) break;
+            out[o0 + kl * out_vol] = from_float<Out>(epilogue::finish<Spec>(to_float(staged[kl * PITCH + at]), r[u], p));
           }
         }
       }

@@ -10,6 +10,7 @@
 #include "config_cases.hpp"
 #include "conv3djit/engine.hpp"
 #include "jit/nvrtc_compiler.hpp"
+#include "ptxas_report.hpp"
 
 using namespace conv3djit;
 
@@ -177,6 +178,24 @@ TEST_CASE("epilogues compile for sm_90, without ptxas notes on the store paths t
   Conv3dDesc plain = two_planes;
   plain.epilogue = Epilogue{};
   CHECK(engine.kernel_for(plain, "sm_90").find(" epi=bias cg=4 ") != std::string::npos);
+}
+
+TEST_CASE("igemm_sm90's register stores with a residual (read in batches before their stores) compile without spills") {
+  // Pointwise layers (paired positions: 256 columns in the tf32 class, 128 in fp32) and an odd
+  // width (one position a store).
+  Conv3dDesc pointwise = test::make(1, 512, {8, 28, 28}, 512, {1, 1, 1});
+  Conv3dDesc odd = test::make(2, 64, {8, 27, 27}, 128, {3, 3, 3}, 1, 1);
+  for (Conv3dDesc d : {pointwise, odd}) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      d.precision = precision;
+      d.epilogue = test::epilogue_cases()[3];
+      d.epilogue.residual = true;
+      const test::PtxasReport r = test::ptxas_report(d, "sm_90");
+      INFO(describe(d));
+      CHECK(r.kernel.rfind("igemm_sm90 ", 0) == 0);
+      test::check_no_spills(r);
+    }
+  }
 }
 
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {

@@ -12,8 +12,12 @@
 #include "jit/codegen.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/plan.hpp"
+#include "ptxas_report.hpp"
 
 using namespace conv3djit;
+using test::check_no_spills;
+using test::PtxasReport;
+using test::ptxas_report;
 
 namespace {
 
@@ -24,24 +28,6 @@ Conv3dDesc half_desc(DataType type, Layout layout, bool fp32_output, Conv3dDesc 
   return d;
 }
 
-// ptxas' resource lines for the kernel of desc's plan on arch (forced: a --config), compiled
-// with -v: "Used N registers, ... 0 bytes spill stores, 0 bytes spill loads".
-struct PtxasReport {
-  std::string kernel, log;
-};
-PtxasReport ptxas_report(const Conv3dDesc& desc, const std::string& arch, const std::string& forced = "") {
-  const detail::Problem prob = detail::make_problem(desc);
-  const detail::Plan plan = detail::make_plan(prob, detail::limits_for_arch(arch), forced);
-  detail::GeneratedKernel gen = detail::generate(plan.key, arch);
-  gen.options.push_back("--ptxas-options=-v");
-  return {detail::canonical_text(plan.key), detail::nvrtc_compile(gen).notes};
-}
-
-void check_no_spills(const PtxasReport& r) {
-  INFO(r.kernel << "\n" << r.log);
-  CHECK(r.log.find("Used ") != std::string::npos);
-  CHECK(r.log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
-}
 
 // Each of `bases` as bf16 and fp16 NCDHW layers, with outputs in their type and in float32.
 std::vector<Conv3dDesc> ncdhw_half_variants(std::initializer_list<Conv3dDesc> bases) {

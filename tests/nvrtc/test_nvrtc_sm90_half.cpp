@@ -12,8 +12,10 @@
 #include "jit/codegen.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/plan.hpp"
+#include "ptxas_report.hpp"
 
 using namespace conv3djit;
+using test::PtxasReport;
 
 namespace {
 
@@ -24,22 +26,10 @@ Conv3dDesc ndhwc(DataType type, bool fp32_output, Conv3dDesc d) {
   return d;
 }
 
-struct PtxasReport {
-  std::string kernel, log;
-};
-PtxasReport ptxas_report(const Conv3dDesc& desc, const std::string& forced = "") {
-  const detail::Problem prob = detail::make_problem(desc);
-  const detail::Plan plan = detail::make_plan(prob, detail::limits_for_arch("sm_90"), forced);
-  detail::GeneratedKernel gen = detail::generate(plan.key, "sm_90");
-  gen.options.push_back("--ptxas-options=-v");
-  return {detail::canonical_text(plan.key), detail::nvrtc_compile(gen).notes};
-}
-
 void check_compiles_clean(const PtxasReport& r) {
   INFO(r.kernel << "\n" << r.log);
   CHECK(r.kernel.rfind("igemm_sm90_half ", 0) == 0);
-  CHECK(r.log.find("Used ") != std::string::npos);
-  CHECK(r.log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+  test::check_no_spills(r);
   CHECK(r.log.find("C7510") == std::string::npos);  // wgmma serialised
 }
 
@@ -222,7 +212,7 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     for (const bool fp32_output : {false, true}) {
       for (const Conv3dDesc& base : {wide, mid}) {
         const Conv3dDesc d = ndhwc(type, fp32_output, base);
-        DYNAMIC_SECTION(describe(d)) { check_compiles_clean(ptxas_report(d)); }
+        DYNAMIC_SECTION(describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }
       }
     }
   }
@@ -230,32 +220,32 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
   e.epilogue = test::epilogue_cases()[3];  // GELU, scaled
   e.epilogue.residual = true;
   SECTION("epilogue with residual") {
-    const PtxasReport r = ptxas_report(e);
+    const PtxasReport r = test::ptxas_report(e, "sm_90");
     CHECK(r.kernel.find(" epi=bias+scale+gelu+res ") != std::string::npos);
     check_compiles_clean(r);
   }
   for (const PaddingMode mode : {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular}) {
     Conv3dDesc h = ndhwc(DataType::Float16, false, mid);
     h.padding_mode = mode;
-    DYNAMIC_SECTION("padding " << padding_mode_name(mode)) { check_compiles_clean(ptxas_report(h)); }
+    DYNAMIC_SECTION("padding " << padding_mode_name(mode)) { check_compiles_clean(test::ptxas_report(h, "sm_90")); }
   }
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const bool fp32_output : {false, true}) {
       Conv3dDesc d = ndhwc(type, fp32_output, mid);
       d.layout = Layout::NCDHW;
-      DYNAMIC_SECTION("NCDHW " << describe(d)) { check_compiles_clean(ptxas_report(d)); }
+      DYNAMIC_SECTION("NCDHW " << describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }
     }
   }
   SECTION("NCDHW epilogue with residual") {
     Conv3dDesc n = e;
     n.layout = Layout::NCDHW;
-    check_compiles_clean(ptxas_report(n));
+    check_compiles_clean(test::ptxas_report(n, "sm_90"));
   }
   for (const bool fp32_output : {false, true}) {
     Conv3dDesc pw = ndhwc(DataType::Float16, fp32_output, test::make(2, 72, {3, 8, 10}, 100, {1, 1, 1}));
     pw.layout = Layout::NCDHW;
     DYNAMIC_SECTION("M-major " << describe(pw)) {
-      const PtxasReport r = ptxas_report(pw);
+      const PtxasReport r = test::ptxas_report(pw, "sm_90");
       CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
       check_compiles_clean(r);
     }
@@ -265,12 +255,12 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     pw.layout = Layout::NCDHW;
     pw.epilogue = test::epilogue_cases()[3];  // GELU, scaled
     pw.epilogue.residual = true;
-    const PtxasReport r = ptxas_report(pw);
+    const PtxasReport r = test::ptxas_report(pw, "sm_90");
     CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
     check_compiles_clean(r);
     Conv3dDesc wide = pw;
     wide.fp32_output = true;
-    check_compiles_clean(ptxas_report(wide, "igemm_sm90_half:128,256"));
+    check_compiles_clean(test::ptxas_report(wide, "sm_90", "igemm_sm90_half:128,256"));
   }
   SECTION("channels_last copies") {
     Conv3dDesc n = ndhwc(DataType::BFloat16, false, mid);
@@ -288,6 +278,8 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
                              "igemm_sm90_half:bm=128,bn=64,stages=6", "igemm_sm90_half:128,128,3,0",
                              "igemm_sm90_half:128,256,4,0", "igemm_sm90_half:128,192,4",
                              "igemm_sm90_half:128,96", "igemm_sm90_half:64,192,3,0"}) {
-    DYNAMIC_SECTION(config) { check_compiles_clean(ptxas_report(ndhwc(DataType::BFloat16, false, wide), config)); }
+    DYNAMIC_SECTION(config) {
+      check_compiles_clean(test::ptxas_report(ndhwc(DataType::BFloat16, false, wide), "sm_90", config));
+    }
   }
 }
