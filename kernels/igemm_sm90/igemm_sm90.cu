@@ -819,37 +819,24 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
           const int2 at = position(o, pa);
           if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-          Out* const d0 = out_at(at);
-          const long long at0 = d0 - out;
-          // The residuals of JB column groups first, all in flight (a read after a store waits
-          // for it: the residual may be the output), then their stores.
-          constexpr int JB = NB < 4 ? NB : 4;
-          static_assert(NB % JB == 0, "whole batches of column groups");
+          Out* d0 = out_at(at);
 #pragma unroll
-          for (int j0 = 0; j0 < NB; j0 += JB) {
-            float r[JB][4];
-#pragma unroll
-            for (int jj = 0; jj < JB; ++jj) {
-              const int k = kb * BN + (j0 + jj) * 8 + 2 * t;
-              const long long a = at0 + static_cast<long long>(j0 + jj) * 8 * out_vol;
-              r[jj][0] = epilogue::residual<Spec, float>(a, k < K, p);
-              r[jj][1] = epilogue::residual<Spec, float>(a + 1, k < K, p);
-              r[jj][2] = epilogue::residual<Spec, float>(a + out_vol, k + 1 < K, p);
-              r[jj][3] = epilogue::residual<Spec, float>(a + out_vol + 1, k + 1 < K, p);
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at0 = d0 - out, at1 = at0 + out_vol;
+            // The residuals first, all four in flight (epilogue.cuh).
+            const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at0 + 1, k < K, p);
+            const float r2 = epilogue::residual<Spec, float>(at1, k + 1 < K, p);
+            const float r3 = epilogue::residual<Spec, float>(at1 + 1, k + 1 < K, p);
+            if (k < K) {
+              store_pair(d0, epilogue::apply_read<Spec>(sum[j * 4], b.x, r0, p),
+                         epilogue::apply_read<Spec>(sum[j * 4 + 2], b.x, r1, p));
             }
-#pragma unroll
-            for (int jj = 0; jj < JB; ++jj) {
-              const int j = j0 + jj, k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              Out* const dst = d0 + static_cast<long long>(j) * 8 * out_vol;
-              if (k < K) {
-                store_pair(dst, epilogue::apply_read<Spec>(sum[j * 4], b.x, r[jj][0], p),
-                           epilogue::apply_read<Spec>(sum[j * 4 + 2], b.x, r[jj][1], p));
-              }
-              if (k + 1 < K) {
-                store_pair(dst + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + 1], b.y, r[jj][2], p),
-                           epilogue::apply_read<Spec>(sum[j * 4 + 3], b.y, r[jj][3], p));
-              }
+            if (k + 1 < K) {
+              store_pair(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + 1], b.y, r2, p),
+                         epilogue::apply_read<Spec>(sum[j * 4 + 3], b.y, r3, p));
             }
           }
           continue;
@@ -878,29 +865,16 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         for (int half = 0; half < (RUNS16 ? 0 : 2); ++half) {  // (RUNS16: stored above)
           const int2 at = position(o, pa + STEP * half);
           if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-          Out* const d0 = out_at(at);
-          const long long at0 = d0 - out;
-          constexpr int JB = NB < 4 ? NB : 4;  // column groups whose residuals are read first
+          Out* d0 = out_at(at);
 #pragma unroll
-          for (int j0 = 0; j0 < NB; j0 += JB) {
-            float r[JB][2];
-#pragma unroll
-            for (int jj = 0; jj < JB; ++jj) {
-              const int k = kb * BN + (j0 + jj) * 8 + 2 * t;
-              const long long a = at0 + static_cast<long long>(j0 + jj) * 8 * out_vol;
-              r[jj][0] = epilogue::residual<Spec, float>(a, k < K, p);
-              r[jj][1] = epilogue::residual<Spec, float>(a + out_vol, k + 1 < K, p);
-            }
-#pragma unroll
-            for (int jj = 0; jj < JB; ++jj) {
-              const int j = j0 + jj, k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              Out* const dst = d0 + static_cast<long long>(j) * 8 * out_vol;
-              if (k < K) store_float(dst, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r[jj][0], p));
-              if (k + 1 < K) {
-                store_float(dst + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r[jj][1], p));
-              }
-            }
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at = d0 - out;
+            const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
+            if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
+            if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
           }
         }
       }
