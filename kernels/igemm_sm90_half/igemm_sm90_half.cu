@@ -349,7 +349,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           for (int u = 0; u < BATCH; ++u) {
             const int kl = kl0 + u * STEP;
             if (kl >= BN || k0 + kl >= p.k) break;
-            out[o0 + kl * out_vol] = from_float<Out>(epilogue::finish<Spec>(to_float(staged[kl * PITCH + at]), r[u], p));
+            const float v = to_float(staged[kl * PITCH + at]);
+            out[o0 + kl * out_vol] = from_float<Out>(epilogue::finish<Spec>(v, r[u], p));
           }
         }
       }
