@@ -95,10 +95,10 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
            std::to_string(plan.key.field("stages"));
   };
   // Past 128 channels the width whose waves of 132 blocks sum the fewest columns: conv3b's 392
-  // row tiles take 256 (3 waves x 256 against 6 x 192), the same layer at batch 1 (49 row tiles,
-  // one wave either way) 192; K = 192 and 384 192 (no padded columns).
+  // row tiles take 256 (3 waves x 256 against 6 x 192), the same layer at batch 1 (49 row tiles:
+  // 98 blocks of 128 columns, one wave) 128; K = 192 and 384 192 (no padded columns).
   CHECK(tile(ndhwc(DataType::BFloat16, false, conv3b)) == "128x256x4");
-  CHECK(tile(d) == "128x192x4");
+  CHECK(tile(d) == "128x128x4");
   CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(8, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1))) == "128x128x3");
   CHECK(tile(ndhwc(DataType::BFloat16, true, conv3b)) == "128x128x3");
   CHECK(tile(ndhwc(DataType::BFloat16, false, test::make(1, 64, {3, 120, 208}, 384, {3, 3, 3}, 1, 1))) == "128x192x4");

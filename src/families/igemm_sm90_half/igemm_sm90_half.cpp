@@ -196,7 +196,8 @@ class HalfSm90Family final : public Family {
 
  private:
   // Where it is valid, whatever C: for K > 128, 128 x 256 or 128 x 192 with 4 stages (one block
-  // an SM), the width whose waves of kWaveBlocks blocks multiply the fewest columns; else BN = 128
+  // an SM), the width whose waves of kWaveBlocks blocks multiply the fewest columns (128 too on
+  // layers whose 128-column blocks fit one wave); else BN = 128
   // for K > 96, 96 for K > 64, else 64, with BM = 128 and 3 stages (two blocks an SM). On the H200
   // (docs/kernels/igemm_sm90_half.md), bf16 NDHWC: HunyuanVideo's C512 layer 128 x 256 x 4 1.33 ms,
   // x 3 1.43, 128 x 128 x 3 1.58; Wan's K = 384 layer at 120 x 208 128 x 192 x 4 0.258, 128 x 256
@@ -209,7 +210,13 @@ class HalfSm90Family final : public Family {
     if (k > 128) {
       // The width whose waves of one-a-SM blocks sum the fewest columns.
       auto columns = [&](int bn) { return ceil_div(blocks(prob, staged({128, bn, 4}, prob)), kWaveBlocks) * bn; };
-      const int wide_bn = columns(192) < columns(256) ? 192 : 256;
+      int wide_bn = columns(192) < columns(256) ? 192 : 256;
+      // Layers whose 128-column blocks fill at most one wave take those where the wide tile
+      // multiplies more columns (K = 256 at 98 blocks: 128 x 192 tiles leave a third of their
+      // second column block empty, and every block is alone on its SM either way).
+      if (blocks(prob, staged({128, 128, 4}, prob)) <= kWaveBlocks && columns(128) < columns(wide_bn)) {
+        wide_bn = 128;
+      }
       if (const HalfSm90Config wide = staged({128, wide_bn, 4}, prob); fits(prob, limits, wide)) {
         return plan(prob, limits, wide);
       }
