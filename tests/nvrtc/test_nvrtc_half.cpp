@@ -123,7 +123,7 @@ TEST_CASE("half-type igemm_sm80 kernels with the heaviest epilogue, padding mode
 TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, and compile without spills") {
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   // The reference's two-plane row tiles, with bias, then with the heaviest epilogue.
-  // (16 images: layers of less than one wave of blocks take more, smaller tiles.)
+  // (16 images: layers of up to two waves of blocks weigh the SMs their last wave leaves idle.)
   Conv3dDesc heavy = test::make(16, 3, {6, 20, 58}, 64, {3, 5, 7});
   heavy.epilogue = test::epilogue_cases()[3];  // GELU, scaled
   heavy.epilogue.residual = true;

@@ -234,8 +234,8 @@ TEST_CASE("element types, layout and output type are in the key, the traits and 
             .rfind("igemm_sm90 fp32 class=fp32 ", 0) == 0);
 }
 
-TEST_CASE("past one wave of blocks, batch size and depth do not change the key; channels per group do") {
-  // (Below one wave of 132 blocks a tile's share of the SMs counts: smaller tiles, another key.)
+TEST_CASE("past two waves of blocks, batch size and depth do not change the key; channels per group do") {
+  // (Up to two waves of 132 blocks the SMs a last wave leaves idle count: other tiles, another key.)
   Conv3dDesc d;
   d.n = 16; d.c = 8; d.d = d.h = d.w = 16; d.k = 16; d.kernel = {3, 3, 3};
   const DeviceLimits limits;

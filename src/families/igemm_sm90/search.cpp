@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "plan/family.hpp"
@@ -161,17 +162,20 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   return choice;
 }
 
-// The busy fraction of the SMs where a layer's blocks make less than one wave of one block an SM
-// (132, the H100's and H200's SM count, fixed so that plans never depend on the device). H200,
-// tf32, N = 1, C = K = 256, 8 x 28 x 28, 3 x 3 x 3 + GELU: 6 x 32 tiles of 128 columns (80
-// blocks) 0.142 ms, 4 x 32 (112 blocks) 0.109, 8 x 16 (128) 0.112. Past one wave the last
-// wave's idle SMs are not counted: c3d_conv3b_tf32 (8 such images) in 4 x 32 tiles of 256 columns
-// (448 blocks, 3.4 waves) 0.596 ms against 0.640 in 6 x 32 of 128 (640, 4.8 waves). Not for
-// pointwise layers, whose tiles were measured as they are (below).
+// The busy fraction of the SMs over a layer's waves of one block an SM (132, the H100's and
+// H200's SM count, fixed so that plans never depend on the device): a last wave that leaves SMs
+// idle costs as much as a full one. H200, tf32, N = 1, C = K = 256, 8 x 28 x 28, 3 x 3 x 3 + GELU:
+// 6 x 32 tiles of 128 columns (80 blocks) 0.142 ms, 4 x 32 (112 blocks) 0.101, 8 x 16 (128)
+// 0.112; video_vae_512_tf32 in 6 x 32 tiles (120 blocks) 0.278 ms, in 4 x 32 (160 blocks: two
+// waves) 0.363. Only up to two waves: past them the idle tail is a smaller share, and it would
+// tip choices the tile model leaves close but the GPU does not (the fp32 class's row tiles on
+// dilated, asymmetric_kernel and odd_extents, 20-25 % faster than the tiles it would take). Not
+// for pointwise layers, whose tiles were measured as they are (below).
 namespace {
 double sm90_wave_fill(long long blocks) {
   constexpr double kWaveBlocks = 132;
-  return std::min(1.0, double(blocks) / kWaveBlocks);
+  const double waves = double(blocks) / kWaveBlocks;
+  return waves <= 2 ? waves / std::ceil(waves) : 1.0;
 }
 }  // namespace
 
@@ -184,8 +188,10 @@ double sm90_wave_fill(long long blocks) {
 // warpgroup took 2x as long again). Tf32 layers with K > 128 may also take 256 columns
 // (2 warpgroups, for the registers): a product then needs half the input reads and gather
 // loads (H200, TF32: pointwise_256 0.0447 ms against 0.0476 with 3 warpgroups of 128 columns;
-// pointwise_512 0.0813 against 0.0922 with 2 of 128: as fast as 0.91 of 4 warpgroups of 128;
-// c3d_conv3b_tf32 in 4 x 32 tiles 0.596 against 0.640 in 6 x 32 of 128). A pointwise gather's loads are conflict-free or 4-way (all k
+// pointwise_512 0.0813 against 0.0922 with 2 of 128: as fast as 0.91 of 4 warpgroups of 128).
+// With a kernel of several taps each gathered slice feeds twice the products, and 256 columns
+// do as well as 4 warpgroups of 128: c3d_conv3b_tf32 in 4 x 32 tiles (448 blocks, 3.4 waves)
+// 0.596 ms against 0.640 in 6 x 32 of 128 (640 blocks, 4.8 waves). A pointwise gather's loads are conflict-free or 4-way (all k
 // of a load on one bank: channel pitches that are multiples of 32), which costs a little:
 // pointwise_512 in 8 x 16 tiles took 0.108 ms, in conflict-free 2 x 64 tiles 0.092. (Elsewhere
 // the pitch search leaves few conflicts, and tile shape matters more: video_vae_512 took 0.342 ms
@@ -260,7 +266,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
             if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl)) continue;
             // Useful fraction of the padded work, times the speed of this tile relative to 4
             // warpgroups of 128 columns (the times above).
-            const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
+            const double speed = bn == 256 ? (kvol > 1 ? 1.0 : 0.91) : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
             const int row = rows ? static_cast<int>(prob.out.w) : 0;
             double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) * sm90_area(prob, th, tw, row) *
                          (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed *
