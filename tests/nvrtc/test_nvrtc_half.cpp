@@ -123,11 +123,12 @@ TEST_CASE("half-type igemm_sm80 kernels with the heaviest epilogue, padding mode
 TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, and compile without spills") {
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   // The reference's two-plane row tiles, with bias, then with the heaviest epilogue.
-  Conv3dDesc heavy = test::make(2, 3, {6, 20, 58}, 64, {3, 5, 7});
+  // (16 images: layers of up to two waves of blocks weigh the SMs their last wave leaves idle.)
+  Conv3dDesc heavy = test::make(16, 3, {6, 20, 58}, 64, {3, 5, 7});
   heavy.epilogue = test::epilogue_cases()[3];  // GELU, scaled
   heavy.epilogue.residual = true;
   const Conv3dDesc cases[] = {
-      test::make(2, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      test::make(16, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
       heavy,
       test::make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),  // chunks of 8 channels: prepared weights
       test::make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true),  // W % 4 != 0, stride, dilation

@@ -267,6 +267,7 @@ std::vector<ConfigCase> epilogue_store_cases() {
       "depthwise:2,16,2,4",   // 16-byte and element stores
       "igemm:128,64",         // fp32 and tf32
       "sm90:3,64,64,512",     // single stores of each accumulator
+      "sm90:4,32,256,512",    // 256 columns (tf32 only)
       "sm90:2,64,64,4,1,1",   // staged boxes of row tiles: TMA stores, or the warps' copies
       "sm90:4,64,64,512,1,1,2",
       "sm90:2,64,64,512,1,0,2",  // paired 8-byte stores

@@ -323,7 +323,7 @@ TEST_CASE("a block alone on its SM streams its weight chunks through as many sta
 
 TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 or more stages") {
   // Such items run without draining the tensor cores (igemm_sm90.cu): c3d_conv3b (256 channels,
-  // 3 x 3 x 3) in 2-channel chunks, pointwise_512 in 32-channel ones; 64 columns keep the chunk
+  // 3 x 3 x 3) in 2-channel chunks of 256 columns, pointwise_512 in 32-channel ones; 64 columns keep the chunk
   // that wastes the fewest reduction slots (unet3d_decoder: 8 channels, 27 slices).
   struct Case {
     Conv3dDesc d;
@@ -333,7 +333,7 @@ TEST_CASE("tf32 layers of 128 or 256 columns take chunks that stream through 3 o
   const Conv3dDesc c3b = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
   const Conv3dDesc pw512 = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
   const Conv3dDesc decoder = test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1);
-  for (Case c : {Case{c3b, 128, 2, true}, Case{pw512, 256, 32, true}, Case{decoder, 64, 8, false}}) {
+  for (Case c : {Case{c3b, 256, 2, true}, Case{pw512, 256, 32, true}, Case{decoder, 64, 8, false}}) {
     c.d.precision = Precision::Tf32;
     INFO(describe(c.d));
     const detail::Plan plan = plan_for(c.d, "sm_90");
@@ -387,7 +387,7 @@ TEST_CASE("wgmma plans stage by TMA: in place, or from a pitched copy where rows
   small.precision = Precision::Tf32;
   for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
     for (int64_t w : {66, 63, 70}) {
-      Conv3dDesc d = w == 70 ? test::make(1, 3, {16, 20, 70}, 64, {3, 5, 7}) : reference_problem();
+      Conv3dDesc d = w == 70 ? test::make(16, 3, {16, 20, 70}, 64, {3, 5, 7}) : reference_problem();
       d.w = w;
       d.precision = precision;
       INFO(describe(d));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "plan/family.hpp"
@@ -161,17 +162,36 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   return choice;
 }
 
+// The busy fraction of the SMs over a layer's waves of one block an SM (132, the H100's and
+// H200's SM count, fixed so that plans never depend on the device): a last wave that leaves SMs
+// idle costs as much as a full one. H200, tf32, N = 1, C = K = 256, 8 x 28 x 28, 3 x 3 x 3 + GELU:
+// 6 x 32 tiles of 128 columns (80 blocks) 0.142 ms, 4 x 32 (112 blocks) 0.101, 8 x 16 (128)
+// 0.112; video_vae_512_tf32 in 6 x 32 tiles (120 blocks) 0.278 ms, in 4 x 32 (160 blocks: two
+// waves) 0.363. Only up to two waves: past them the idle tail is a smaller share, and it would
+// tip choices the tile model leaves close but the GPU does not (the fp32 class's row tiles on
+// dilated, asymmetric_kernel and odd_extents, 20-25 % faster than the tiles it would take). Not
+// for pointwise layers, whose tiles were measured as they are (below).
+namespace {
+double sm90_wave_fill(long long blocks) {
+  constexpr double kWaveBlocks = 132;
+  const double waves = double(blocks) / kWaveBlocks;
+  return waves <= 2 ? waves / std::ceil(waves) : 1.0;
+}
+}  // namespace
+
 // Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
 // whole group when its weights fit (converted once per block), else the chunk size that wastes
 // the fewest reduction slots (ties: the larger, fewer items). Tile: the least padded of TW in
 // {64, 32, 16, 8} x TH rows for 4, 3 or 2 warpgroups (earlier ones win ties: wide tiles load
 // fewer halo columns; more warpgroups hide each other's gathers: on the reference problem 4 / 3 /
 // 2 warpgroups took 1.86 / 2.08 / 2.42 ms with 3xTF32, 1.13 / 1.33 / 1.58 with TF32; one
-// warpgroup took 2x as long again). Pointwise tf32 layers with K > 128 may also take 256 columns
+// warpgroup took 2x as long again). Tf32 layers with K > 128 may also take 256 columns
 // (2 warpgroups, for the registers): a product then needs half the input reads and gather
-// loads, and these layers are bound by them (H200, TF32: pointwise_256 0.0447 ms against 0.0476
-// with 3 warpgroups of 128 columns; pointwise_512 0.0813 against 0.0922 with 2 of 128: as fast
-// as 0.91 of 4 warpgroups of 128). A pointwise gather's loads are conflict-free or 4-way (all k
+// loads (H200, TF32: pointwise_256 0.0447 ms against 0.0476 with 3 warpgroups of 128 columns;
+// pointwise_512 0.0813 against 0.0922 with 2 of 128: as fast as 0.91 of 4 warpgroups of 128).
+// With a kernel of several taps each gathered slice feeds twice the products, and 256 columns
+// do as well as 4 warpgroups of 128: c3d_conv3b_tf32 in 4 x 32 tiles (448 blocks, 3.4 waves)
+// 0.596 ms against 0.640 in 6 x 32 of 128 (640 blocks, 4.8 waves). A pointwise gather's loads are conflict-free or 4-way (all k
 // of a load on one bank: channel pitches that are multiples of 32), which costs a little:
 // pointwise_512 in 8 x 16 tiles took 0.108 ms, in conflict-free 2 x 64 tiles 0.092. (Elsewhere
 // the pitch search leaves few conflicts, and tile shape matters more: video_vae_512 took 0.342 ms
@@ -207,7 +227,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   const int cg = static_cast<int>(prob.c_per_group);
   const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
   std::vector<int> widths = {k <= 32 ? 32 : k <= 64 ? 64 : 128};
-  if (kvol == 1 && !sm90_split(prob) && k > 128) widths.push_back(256);
+  if (!sm90_split(prob) && k > 128) widths.push_back(256);
   std::vector<int> chunk_sizes = {cg};
   for (int cc : {64, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1}) {
     if (cc < cg) chunk_sizes.push_back(cc);
@@ -246,10 +266,11 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
             if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl)) continue;
             // Useful fraction of the padded work, times the speed of this tile relative to 4
             // warpgroups of 128 columns (the times above).
-            const double speed = bn == 256 ? 0.91 : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-            double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) *
-                         sm90_area(prob, th, tw, rows ? static_cast<int>(prob.out.w) : 0) *
-                         (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed;
+            const double speed = bn == 256 ? (kvol > 1 ? 1.0 : 0.91) : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
+            const int row = rows ? static_cast<int>(prob.out.w) : 0;
+            double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) * sm90_area(prob, th, tw, row) *
+                         (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed *
+                         (kvol > 1 ? sm90_wave_fill(sm90_tiles(prob, th, tw, row, pl) * ceil_div(k, bn)) : 1.0);
             if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
             auto c = sm90_candidate(prob, limits, th, tw, bn, cc, filter.tma.value_or(-1), rows, pl);
             if (!c) continue;
