@@ -124,6 +124,10 @@ unsigned checked_grid(long long blocks, const Family& family);
 /// Shared memory the driver reserves per block.
 inline constexpr int kSharedPerBlockReserved = 1024;
 
+/// Blocks a wave of the planners' cost models: the H100's and H200's SM count, fixed so that keys
+/// never depend on the device.
+inline constexpr long long kWaveBlocks = 132;
+
 template <class C, size_t N>
 Plan new_plan(const Problem& prob, const Family& family, const ConfigTable<C, N>& table, const C& config,
               int block, int shared_bytes) {

@@ -162,8 +162,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   return choice;
 }
 
-// The busy fraction of the SMs over a layer's waves of one block an SM (132, the H100's and
-// H200's SM count, fixed so that plans never depend on the device): a last wave that leaves SMs
+// The busy fraction of the SMs over a layer's waves of one block an SM (kWaveBlocks): a last wave that leaves SMs
 // idle costs as much as a full one. H200, tf32, N = 1, C = K = 256, 8 x 28 x 28, 3 x 3 x 3 + GELU:
 // 6 x 32 tiles of 128 columns (80 blocks) 0.142 ms, 4 x 32 (112 blocks) 0.101, 8 x 16 (128)
 // 0.112; video_vae_512_tf32 in 6 x 32 tiles (120 blocks) 0.278 ms, in 4 x 32 (160 blocks: two
@@ -173,8 +172,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
 // for pointwise layers, whose tiles were measured as they are (below).
 namespace {
 double sm90_wave_fill(long long blocks) {
-  constexpr double kWaveBlocks = 132;
-  const double waves = double(blocks) / kWaveBlocks;
+  const double waves = double(blocks) / double(kWaveBlocks);
   return waves <= 2 ? waves / std::ceil(waves) : 1.0;
 }
 }  // namespace

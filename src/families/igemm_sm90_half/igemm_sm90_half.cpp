@@ -60,10 +60,6 @@ HalfSm90Config staged(HalfSm90Config c, const Problem& prob) {
   return c;
 }
 
-// Blocks a wave of the planner's cost model: the H100's and H200's SM count, fixed so that keys
-// never depend on the device.
-constexpr long long kWaveBlocks = 132;
-
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
   if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || !mmajor_fits(prob))) return false;
