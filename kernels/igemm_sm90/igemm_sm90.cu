@@ -149,8 +149,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
   // Floats between input rows: half inputs are read from pitch_rows' float32 copy, in rows of W
-  // rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy).
-  const int WP = sizeof(typename Spec::element) == 2 ? (W + 3) / 4 * 4 : W;
+  // rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy), and so are float
+  // inputs with TMA boxes where W % 4 != 0.
+  const int WP = sizeof(typename Spec::element) == 2 || Spec::tma ? (W + 3) / 4 * 4 : W;
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
@@ -239,10 +240,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // inside the input (and, for other padding modes than zeros, where they read) is the same for
   // every row, so it is worked out once per item (bit k of `inside`, cols[k]), and each row only
   // adds its own bounds and one 64-bit row address. Positions outside the input are zero-filled
-  // from a valid address (the row start, or `in`). (TMA boxes fill only zeros: the planner keeps
-  // other modes on this path.)
+  // from a valid address (the row start, or `in`).
   constexpr int ROWS = CC * G.in_d * G.in_h, XS = (G.in_w + 31) / 32, MODE = Spec::pad_mode;
-  static_assert(MODE == padding::kZeros || !TMA, "igemm_sm90: TMA boxes pad with zeros only");
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * WP;
@@ -270,6 +269,51 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         copy_or_zero(d + 32 * k, src + (ok ? cols[k] : 0), ok);
       }
     }
+  };
+
+  // A TMA box fills what lies outside the input with zeros. With another padding mode the threads
+  // then overwrite the cells the gather reads there (columns shift .. shift + in_w - 1) with the
+  // mode's source: the tile's own cell where the source lies in the tile (replicate and reflect
+  // within the kernel's reach), else the input in global memory (circular). Tiles at none of the
+  // input's faces skip this; the others wait at a barrier for it (uniform: it depends on the tile
+  // only). Whole rows outside along D or H go a warp a row, the columns outside along W a thread a
+  // cell. Returns whether the tile had such cells.
+  auto fill_border = [&](const Origin& o, int chunk, int buf) {
+    const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w - shift;
+    const int left = min(max(-iw0 - shift, 0), G.in_w);
+    const int right = min(max(shift + G.in_w - (W - iw0), 0), G.in_w - left), cols = left + right;
+    const bool rows_out = ih0 < 0 || ih0 + G.in_h > H || id0 < 0 || id0 + (G.in_d - 1) * DD >= D;
+    if (!rows_out && cols == 0) return false;
+    const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * WP;
+    float* tile = tiles + buf * G.tile_floats;
+    auto outside = [&](int z, int y) {
+      return static_cast<unsigned>(id0 + z * DD) >= static_cast<unsigned>(D) ||
+             static_cast<unsigned>(ih0 + y) >= static_cast<unsigned>(H);
+    };
+    auto fill = [&](int c, int z, int y, int x) {
+      const int id = padding::source<MODE>(id0 + z * DD, D), ih = padding::source<MODE>(ih0 + y, H);
+      const int iw = padding::source<MODE>(iw0 + x, W), dz = id - id0, ys = ih - ih0, xs = iw - iw0;
+      const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
+      tile[c * CP + z * PP + y * RP + x] =
+          held ? tile[c * CP + dz / DD * PP + ys * RP + xs]
+               : in_n[(static_cast<long long>(chunk * CC + c) * D + id) * H * WP + static_cast<long long>(ih) * WP + iw];
+    };
+#pragma unroll 1
+    for (int row = rows_out ? warp : ROWS; row < ROWS; row += WARPS) {
+      const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d);
+      if ((CG % CC != 0 && chunk * CC + c >= CG) || !outside(z, y)) continue;  // (channels past C stay zero)
+      for (int x = shift + lane; x < shift + G.in_w; x += 32) fill(c, z, y, x);
+    }
+#pragma unroll 1
+    for (int i = tid; i < ROWS * cols; i += THREADS) {
+      const int row = i / cols, j = i % cols;
+      const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d);
+      if ((CG % CC != 0 && chunk * CC + c >= CG) || outside(z, y)) continue;
+      fill(c, z, y, j < left ? shift + j : shift + G.in_w - right + (j - left));
+    }
+    // The buffer's next box is written through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    return true;
   };
 
   constexpr bool BLOCKED = SPLIT && KRED > 512;
@@ -438,6 +482,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         fetch();
       }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
+      if constexpr (TMA && MODE != padding::kZeros) {
+        if (fill_border(o, chunk, buf)) __syncthreads();
+      }
 
       const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
       auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };

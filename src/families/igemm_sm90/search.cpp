@@ -141,8 +141,11 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   Sm90Choice choice{th, tw, bn, cc, row, pl,
                     Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts}, std::nullopt};
   const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
-  // (A box fills what lies outside the input with zeros: other padding modes take cp.async.)
-  if (staging != 0 && d.padding_mode == PaddingMode::Zeros && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
+  // A box fills what lies outside the input with zeros, which the kernel overwrites in other
+  // padding modes. Those take boxes only where a float input needs no pitched copy (W % 4 == 0):
+  // the mode's padding then costs no pass over the input.
+  const bool boxes_pad = d.padding_mode == PaddingMode::Zeros || d.dtype != DataType::Float32 || d.w % 4 == 0;
+  if (staging != 0 && boxes_pad && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
     // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
     // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
     // with the fewest gather wavefronts. (A pointwise tile of 8 rows puts its channels 8 rows
