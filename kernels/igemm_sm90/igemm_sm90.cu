@@ -274,46 +274,80 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // A TMA box fills what lies outside the input with zeros. With another padding mode the threads
   // then overwrite the cells the gather reads there (columns shift .. shift + in_w - 1) with the
   // mode's source: the tile's own cell where the source lies in the tile (replicate and reflect
-  // within the kernel's reach), else the input in global memory (circular). Tiles at none of the
-  // input's faces skip this; the others wait at a barrier for it (uniform: it depends on the tile
-  // only). Whole rows outside along D or H go a warp a row, the columns outside along W a thread a
-  // cell. Returns whether the tile had such cells.
-  auto fill_border = [&](const Origin& o, int chunk, int buf) {
-    const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w - shift;
-    const int left = min(max(-iw0 - shift, 0), G.in_w);
-    const int right = min(max(shift + G.in_w - (W - iw0), 0), G.in_w - left), cols = left + right;
-    const bool rows_out = ih0 < 0 || ih0 + G.in_h > H || id0 < 0 || id0 + (G.in_d - 1) * DD >= D;
-    if (!rows_out && cols == 0) return false;
-    const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * WP;
+  // within the kernel's reach), else the input in global memory (circular). Whole rows outside
+  // along D or H go a warp a row; the columns outside along W of the other rows a thread a cell,
+  // its first cell worked out once a tile (Border), so that a tile's later chunks copy one float.
+  struct Border {
+    int id0, ih0, iw0;  // the box's first input plane, row and column
+    int left, right;    // columns outside the input on either side (of those the gather reads)
+    bool rows;          // whether some rows lie outside along D or H
+    int c, dst, src;    // this thread's first column cell: channel (-1: none), offset, source's (-1: input)
+    __device__ bool any() const { return rows || left + right > 0; }
+  };
+  auto row_outside = [&](const Border& b, int z, int y) {
+    return static_cast<unsigned>(b.id0 + z * DD) >= static_cast<unsigned>(D) ||
+           static_cast<unsigned>(b.ih0 + y) >= static_cast<unsigned>(H);
+  };
+  // Channel, plane, row and column of a column cell i.
+  auto column_cell = [&](const Border& b, int i) {
+    const int cols = b.left + b.right, row = i / cols, j = i % cols;
+    const int x = j < b.left ? shift + j : shift + G.in_w - b.right + (j - b.left);
+    return make_int4(row / (G.in_h * G.in_d), row / G.in_h % G.in_d, row % G.in_h, x);
+  };
+  // Where cell (z, y, x) reads: its offset in the tile, or -1 where that lies outside the tile.
+  auto source_offset = [&](const Border& b, int z, int y, int x) {
+    const int dz = padding::source<MODE>(b.id0 + z * DD, D) - b.id0, ys = padding::source<MODE>(b.ih0 + y, H) - b.ih0;
+    const int xs = padding::source<MODE>(b.iw0 + x, W) - b.iw0;
+    const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
+    return held ? dz / DD * PP + ys * RP + xs : -1;
+  };
+  auto border_of = [&](const Origin& o) {
+    Border b;
+    b.id0 = o.od * SD - p.pad_d, b.ih0 = o.oh0 * SH - p.pad_h, b.iw0 = o.ow0 * SW - p.pad_w - shift;
+    b.left = min(max(-b.iw0 - shift, 0), G.in_w);
+    b.right = min(max(shift + G.in_w - (W - b.iw0), 0), G.in_w - b.left);
+    b.rows = b.ih0 < 0 || b.ih0 + G.in_h > H || b.id0 < 0 || b.id0 + (G.in_d - 1) * DD >= D;
+    b.c = -1;
+    if (tid < ROWS * (b.left + b.right)) {
+      const int4 cell = column_cell(b, tid);
+      if (!row_outside(b, cell.y, cell.z)) {
+        b.c = cell.x;
+        b.dst = cell.x * CP + cell.y * PP + cell.z * RP + cell.w;
+        b.src = source_offset(b, cell.y, cell.z, cell.w);
+        if (b.src >= 0) b.src += cell.x * CP;
+      }
+    }
+    return b;
+  };
+  auto fill_border = [&](const Border& b, int n, int chunk, int buf) {
+    const float* in_n = in + static_cast<long long>(n) * CG * D * H * WP;
     float* tile = tiles + buf * G.tile_floats;
-    auto outside = [&](int z, int y) {
-      return static_cast<unsigned>(id0 + z * DD) >= static_cast<unsigned>(D) ||
-             static_cast<unsigned>(ih0 + y) >= static_cast<unsigned>(H);
+    auto channel_ok = [&](int c) { return CG % CC == 0 || chunk * CC + c < CG; };  // (channels past C stay zero)
+    auto from_input = [&](int c, int z, int y, int x) {
+      const int id = padding::source<MODE>(b.id0 + z * DD, D), ih = padding::source<MODE>(b.ih0 + y, H);
+      const int iw = padding::source<MODE>(b.iw0 + x, W);
+      return in_n[(static_cast<long long>(chunk * CC + c) * D + id) * H * WP + static_cast<long long>(ih) * WP + iw];
     };
     auto fill = [&](int c, int z, int y, int x) {
-      const int id = padding::source<MODE>(id0 + z * DD, D), ih = padding::source<MODE>(ih0 + y, H);
-      const int iw = padding::source<MODE>(iw0 + x, W), dz = id - id0, ys = ih - ih0, xs = iw - iw0;
-      const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
-      tile[c * CP + z * PP + y * RP + x] =
-          held ? tile[c * CP + dz / DD * PP + ys * RP + xs]
-               : in_n[(static_cast<long long>(chunk * CC + c) * D + id) * H * WP + static_cast<long long>(ih) * WP + iw];
+      const int src = source_offset(b, z, y, x);
+      tile[c * CP + z * PP + y * RP + x] = src >= 0 ? tile[c * CP + src] : from_input(c, z, y, x);
     };
-#pragma unroll 1
-    for (int row = rows_out ? warp : ROWS; row < ROWS; row += WARPS) {
-      const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d);
-      if ((CG % CC != 0 && chunk * CC + c >= CG) || !outside(z, y)) continue;  // (channels past C stay zero)
-      for (int x = shift + lane; x < shift + G.in_w; x += 32) fill(c, z, y, x);
+    if (b.c >= 0 && channel_ok(b.c)) {
+      tile[b.dst] = b.src >= 0 ? tile[b.src] : from_input(b.c, b.dst % CP / PP, b.dst % PP / RP, b.dst % RP);
     }
 #pragma unroll 1
-    for (int i = tid; i < ROWS * cols; i += THREADS) {
-      const int row = i / cols, j = i % cols;
+    for (int i = tid + THREADS; i < ROWS * (b.left + b.right); i += THREADS) {
+      const int4 cell = column_cell(b, i);
+      if (channel_ok(cell.x) && !row_outside(b, cell.y, cell.z)) fill(cell.x, cell.y, cell.z, cell.w);
+    }
+#pragma unroll 1
+    for (int row = b.rows ? warp : ROWS; row < ROWS; row += WARPS) {
       const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d);
-      if ((CG % CC != 0 && chunk * CC + c >= CG) || outside(z, y)) continue;
-      fill(c, z, y, j < left ? shift + j : shift + G.in_w - right + (j - left));
+      if (!channel_ok(c) || !row_outside(b, z, y)) continue;
+      for (int x = shift + lane; x < shift + G.in_w; x += 32) fill(c, z, y, x);
     }
     // The buffer's next box is written through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    return true;
   };
 
   constexpr bool BLOCKED = SPLIT && KRED > 512;
@@ -460,6 +494,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
 #pragma unroll 1
   for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
     const Origin o = origin(tile);
+    constexpr bool FILLS = TMA && MODE != padding::kZeros;
+    Border border{};
+    if constexpr (FILLS) border = border_of(o);
     if constexpr (Spec::residual != 0) prefetch_residual(o);
     // The thread's second A row reads its inputs `second` bytes after its first: a compile-time
     // distance in TH x TW tiles (8 columns on, or one row down in tiles 8 wide) and for paired
@@ -476,14 +513,21 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         copies_wait<LEAD - 1>();  // this item's copies (the next LEAD - 1 items' stay in flight)
         // Weights copied with cp.async reach the tensor cores through the async proxy.
         if (CHUNKS > 1 && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // A box's padded cells are rewritten before the barrier, which the gathers then wait for.
+        if (FILLS && border.any()) {
+          tma::wait(bars + buf, it / STAGES & 1);
+          fill_border(border, o.n, chunk, buf);
+        }
         // This item's copies have landed, and every warp is done with the item whose buffer the
         // next copy refills: one barrier an item.
         __syncthreads();
         fetch();
       }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
-      if constexpr (TMA && MODE != padding::kZeros) {
-        if (fill_border(o, chunk, buf)) __syncthreads();
+      // Warps that run apart meet at a barrier of their own in tiles with padded cells.
+      if (DECOUPLED && FILLS && border.any()) {
+        fill_border(border, o.n, chunk, buf);
+        __syncthreads();
       }
 
       const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
