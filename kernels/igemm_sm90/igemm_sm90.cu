@@ -340,11 +340,29 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       const int4 cell = column_cell(b, i);
       if (channel_ok(cell.x) && !row_outside(b, cell.y, cell.z)) fill(cell.x, cell.y, cell.z, cell.w);
     }
+    // A row outside along D or H is its source row's copy, columns outside along W mapped: where
+    // that row lies in the tile, 16 bytes a lane over the columns inside, one float the rest.
+    const int lo = shift + b.left, hi = shift + G.in_w - b.right;  // the columns inside the input
+    const int va = lo < hi ? (lo + 3) / 4 * 4 : hi, vb = max(hi / 4 * 4, va);
 #pragma unroll 1
     for (int row = b.rows ? warp : ROWS; row < ROWS; row += WARPS) {
       const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d);
       if (!channel_ok(c) || !row_outside(b, z, y)) continue;
-      for (int x = shift + lane; x < shift + G.in_w; x += 32) fill(c, z, y, x);
+      const int from = lo < hi ? source_offset(b, z, y, lo) : -1;
+      if (from < 0) {
+        for (int x = shift + lane; x < shift + G.in_w; x += 32) fill(c, z, y, x);
+        continue;
+      }
+      float* dst = tile + c * CP + z * PP + y * RP;
+      const float* src = tile + c * CP + from - lo;
+      for (int x = va + 4 * lane; x < vb; x += 128) {
+        *reinterpret_cast<float4*>(dst + x) = *reinterpret_cast<const float4*>(src + x);
+      }
+      for (int j = lane; j < va - shift + (shift + G.in_w - vb); j += 32) {
+        const int x = j < va - shift ? shift + j : vb + (j - (va - shift));
+        const int xs = padding::source<MODE>(b.iw0 + x, W) - b.iw0;
+        dst[x] = xs >= 0 && xs < RP ? src[xs] : from_input(c, z, y, x);
+      }
     }
     // The buffer's next box is written through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
