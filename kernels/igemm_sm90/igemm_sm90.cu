@@ -274,25 +274,18 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // A TMA box fills what lies outside the input with zeros. With another padding mode the threads
   // then overwrite the cells the gather reads there (columns shift .. shift + in_w - 1) with the
   // mode's source: the tile's own cell where the source lies in the tile (replicate and reflect
-  // within the kernel's reach), else the input in global memory (circular). Whole rows outside
-  // along D or H go a warp a row; the columns outside along W of the other rows a thread a cell,
-  // its first cell worked out once a tile (Border), so that a tile's later chunks copy one float.
+  // within the kernel's reach), else the input in global memory (circular). Two passes, each
+  // reading only cells inside the input, so that neither waits for the other: the columns outside
+  // along W of every row, a thread a cell (its first cell worked out once a tile, in Border: a
+  // tile's later chunks copy one float); and the columns inside of the rows outside along D or H,
+  // copied from their source rows by all threads, 16 bytes where aligned.
   struct Border {
     int id0, ih0, iw0;  // the box's first input plane, row and column
     int left, right;    // columns outside the input on either side (of those the gather reads)
-    bool rows;          // whether some rows lie outside along D or H
+    int zf, zb, yf, yb; // planes [0, zf) and [zb, in_d), rows [0, yf) and [yb, in_h) lie outside
     int c, dst, src;    // this thread's first column cell: channel (-1: none), offset, source's (-1: input)
-    __device__ bool any() const { return rows || left + right > 0; }
-  };
-  auto row_outside = [&](const Border& b, int z, int y) {
-    return static_cast<unsigned>(b.id0 + z * DD) >= static_cast<unsigned>(D) ||
-           static_cast<unsigned>(b.ih0 + y) >= static_cast<unsigned>(H);
-  };
-  // Channel, plane, row and column of a column cell i.
-  auto column_cell = [&](const Border& b, int i) {
-    const int cols = b.left + b.right, row = i / cols, j = i % cols;
-    const int x = j < b.left ? shift + j : shift + G.in_w - b.right + (j - b.left);
-    return make_int4(row / (G.in_h * G.in_d), row / G.in_h % G.in_d, row % G.in_h, x);
+    __device__ int rows() const { return (zf + G.in_d - zb) * G.in_h + (zb - zf) * (yf + G.in_h - yb); }
+    __device__ bool any() const { return left + right > 0 || rows() > 0; }
   };
   // Where cell (z, y, x) reads: its offset in the tile, or -1 where that lies outside the tile.
   auto source_offset = [&](const Border& b, int z, int y, int x) {
@@ -301,21 +294,28 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
     return held ? dz / DD * PP + ys * RP + xs : -1;
   };
+  // Channel, plane, row and column of column cell i.
+  auto column_cell = [&](const Border& b, int i) {
+    const int cols = b.left + b.right, row = i / cols, j = i % cols;
+    const int x = j < b.left ? shift + j : shift + G.in_w - b.right + (j - b.left);
+    return make_int4(row / (G.in_h * G.in_d), row / G.in_h % G.in_d, row % G.in_h, x);
+  };
   auto border_of = [&](const Origin& o) {
     Border b;
     b.id0 = o.od * SD - p.pad_d, b.ih0 = o.oh0 * SH - p.pad_h, b.iw0 = o.ow0 * SW - p.pad_w - shift;
     b.left = min(max(-b.iw0 - shift, 0), G.in_w);
     b.right = min(max(shift + G.in_w - (W - b.iw0), 0), G.in_w - b.left);
-    b.rows = b.ih0 < 0 || b.ih0 + G.in_h > H || b.id0 < 0 || b.id0 + (G.in_d - 1) * DD >= D;
+    b.zf = b.id0 < 0 ? min((DD - 1 - b.id0) / DD, G.in_d) : 0;
+    b.zb = D - b.id0 > 0 ? min(max((D - b.id0 + DD - 1) / DD, b.zf), G.in_d) : b.zf;
+    b.yf = min(max(-b.ih0, 0), G.in_h);
+    b.yb = min(max(H - b.ih0, b.yf), G.in_h);
     b.c = -1;
     if (tid < ROWS * (b.left + b.right)) {
       const int4 cell = column_cell(b, tid);
-      if (!row_outside(b, cell.y, cell.z)) {
-        b.c = cell.x;
-        b.dst = cell.x * CP + cell.y * PP + cell.z * RP + cell.w;
-        b.src = source_offset(b, cell.y, cell.z, cell.w);
-        if (b.src >= 0) b.src += cell.x * CP;
-      }
+      b.c = cell.x;
+      b.dst = cell.x * CP + cell.y * PP + cell.z * RP + cell.w;
+      b.src = source_offset(b, cell.y, cell.z, cell.w);
+      if (b.src >= 0) b.src += cell.x * CP;
     }
     return b;
   };
@@ -328,40 +328,49 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       const int iw = padding::source<MODE>(b.iw0 + x, W);
       return in_n[(static_cast<long long>(chunk * CC + c) * D + id) * H * WP + static_cast<long long>(ih) * WP + iw];
     };
-    auto fill = [&](int c, int z, int y, int x) {
-      const int src = source_offset(b, z, y, x);
-      tile[c * CP + z * PP + y * RP + x] = src >= 0 ? tile[c * CP + src] : from_input(c, z, y, x);
-    };
     if (b.c >= 0 && channel_ok(b.c)) {
       tile[b.dst] = b.src >= 0 ? tile[b.src] : from_input(b.c, b.dst % CP / PP, b.dst % PP / RP, b.dst % RP);
     }
 #pragma unroll 1
     for (int i = tid + THREADS; i < ROWS * (b.left + b.right); i += THREADS) {
       const int4 cell = column_cell(b, i);
-      if (channel_ok(cell.x) && !row_outside(b, cell.y, cell.z)) fill(cell.x, cell.y, cell.z, cell.w);
+      if (!channel_ok(cell.x)) continue;
+      const int src = source_offset(b, cell.y, cell.z, cell.w);
+      tile[cell.x * CP + cell.y * PP + cell.z * RP + cell.w] =
+          src >= 0 ? tile[cell.x * CP + src] : from_input(cell.x, cell.y, cell.z, cell.w);
     }
-    // A row outside along D or H is its source row's copy, columns outside along W mapped: where
-    // that row lies in the tile, 16 bytes a lane over the columns inside, one float the rest.
-    const int lo = shift + b.left, hi = shift + G.in_w - b.right;  // the columns inside the input
-    const int va = lo < hi ? (lo + 3) / 4 * 4 : hi, vb = max(hi / 4 * 4, va);
+    // Rows outside: planes outside (every row), then the rows outside of the planes inside. A
+    // row's columns inside, lo .. hi - 1, are its units: 16 bytes from va to vb, one float the rest.
+    const int rows = b.rows(), lo = shift + b.left, hi = shift + G.in_w - b.right;
+    const int va = min((lo + 3) / 4 * 4, hi), vb = max(hi / 4 * 4, va), units = (vb - va) / 4 + (va - lo) + (hi - vb);
+    const int planes_out = (b.zf + G.in_d - b.zb) * G.in_h, rows_in = b.yf + G.in_h - b.yb;
 #pragma unroll 1
-    for (int row = b.rows ? warp : ROWS; row < ROWS; row += WARPS) {
-      const int y = row % G.in_h, z = row / G.in_h % G.in_d, c = row / (G.in_h * G.in_d);
-      if (!channel_ok(c) || !row_outside(b, z, y)) continue;
-      const int from = lo < hi ? source_offset(b, z, y, lo) : -1;
-      if (from < 0) {
-        for (int x = shift + lane; x < shift + G.in_w; x += 32) fill(c, z, y, x);
-        continue;
+    for (int i = tid; i < CC * rows * units; i += THREADS) {
+      const int c = i / (rows * units), r = i / units % rows, u = i % units;
+      if (!channel_ok(c)) continue;
+      int z, y;
+      if (r < planes_out) {
+        z = r / G.in_h < b.zf ? r / G.in_h : b.zb + (r / G.in_h - b.zf);
+        y = r % G.in_h;
+      } else {
+        const int k = r - planes_out;
+        z = b.zf + k / rows_in;
+        y = k % rows_in < b.yf ? k % rows_in : b.yb + (k % rows_in - b.yf);
       }
       float* dst = tile + c * CP + z * PP + y * RP;
+      const int from = source_offset(b, z, y, lo);  // (the row's source row, at column lo)
       const float* src = tile + c * CP + from - lo;
-      for (int x = va + 4 * lane; x < vb; x += 128) {
-        *reinterpret_cast<float4*>(dst + x) = *reinterpret_cast<const float4*>(src + x);
-      }
-      for (int j = lane; j < va - shift + (shift + G.in_w - vb); j += 32) {
-        const int x = j < va - shift ? shift + j : vb + (j - (va - shift));
-        const int xs = padding::source<MODE>(b.iw0 + x, W) - b.iw0;
-        dst[x] = xs >= 0 && xs < RP ? src[xs] : from_input(c, z, y, x);
+      if (u < (vb - va) / 4) {
+        const int x = va + 4 * u;
+        if (from >= 0) {
+          *reinterpret_cast<float4*>(dst + x) = *reinterpret_cast<const float4*>(src + x);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dst[x + e] = from_input(c, z, y, x + e);
+        }
+      } else {
+        const int s = u - (vb - va) / 4, x = s < va - lo ? lo + s : vb + (s - (va - lo));
+        dst[x] = from >= 0 ? src[x] : from_input(c, z, y, x);
       }
     }
     // The buffer's next box is written through the async proxy.
