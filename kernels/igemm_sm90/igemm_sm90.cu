@@ -276,16 +276,31 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // mode's source: the tile's own cell where the source lies in the tile (replicate and reflect
   // within the kernel's reach), else the input in global memory (circular). Two passes, each
   // reading only cells inside the input, so that neither waits for the other: the columns outside
-  // along W of every row, a thread a cell (its first cell worked out once a tile, in Border: a
-  // tile's later chunks copy one float); and the columns inside of the rows outside along D or H,
-  // copied from their source rows by all threads, 16 bytes where aligned.
+  // along W of every row, a thread a cell; and the columns inside of the rows outside along D or
+  // H, copied from their source rows 16 bytes at a time where aligned. A thread's first cell of
+  // each pass is worked out once a tile (Border), so that a tile's chunks mostly just copy.
+  struct Cell {
+    int c, dst, src;  // channel (-1: none), offset, the source's offset (-1: from the input)
+    bool vec;         // 16 bytes
+  };
   struct Border {
     int id0, ih0, iw0;  // the box's first input plane, row and column
     int left, right;    // columns outside the input on either side (of those the gather reads)
     int zf, zb, yf, yb; // planes [0, zf) and [zb, in_d), rows [0, yf) and [yb, in_h) lie outside
-    int c, dst, src;    // this thread's first column cell: channel (-1: none), offset, source's (-1: input)
+    Cell column, row;   // this thread's first cell of each pass
     __device__ int rows() const { return (zf + G.in_d - zb) * G.in_h + (zb - zf) * (yf + G.in_h - yb); }
     __device__ bool any() const { return left + right > 0 || rows() > 0; }
+  };
+  // A row's columns inside, lo .. hi - 1, in units: 16 bytes from va to vb, one float the rest.
+  struct Span {
+    int lo, hi, va, vb, vectors, units;
+  };
+  auto span_of = [&](const Border& b) {
+    Span s;
+    s.lo = shift + b.left, s.hi = shift + G.in_w - b.right;
+    s.va = min((s.lo + 3) / 4 * 4, s.hi), s.vb = max(s.hi / 4 * 4, s.va);
+    s.vectors = (s.vb - s.va) / 4, s.units = s.vectors + (s.va - s.lo) + (s.hi - s.vb);
+    return s;
   };
   // Where cell (z, y, x) reads: its offset in the tile, or -1 where that lies outside the tile.
   auto source_offset = [&](const Border& b, int z, int y, int x) {
@@ -294,11 +309,33 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
     return held ? dz / DD * PP + ys * RP + xs : -1;
   };
-  // Channel, plane, row and column of column cell i.
+  auto offset_of = [&](int c, int z, int y, int x) { return c * CP + z * PP + y * RP + x; };
+  // Column cell i: row i / cols, its (i % cols)-th column outside.
   auto column_cell = [&](const Border& b, int i) {
     const int cols = b.left + b.right, row = i / cols, j = i % cols;
+    const int c = row / (G.in_h * G.in_d), z = row / G.in_h % G.in_d, y = row % G.in_h;
     const int x = j < b.left ? shift + j : shift + G.in_w - b.right + (j - b.left);
-    return make_int4(row / (G.in_h * G.in_d), row / G.in_h % G.in_d, row % G.in_h, x);
+    const int src = source_offset(b, z, y, x);
+    return Cell{c, offset_of(c, z, y, x), src >= 0 ? c * CP + src : -1, false};
+  };
+  // Row unit i: channel, then the planes outside (every row), then the rows outside of the planes
+  // inside; the row's u-th unit of columns inside.
+  auto row_cell = [&](const Border& b, int i) {
+    const Span w = span_of(b);
+    const int rows = b.rows(), c = i / (rows * w.units), r = i / w.units % rows, u = i % w.units;
+    const int planes_out = (b.zf + G.in_d - b.zb) * G.in_h, rows_in = b.yf + G.in_h - b.yb;
+    int z, y;
+    if (r < planes_out) {
+      z = r / G.in_h < b.zf ? r / G.in_h : b.zb + (r / G.in_h - b.zf);
+      y = r % G.in_h;
+    } else {
+      const int k = r - planes_out;
+      z = b.zf + k / rows_in;
+      y = k % rows_in < b.yf ? k % rows_in : b.yb + (k % rows_in - b.yf);
+    }
+    const int s = u - w.vectors, x = s < 0 ? w.va + 4 * u : s < w.va - w.lo ? w.lo + s : w.vb + (s - (w.va - w.lo));
+    const int from = source_offset(b, z, y, w.lo);  // the row's source row, at column lo
+    return Cell{c, offset_of(c, z, y, x), from >= 0 ? c * CP + from - w.lo + x : -1, s < 0};
   };
   auto border_of = [&](const Origin& o) {
     Border b;
@@ -309,70 +346,37 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     b.zb = D - b.id0 > 0 ? min(max((D - b.id0 + DD - 1) / DD, b.zf), G.in_d) : b.zf;
     b.yf = min(max(-b.ih0, 0), G.in_h);
     b.yb = min(max(H - b.ih0, b.yf), G.in_h);
-    b.c = -1;
-    if (tid < ROWS * (b.left + b.right)) {
-      const int4 cell = column_cell(b, tid);
-      b.c = cell.x;
-      b.dst = cell.x * CP + cell.y * PP + cell.z * RP + cell.w;
-      b.src = source_offset(b, cell.y, cell.z, cell.w);
-      if (b.src >= 0) b.src += cell.x * CP;
-    }
+    b.column = tid < ROWS * (b.left + b.right) ? column_cell(b, tid) : Cell{-1, 0, 0, false};
+    b.row = tid < CC * b.rows() * span_of(b).units ? row_cell(b, tid) : Cell{-1, 0, 0, false};
     return b;
   };
   auto fill_border = [&](const Border& b, int n, int chunk, int buf) {
     const float* in_n = in + static_cast<long long>(n) * CG * D * H * WP;
     float* tile = tiles + buf * G.tile_floats;
-    auto channel_ok = [&](int c) { return CG % CC == 0 || chunk * CC + c < CG; };  // (channels past C stay zero)
-    auto from_input = [&](int c, int z, int y, int x) {
+    // A cell's value from the input (its source outside the tile): decoded from its offset.
+    auto from_input = [&](int dst) {
+      const int c = dst / CP, z = dst % CP / PP, y = dst % PP / RP, x = dst % RP;
       const int id = padding::source<MODE>(b.id0 + z * DD, D), ih = padding::source<MODE>(b.ih0 + y, H);
       const int iw = padding::source<MODE>(b.iw0 + x, W);
       return in_n[(static_cast<long long>(chunk * CC + c) * D + id) * H * WP + static_cast<long long>(ih) * WP + iw];
     };
-    if (b.c >= 0 && channel_ok(b.c)) {
-      tile[b.dst] = b.src >= 0 ? tile[b.src] : from_input(b.c, b.dst % CP / PP, b.dst % PP / RP, b.dst % RP);
-    }
-#pragma unroll 1
-    for (int i = tid + THREADS; i < ROWS * (b.left + b.right); i += THREADS) {
-      const int4 cell = column_cell(b, i);
-      if (!channel_ok(cell.x)) continue;
-      const int src = source_offset(b, cell.y, cell.z, cell.w);
-      tile[cell.x * CP + cell.y * PP + cell.z * RP + cell.w] =
-          src >= 0 ? tile[cell.x * CP + src] : from_input(cell.x, cell.y, cell.z, cell.w);
-    }
-    // Rows outside: planes outside (every row), then the rows outside of the planes inside. A
-    // row's columns inside, lo .. hi - 1, are its units: 16 bytes from va to vb, one float the rest.
-    const int rows = b.rows(), lo = shift + b.left, hi = shift + G.in_w - b.right;
-    const int va = min((lo + 3) / 4 * 4, hi), vb = max(hi / 4 * 4, va), units = (vb - va) / 4 + (va - lo) + (hi - vb);
-    const int planes_out = (b.zf + G.in_d - b.zb) * G.in_h, rows_in = b.yf + G.in_h - b.yb;
-#pragma unroll 1
-    for (int i = tid; i < CC * rows * units; i += THREADS) {
-      const int c = i / (rows * units), r = i / units % rows, u = i % units;
-      if (!channel_ok(c)) continue;
-      int z, y;
-      if (r < planes_out) {
-        z = r / G.in_h < b.zf ? r / G.in_h : b.zb + (r / G.in_h - b.zf);
-        y = r % G.in_h;
+    auto copy = [&](const Cell& cell) {
+      if (cell.c < 0 || (CG % CC != 0 && chunk * CC + cell.c >= CG)) return;  // (channels past C stay zero)
+      if (cell.vec && cell.src >= 0) {
+        *reinterpret_cast<float4*>(tile + cell.dst) = *reinterpret_cast<const float4*>(tile + cell.src);
       } else {
-        const int k = r - planes_out;
-        z = b.zf + k / rows_in;
-        y = k % rows_in < b.yf ? k % rows_in : b.yb + (k % rows_in - b.yf);
-      }
-      float* dst = tile + c * CP + z * PP + y * RP;
-      const int from = source_offset(b, z, y, lo);  // (the row's source row, at column lo)
-      const float* src = tile + c * CP + from - lo;
-      if (u < (vb - va) / 4) {
-        const int x = va + 4 * u;
-        if (from >= 0) {
-          *reinterpret_cast<float4*>(dst + x) = *reinterpret_cast<const float4*>(src + x);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dst[x + e] = from_input(c, z, y, x + e);
+#pragma unroll 1
+        for (int e = 0; e < (cell.vec ? 4 : 1); ++e) {
+          tile[cell.dst + e] = cell.src >= 0 ? tile[cell.src + e] : from_input(cell.dst + e);
         }
-      } else {
-        const int s = u - (vb - va) / 4, x = s < va - lo ? lo + s : vb + (s - (va - lo));
-        dst[x] = from >= 0 ? src[x] : from_input(c, z, y, x);
       }
-    }
+    };
+    copy(b.column);
+    copy(b.row);
+#pragma unroll 1
+    for (int i = tid + THREADS; i < ROWS * (b.left + b.right); i += THREADS) copy(column_cell(b, i));
+#pragma unroll 1
+    for (int i = tid + THREADS; i < CC * b.rows() * span_of(b).units; i += THREADS) copy(row_cell(b, i));
     // The buffer's next box is written through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   };
