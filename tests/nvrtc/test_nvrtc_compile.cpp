@@ -239,10 +239,11 @@ TEST_CASE("padding modes plan on every load path the GPU suite checks, TMA boxes
       ++compiled;
     }
   }
-  // Zero padding takes TMA boxes, and so do the other modes where float rows are 16-byte
-  // multiples; elsewhere (the box would read a pitched copy) they take cp.async, and a forced box
-  // is refused.
-  const Conv3dDesc tma = test::make(2, 3, {5, 21, 68}, 64, {3, 5, 7}, 1, 1);
+  // Zero padding takes TMA boxes, and so do the other modes in the tf32 class where float rows
+  // are 16-byte multiples; elsewhere (the box would read a pitched copy) they take cp.async, and a
+  // forced box is refused.
+  Conv3dDesc tma = test::make(2, 3, {5, 21, 68}, 64, {3, 5, 7}, 1, 1);
+  tma.precision = Precision::Tf32;
   EngineOptions options;
   options.disk_cache = false;
   CHECK(Engine(options).kernel_for(tma, "sm_90").find(" tma=1 ") != std::string::npos);
