@@ -6,12 +6,13 @@
 // plane (row tiles: the input is whole rows, so no column is wasted where OW is no multiple of 8,
 // and a channel's outputs are one contiguous run). The reduction runs CC channels at a time: a
 // work item is (tile, chunk).
-// Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied into
-// one of G.stages buffers while an earlier item is computed (the copies of the next stages - 1
-// items are in flight, stages - 2 for tf32 items that run without a drain; geometry.cuh
+// Each item's input (CC x KD x rows x columns; outside the input, the padding mode's values) is
+// copied into one of G.stages buffers while an earlier item is computed (the copies of the next
+// stages - 1 items are in flight, stages - 2 for tf32 items that run without a drain; geometry.cuh
 // says how many stages): with TMA = 1 as one tensor box (a single
 // instruction from one thread, completing on the buffer's mbarrier; the box starts up to 3 columns
-// early so that its origin is 16-byte aligned, and the gather reads `shift` columns in), else
+// early so that its origin is 16-byte aligned, and the gather reads `shift` columns in; padding
+// modes other than zeros overwrite the box's zeros, fill_border below), else
 // element by element with cp.async by all threads. Items start with a block-wide barrier, except
 // TMA tiles of one chunk: there the last warp done with a buffer refills it, and warpgroups run
 // apart. The weights go to shared
