@@ -6,12 +6,13 @@
 // plane (row tiles: the input is whole rows, so no column is wasted where OW is no multiple of 8,
 // and a channel's outputs are one contiguous run). The reduction runs CC channels at a time: a
 // work item is (tile, chunk).
-// Each item's input (CC x KD x rows x columns, zero outside the input = padding) is copied into
-// one of G.stages buffers while an earlier item is computed (the copies of the next stages - 1
-// items are in flight, stages - 2 for tf32 items that run without a drain; geometry.cuh
+// Each item's input (CC x KD x rows x columns; outside the input, the padding mode's values) is
+// copied into one of G.stages buffers while an earlier item is computed (the copies of the next
+// stages - 1 items are in flight, stages - 2 for tf32 items that run without a drain; geometry.cuh
 // says how many stages): with TMA = 1 as one tensor box (a single
 // instruction from one thread, completing on the buffer's mbarrier; the box starts up to 3 columns
-// early so that its origin is 16-byte aligned, and the gather reads `shift` columns in), else
+// early so that its origin is 16-byte aligned, and the gather reads `shift` columns in; padding
+// modes other than zeros overwrite the box's zeros, fill_border below), else
 // element by element with cp.async by all threads. Items start with a block-wide barrier, except
 // TMA tiles of one chunk: there the last warp done with a buffer refills it, and warpgroups run
 // apart. The weights go to shared
@@ -149,8 +150,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
   // Floats between input rows: half inputs are read from pitch_rows' float32 copy, in rows of W
-  // rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy).
-  const int WP = sizeof(typename Spec::element) == 2 ? (W + 3) / 4 * 4 : W;
+  // rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy), and so are float
+  // inputs with TMA boxes where W % 4 != 0.
+  const int WP = sizeof(typename Spec::element) == 2 || Spec::tma ? (W + 3) / 4 * 4 : W;
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
@@ -239,10 +241,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // inside the input (and, for other padding modes than zeros, where they read) is the same for
   // every row, so it is worked out once per item (bit k of `inside`, cols[k]), and each row only
   // adds its own bounds and one 64-bit row address. Positions outside the input are zero-filled
-  // from a valid address (the row start, or `in`). (TMA boxes fill only zeros: the planner keeps
-  // other modes on this path.)
+  // from a valid address (the row start, or `in`).
   constexpr int ROWS = CC * G.in_d * G.in_h, XS = (G.in_w + 31) / 32, MODE = Spec::pad_mode;
-  static_assert(MODE == padding::kZeros || !TMA, "igemm_sm90: TMA boxes pad with zeros only");
   auto stage = [&](const Origin& o, int chunk, int buf) {
     const int id0 = o.od * SD - p.pad_d, ih0 = o.oh0 * SH - p.pad_h, iw0 = o.ow0 * SW - p.pad_w;
     const float* in_n = in + static_cast<long long>(o.n) * CG * D * H * WP;
@@ -270,6 +270,116 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         copy_or_zero(d + 32 * k, src + (ok ? cols[k] : 0), ok);
       }
     }
+  };
+
+  // A TMA box fills what lies outside the input with zeros. With another padding mode the threads
+  // then overwrite the cells the gather reads there (columns shift .. shift + in_w - 1) with the
+  // mode's source: the tile's own cell where the source lies in the tile (replicate and reflect
+  // within the kernel's reach), else the input in global memory (circular). Two passes, each
+  // reading only cells inside the input, so that neither waits for the other: the columns outside
+  // along W of every row, a thread a cell; and the columns inside of the rows outside along D or
+  // H, copied from their source rows 16 bytes at a time where aligned. A thread's first cell of
+  // each pass is worked out once a tile (Border), so that a tile's chunks mostly just copy.
+  struct Cell {
+    int c, dst, src;  // channel (-1: none), offset, the source's offset (-1: from the input)
+    bool vec;         // 16 bytes
+  };
+  struct Border {
+    int id0, ih0, iw0;  // the box's first input plane, row and column
+    int left, right;    // columns outside the input on either side (of those the gather reads)
+    int zf, zb, yf, yb; // planes [0, zf) and [zb, in_d), rows [0, yf) and [yb, in_h) lie outside
+    Cell column, row;   // this thread's first cell of each pass
+    __device__ int rows() const { return (zf + G.in_d - zb) * G.in_h + (zb - zf) * (yf + G.in_h - yb); }
+    __device__ bool any() const { return left + right > 0 || rows() > 0; }
+  };
+  // A row's columns inside, lo .. hi - 1, in units: 16 bytes from va to vb, one float the rest.
+  struct Span {
+    int lo, hi, va, vb, vectors, units;
+  };
+  auto span_of = [&](const Border& b) {
+    Span s;
+    s.lo = shift + b.left, s.hi = shift + G.in_w - b.right;
+    s.va = min((s.lo + 3) / 4 * 4, s.hi), s.vb = max(s.hi / 4 * 4, s.va);
+    s.vectors = (s.vb - s.va) / 4, s.units = s.vectors + (s.va - s.lo) + (s.hi - s.vb);
+    return s;
+  };
+  // Where cell (z, y, x) reads: its offset in the tile, or -1 where that lies outside the tile.
+  auto source_offset = [&](const Border& b, int z, int y, int x) {
+    const int dz = padding::source<MODE>(b.id0 + z * DD, D) - b.id0, ys = padding::source<MODE>(b.ih0 + y, H) - b.ih0;
+    const int xs = padding::source<MODE>(b.iw0 + x, W) - b.iw0;
+    const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
+    return held ? dz / DD * PP + ys * RP + xs : -1;
+  };
+  auto offset_of = [&](int c, int z, int y, int x) { return c * CP + z * PP + y * RP + x; };
+  // Column cell i: row i / cols, its (i % cols)-th column outside.
+  auto column_cell = [&](const Border& b, int i) {
+    const int cols = b.left + b.right, row = i / cols, j = i % cols;
+    const int c = row / (G.in_h * G.in_d), z = row / G.in_h % G.in_d, y = row % G.in_h;
+    const int x = j < b.left ? shift + j : shift + G.in_w - b.right + (j - b.left);
+    const int src = source_offset(b, z, y, x);
+    return Cell{c, offset_of(c, z, y, x), src >= 0 ? c * CP + src : -1, false};
+  };
+  // Row unit i: channel, then the planes outside (every row), then the rows outside of the planes
+  // inside; the row's u-th unit of columns inside.
+  auto row_cell = [&](const Border& b, int i) {
+    const Span w = span_of(b);
+    const int rows = b.rows(), c = i / (rows * w.units), r = i / w.units % rows, u = i % w.units;
+    const int planes_out = (b.zf + G.in_d - b.zb) * G.in_h, rows_in = b.yf + G.in_h - b.yb;
+    int z, y;
+    if (r < planes_out) {
+      z = r / G.in_h < b.zf ? r / G.in_h : b.zb + (r / G.in_h - b.zf);
+      y = r % G.in_h;
+    } else {
+      const int k = r - planes_out;
+      z = b.zf + k / rows_in;
+      y = k % rows_in < b.yf ? k % rows_in : b.yb + (k % rows_in - b.yf);
+    }
+    const int s = u - w.vectors, x = s < 0 ? w.va + 4 * u : s < w.va - w.lo ? w.lo + s : w.vb + (s - (w.va - w.lo));
+    const int from = source_offset(b, z, y, w.lo);  // the row's source row, at column lo
+    return Cell{c, offset_of(c, z, y, x), from >= 0 ? c * CP + from - w.lo + x : -1, s < 0};
+  };
+  auto border_of = [&](const Origin& o) {
+    Border b;
+    b.id0 = o.od * SD - p.pad_d, b.ih0 = o.oh0 * SH - p.pad_h, b.iw0 = o.ow0 * SW - p.pad_w - shift;
+    b.left = min(max(-b.iw0 - shift, 0), G.in_w);
+    b.right = min(max(shift + G.in_w - (W - b.iw0), 0), G.in_w - b.left);
+    b.zf = b.id0 < 0 ? min((DD - 1 - b.id0) / DD, G.in_d) : 0;
+    b.zb = D - b.id0 > 0 ? min(max((D - b.id0 + DD - 1) / DD, b.zf), G.in_d) : b.zf;
+    b.yf = min(max(-b.ih0, 0), G.in_h);
+    b.yb = min(max(H - b.ih0, b.yf), G.in_h);
+    b.column = tid < ROWS * (b.left + b.right) ? column_cell(b, tid) : Cell{-1, 0, 0, false};
+    b.row = tid < CC * b.rows() * span_of(b).units ? row_cell(b, tid) : Cell{-1, 0, 0, false};
+    return b;
+  };
+  auto fill_border = [&](const Border& b, int n, int chunk, int buf) {
+    const float* in_n = in + static_cast<long long>(n) * CG * D * H * WP;
+    float* tile = tiles + buf * G.tile_floats;
+    // A cell's value from the input (its source outside the tile): decoded from its offset.
+    auto from_input = [&](int dst) {
+      const int c = dst / CP, z = dst % CP / PP, y = dst % PP / RP, x = dst % RP;
+      const int id = padding::source<MODE>(b.id0 + z * DD, D), ih = padding::source<MODE>(b.ih0 + y, H);
+      const int iw = padding::source<MODE>(b.iw0 + x, W);
+      return in_n[(static_cast<long long>(chunk * CC + c) * D + id) * H * WP + static_cast<long long>(ih) * WP + iw];
+    };
+    auto copy = [&](const Cell& cell) {
+      if (cell.c < 0 || (CG % CC != 0 && chunk * CC + cell.c >= CG)) return;  // (channels past C stay zero)
+      if (cell.vec && cell.src >= 0) {
+        *reinterpret_cast<float4*>(tile + cell.dst) = *reinterpret_cast<const float4*>(tile + cell.src);
+      } else {
+#pragma unroll 1
+        for (int e = 0; e < (cell.vec ? 4 : 1); ++e) {
+          tile[cell.dst + e] = cell.src >= 0 ? tile[cell.src + e] : from_input(cell.dst + e);
+        }
+      }
+    };
+    copy(b.column);
+    copy(b.row);
+#pragma unroll 1
+    for (int i = tid + THREADS; i < ROWS * (b.left + b.right); i += THREADS) copy(column_cell(b, i));
+#pragma unroll 1
+    for (int i = tid + THREADS; i < CC * b.rows() * span_of(b).units; i += THREADS) copy(row_cell(b, i));
+    // The buffer's next box is written through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   };
 
   constexpr bool BLOCKED = SPLIT && KRED > 512;
@@ -416,6 +526,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
 #pragma unroll 1
   for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
     const Origin o = origin(tile);
+    constexpr bool FILLS = TMA && MODE != padding::kZeros;
+    Border border{};
+    if constexpr (FILLS) border = border_of(o);
     if constexpr (Spec::residual != 0) prefetch_residual(o);
     // The thread's second A row reads its inputs `second` bytes after its first: a compile-time
     // distance in TH x TW tiles (8 columns on, or one row down in tiles 8 wide) and for paired
@@ -432,12 +545,22 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         copies_wait<LEAD - 1>();  // this item's copies (the next LEAD - 1 items' stay in flight)
         // Weights copied with cp.async reach the tensor cores through the async proxy.
         if (CHUNKS > 1 && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // A box's padded cells are rewritten before the barrier, which the gathers then wait for.
+        if (FILLS && border.any()) {
+          tma::wait(bars + buf, it / STAGES & 1);
+          fill_border(border, o.n, chunk, buf);
+        }
         // This item's copies have landed, and every warp is done with the item whose buffer the
         // next copy refills: one barrier an item.
         __syncthreads();
         fetch();
       }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
+      // Warps that run apart meet at a barrier of their own in tiles with padded cells.
+      if (DECOUPLED && FILLS && border.any()) {
+        fill_border(border, o.n, chunk, buf);
+        __syncthreads();
+      }
 
       const char* a_row = reinterpret_cast<const char*>(tiles + buf * G.tile_floats + base_a);
       auto at = [&](int bytes) { return *reinterpret_cast<const float*>(a_row + bytes); };

@@ -307,6 +307,12 @@ std::vector<ConfigCase> padding_mode_cases() {
       {"sm90:3,64,64,512", {make(2, 3, {5, 12, 37}, 13, {3, 5, 7}, 1, Padding::same(), 1, 1, true)}},
       {"sm90:2,64,64,4", {make(1, 7, {5, 12, 17}, 17, {3, 3, 3}, 1, causal, {1, 2, 2})}},
       {"sm90:4,32,64,3,0,1", {make(1, 5, {7, 12, 19}, 9, {2, 3, 3}, 1, deep, {2, 1, 2})}},
+      // TMA boxes (W % 4 == 0), whose padded cells the kernel rewrites from the tile or, past its
+      // reach (circular; deep's 3 columns), from the input: one chunk (warps run apart), chunks of
+      // 4 of 7 channels with stride, row tiles with dilation along D.
+      {"sm90:2,64,64,512,1", {make(2, 3, {5, 12, 36}, 13, {3, 5, 7}, 1, Padding::same(), 1, 1, true)}},
+      {"sm90:2,64,64,4,1", {make(1, 7, {5, 13, 24}, 17, {3, 3, 3}, {2, 2, 1}, causal, 1, 1, true)}},
+      {"sm90:4,32,64,3,1,1", {make(1, 5, {7, 12, 20}, 9, {2, 3, 3}, 1, deep, {2, 1, 2})}},
   };
   std::vector<ConfigCase> both;
   for (ConfigCase c : out) {

@@ -808,6 +808,33 @@ TEST_CASE("forced configurations: positional, named and by alias, from one field
   }
 }
 
+TEST_CASE("igemm_sm90 stages padding modes by TMA boxes where float rows need no pitched copy, in the tf32 class") {
+  // The kernel rewrites a box's zero-filled padding from the mode; with W % 4 != 0 the box would
+  // read a pitched copy of the input, a pass that cp.async staging does without. The fp32 class
+  // keeps cp.async for padding modes unless a configuration forces boxes.
+  for (const PaddingMode mode : {PaddingMode::Zeros, PaddingMode::Replicate, PaddingMode::Reflect, PaddingMode::Circular}) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      for (const int64_t w : {64, 62}) {
+        Conv3dDesc d = test::make(1, 128, {9, 64, w}, 128, {3, 3, 3}, 1, Padding::per_side({2, 1, 1}, {0, 1, 1}));
+        d.padding_mode = mode;
+        d.precision = precision;
+        const detail::Plan plan = plan_for(d, "sm_90");
+        INFO(describe(d) << ": " << detail::canonical_text(plan.key));
+        REQUIRE(kernel(plan.key) == "igemm_sm90");
+        const bool boxed = mode == PaddingMode::Zeros || (w % 4 == 0 && precision == Precision::Tf32);
+        CHECK(plan.key.field("tma") == (boxed ? 1 : 0));
+        CHECK(plan.copies_input(true) == (boxed && w % 4 != 0));
+        if (mode != PaddingMode::Zeros && w % 4 == 0) {  // (a forced box)
+          const detail::Plan forced = plan_for(d, "sm_90", fmt::format("sm90:{},{},{},{},1", plan.key.field("th"),
+                                                                      plan.key.field("tw"), plan.key.field("bn"),
+                                                                      plan.key.field("cc")));
+          CHECK(forced.key.field("tma") == 1);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("causal, replicate and reflect padding add no pass and no scratch memory to a plan") {
   // A video VAE's causal conv (zeros before in time) and replicate- and reflect-padded ones: the
   // padded plan runs one convolution kernel, after the same weight preparation (scratch of the
