@@ -144,12 +144,12 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   // A box fills what lies outside the input with zeros, which the kernel overwrites in other
   // padding modes (igemm_sm90.cu). Those take boxes only where a float input needs no pitched copy
   // (W % 4 == 0): the mode's padding then costs no pass over the input. And by default not in the
-  // fp32 class, whose items drain the tensor cores before the next item's overwrite: H200, a
-  // reflect-padded 64-channel 16 x 64^2 layer 0.232 -> 0.280 ms by boxes, although a
-  // replicate-padded 128-channel 9 x 64^2 one gained (0.693 -> 0.533); in the tf32 class boxes
-  // took 1.17-1.78x less time on all five layers tried (docs/kernels/igemm_sm90.md).
-  const bool pads = d.padding_mode != PaddingMode::Zeros;
-  const bool boxes_pad = !pads || ((d.dtype != DataType::Float32 || d.w % 4 == 0) && (staging == 1 || !sm90_split(prob)));
+  // fp32 class (not profiled): H200, a reflect-padded 64-channel 16 x 64^2 layer 0.232 -> 0.280 ms
+  // by boxes, although a replicate-padded 128-channel 9 x 64^2 one gained (0.693 -> 0.533); in the
+  // tf32 class boxes ran 1.07-1.78x faster on all five layers tried (bench/padding_modes.jsonl,
+  // docs/kernels/igemm_sm90.md).
+  const bool unpitched = d.dtype != DataType::Float32 || d.w % 4 == 0;
+  const bool boxes_pad = d.padding_mode == PaddingMode::Zeros || (unpitched && (staging == 1 || !sm90_split(prob)));
   if (staging != 0 && boxes_pad && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
     // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
     // pitches too: of the rows up to 28 floats wider than the narrowest that fit, the narrowest
