@@ -300,14 +300,15 @@ struct Sm90Border {
 /// The border of a box at (id0, ih0, iw0) of an input of extents d x h x w.
 CONV3DJIT_HOST_DEVICE constexpr Sm90Border sm90_border(int id0, int ih0, int iw0, int shift, int dd, int in_d,
                                                        int in_h, int in_w, int d, int h, int w) {
-  auto clamp = [](int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; };
+  auto lower = [](int a, int b) { return a < b ? a : b; };
+  auto upper = [](int a, int b) { return a > b ? a : b; };
   Sm90Border b{id0, ih0, iw0, 0, 0, 0, 0, 0, 0};
-  b.left = clamp(-iw0 - shift, 0, in_w);
-  b.right = clamp(shift + in_w - (w - iw0), 0, in_w - b.left);
-  b.zf = id0 < 0 ? clamp((dd - 1 - id0) / dd, 0, in_d) : 0;  // planes id0 + z * dd < 0
-  b.zb = d - id0 > 0 ? clamp((d - id0 + dd - 1) / dd, b.zf, in_d) : b.zf;  // planes from d on
-  b.yf = clamp(-ih0, 0, in_h);
-  b.yb = clamp(h - ih0, b.yf, in_h);
+  b.left = lower(upper(-iw0 - shift, 0), in_w);
+  b.right = lower(upper(shift + in_w - (w - iw0), 0), in_w - b.left);
+  b.zf = id0 < 0 ? lower((dd - 1 - id0) / dd, in_d) : 0;                          // planes id0 + z * dd < 0
+  b.zb = d - id0 > 0 ? lower(upper((d - id0 + dd - 1) / dd, b.zf), in_d) : b.zf;  // planes from d on
+  b.yf = lower(upper(-ih0, 0), in_h);
+  b.yb = lower(upper(h - ih0, b.yf), in_h);
   return b;
 }
 
@@ -315,6 +316,11 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Border sm90_border(int id0, int ih0, int iw0
 /// outside of the others.
 CONV3DJIT_HOST_DEVICE constexpr int sm90_border_rows(const Sm90Border& b, int in_d, int in_h) {
   return (b.zf + in_d - b.zb) * in_h + (b.zb - b.zf) * (b.yf + in_h - b.yb);
+}
+
+/// Whether the box has cells outside the input among those the gather reads.
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_border_any(const Sm90Border& b, int in_d, int in_h) {
+  return b.left + b.right > 0 || sm90_border_rows(b, in_d, in_h) > 0;
 }
 
 /// A row's columns inside the input, lo .. hi - 1, as units: 16 bytes from va to vb (`vectors` of

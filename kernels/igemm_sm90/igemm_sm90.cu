@@ -285,8 +285,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     int c, dst, src;  // channel (-1: none), offset, the source's offset (-1: from the input)
     bool vec;         // 16 bytes
   };
-  struct Border {
-    Sm90Border g;
+  struct Border : Sm90Border {
     Cell column, row;  // this thread's first cell of each pass
   };
   // Where cell (z, y, x) reads: its offset in the tile, or -1 where that lies outside the tile.
@@ -315,15 +314,14 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   };
   auto border_of = [&](const Origin& o) {
     Border b;
-    b.g = sm90_border(o.od * SD - p.pad_d, o.oh0 * SH - p.pad_h, o.ow0 * SW - p.pad_w - shift, shift, DD, G.in_d,
-                      G.in_h, G.in_w, D, H, W);
-    b.column = tid < column_cells(b.g) ? column_cell(b.g, tid) : Cell{-1, 0, 0, false};
-    b.row = tid < row_cells(b.g) ? row_cell(b.g, tid) : Cell{-1, 0, 0, false};
+    static_cast<Sm90Border&>(b) = sm90_border(o.od * SD - p.pad_d, o.oh0 * SH - p.pad_h, o.ow0 * SW - p.pad_w - shift,
+                                              shift, DD, G.in_d, G.in_h, G.in_w, D, H, W);
+    b.column = tid < column_cells(b) ? column_cell(b, tid) : Cell{-1, 0, 0, false};
+    b.row = tid < row_cells(b) ? row_cell(b, tid) : Cell{-1, 0, 0, false};
     return b;
   };
-  auto has_border = [&](const Border& b) { return column_cells(b.g) + row_cells(b.g) > 0; };
-  auto fill_border = [&](const Border& border, int n, int chunk, int buf) {
-    const Sm90Border& b = border.g;
+  auto has_border = [&](const Border& b) { return sm90_border_any(b, G.in_d, G.in_h); };
+  auto fill_border = [&](const Border& b, int n, int chunk, int buf) {
     const float* in_n = in + static_cast<long long>(n) * CG * D * H * WP;
     float* tile = tiles + buf * G.tile_floats;
     // A cell's value from the input (its source outside the tile): decoded from its offset.
@@ -344,8 +342,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         }
       }
     };
-    copy(border.column);
-    copy(border.row);
+    copy(b.column);
+    copy(b.row);
 #pragma unroll 1
     for (int i = tid + THREADS; i < column_cells(b); i += THREADS) copy(column_cell(b, i));
 #pragma unroll 1
