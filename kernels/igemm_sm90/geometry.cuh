@@ -288,6 +288,90 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   return g;
 }
 
+/// Where an igemm_sm90 TMA box holds cells outside the input, which padding modes other than zeros
+/// overwrite (igemm_sm90.cu, fill_border). Box cell (c, z, y, x) is input plane id0 + z * dd, row
+/// ih0 + y, column iw0 + x; of its columns the gather reads shift .. shift + in_w - 1.
+struct Sm90Border {
+  int id0, ih0, iw0;   // the box's first input plane, row and column
+  int left, right;     // of the columns the gather reads, those outside the input on either side
+  int zf, zb, yf, yb;  // planes [0, zf) and [zb, in_d), rows [0, yf) and [yb, in_h) lie outside
+};
+
+/// The border of a box at (id0, ih0, iw0) of an input of extents d x h x w.
+CONV3DJIT_HOST_DEVICE constexpr Sm90Border sm90_border(int id0, int ih0, int iw0, int shift, int dd, int in_d,
+                                                       int in_h, int in_w, int d, int h, int w) {
+  auto lower = [](int a, int b) { return a < b ? a : b; };
+  auto upper = [](int a, int b) { return a > b ? a : b; };
+  Sm90Border b{id0, ih0, iw0, 0, 0, 0, 0, 0, 0};
+  b.left = lower(upper(-iw0 - shift, 0), in_w);
+  b.right = lower(upper(shift + in_w - (w - iw0), 0), in_w - b.left);
+  b.zf = id0 < 0 ? lower((dd - 1 - id0) / dd, in_d) : 0;                          // planes id0 + z * dd < 0
+  b.zb = d - id0 > 0 ? lower(upper((d - id0 + dd - 1) / dd, b.zf), in_d) : b.zf;  // planes from d on
+  b.yf = lower(upper(-ih0, 0), in_h);
+  b.yb = lower(upper(h - ih0, b.yf), in_h);
+  return b;
+}
+
+/// Rows outside the input of one channel of the box: every row of the planes outside, the rows
+/// outside of the others.
+CONV3DJIT_HOST_DEVICE constexpr int sm90_border_rows(const Sm90Border& b, int in_d, int in_h) {
+  return (b.zf + in_d - b.zb) * in_h + (b.zb - b.zf) * (b.yf + in_h - b.yb);
+}
+
+/// Whether the box has cells outside the input among those the gather reads.
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_border_any(const Sm90Border& b, int in_d, int in_h) {
+  return b.left + b.right > 0 || sm90_border_rows(b, in_d, in_h) > 0;
+}
+
+/// A row's columns inside the input, lo .. hi - 1, as units: 16 bytes from va to vb (`vectors` of
+/// them: box rows are 16-byte aligned), one float each the rest.
+struct Sm90Span {
+  int lo, hi, va, vb, vectors, units;
+};
+CONV3DJIT_HOST_DEVICE constexpr Sm90Span sm90_border_span(const Sm90Border& b, int shift, int in_w) {
+  Sm90Span s{shift + b.left, shift + in_w - b.right, 0, 0, 0, 0};
+  s.va = (s.lo + 3) / 4 * 4 < s.hi ? (s.lo + 3) / 4 * 4 : s.hi;
+  s.vb = s.hi / 4 * 4 > s.va ? s.hi / 4 * 4 : s.va;
+  s.vectors = (s.vb - s.va) / 4;
+  s.units = s.vectors + (s.va - s.lo) + (s.hi - s.vb);
+  return s;
+}
+
+/// One cell of a border pass (four cells from x on where vec).
+struct Sm90BorderCell {
+  int c, z, y, x;
+  bool vec;
+};
+
+/// Cell i of the column pass (i < channels x in_d x in_h x (left + right)): box row i / (left +
+/// right) in channel, plane, row order, its (i % (left + right))-th column outside.
+CONV3DJIT_HOST_DEVICE constexpr Sm90BorderCell sm90_border_column(const Sm90Border& b, int i, int shift, int in_d,
+                                                                  int in_h, int in_w) {
+  const int cols = b.left + b.right, row = i / cols, j = i % cols;
+  return {row / (in_h * in_d), row / in_h % in_d, row % in_h,
+          j < b.left ? shift + j : shift + in_w - b.right + (j - b.left), false};
+}
+
+/// Unit i of the row pass (i < channels x sm90_border_rows x span.units): the channel, then its
+/// rows outside (the planes outside, then the rows outside of the planes inside), then the row's
+/// units of columns inside.
+CONV3DJIT_HOST_DEVICE constexpr Sm90BorderCell sm90_border_row(const Sm90Border& b, const Sm90Span& s, int i,
+                                                               int in_d, int in_h) {
+  const int rows = sm90_border_rows(b, in_d, in_h), c = i / (rows * s.units), r = i / s.units % rows;
+  const int u = i % s.units, planes_out = (b.zf + in_d - b.zb) * in_h, rows_in = b.yf + in_h - b.yb;
+  int z = 0, y = 0;
+  if (r < planes_out) {
+    z = r / in_h < b.zf ? r / in_h : b.zb + (r / in_h - b.zf);
+    y = r % in_h;
+  } else {
+    const int k = r - planes_out;
+    z = b.zf + k / rows_in;
+    y = k % rows_in < b.yf ? k % rows_in : b.yb + (k % rows_in - b.yf);
+  }
+  const int v = u - s.vectors;
+  return {c, z, y, v < 0 ? s.va + 4 * u : v < s.va - s.lo ? s.lo + v : s.vb + (v - (s.va - s.lo)), v < 0};
+}
+
 /// 1 where a specialisation S multiplies 3xTF32 (big + small parts), 0 for one TF32 product:
 /// float32 inputs in the fp32 class. bf16 and fp16 values are exact in TF32 (8 and 10 mantissa
 /// bits, fp16's range inside TF32's), so half inputs take one product whatever their class.

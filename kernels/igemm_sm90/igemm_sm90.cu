@@ -280,77 +280,47 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // along W of every row, a thread a cell; and the columns inside of the rows outside along D or
   // H, copied from their source rows 16 bytes at a time where aligned. A thread's first cell of
   // each pass is worked out once a tile (Border), so that a tile's chunks mostly just copy.
+  // (The border's geometry: sm90_border and its passes, geometry.cuh.)
   struct Cell {
     int c, dst, src;  // channel (-1: none), offset, the source's offset (-1: from the input)
     bool vec;         // 16 bytes
   };
-  struct Border {
-    int id0, ih0, iw0;  // the box's first input plane, row and column
-    int left, right;    // columns outside the input on either side (of those the gather reads)
-    int zf, zb, yf, yb; // planes [0, zf) and [zb, in_d), rows [0, yf) and [yb, in_h) lie outside
-    Cell column, row;   // this thread's first cell of each pass
-    __device__ int rows() const { return (zf + G.in_d - zb) * G.in_h + (zb - zf) * (yf + G.in_h - yb); }
-    __device__ bool any() const { return left + right > 0 || rows() > 0; }
-  };
-  // A row's columns inside, lo .. hi - 1, in units: 16 bytes from va to vb, one float the rest.
-  struct Span {
-    int lo, hi, va, vb, vectors, units;
-  };
-  auto span_of = [&](const Border& b) {
-    Span s;
-    s.lo = shift + b.left, s.hi = shift + G.in_w - b.right;
-    s.va = min((s.lo + 3) / 4 * 4, s.hi), s.vb = max(s.hi / 4 * 4, s.va);
-    s.vectors = (s.vb - s.va) / 4, s.units = s.vectors + (s.va - s.lo) + (s.hi - s.vb);
-    return s;
+  struct Border : Sm90Border {
+    Cell column, row;  // this thread's first cell of each pass
   };
   // Where cell (z, y, x) reads: its offset in the tile, or -1 where that lies outside the tile.
-  auto source_offset = [&](const Border& b, int z, int y, int x) {
+  auto source_offset = [&](const Sm90Border& b, int z, int y, int x) {
     const int dz = padding::source<MODE>(b.id0 + z * DD, D) - b.id0, ys = padding::source<MODE>(b.ih0 + y, H) - b.ih0;
     const int xs = padding::source<MODE>(b.iw0 + x, W) - b.iw0;
     const bool held = dz >= 0 && dz % DD == 0 && dz / DD < G.in_d && ys >= 0 && ys < G.in_h && xs >= 0 && xs < RP;
     return held ? dz / DD * PP + ys * RP + xs : -1;
   };
-  auto offset_of = [&](int c, int z, int y, int x) { return c * CP + z * PP + y * RP + x; };
-  // Column cell i: row i / cols, its (i % cols)-th column outside.
-  auto column_cell = [&](const Border& b, int i) {
-    const int cols = b.left + b.right, row = i / cols, j = i % cols;
-    const int c = row / (G.in_h * G.in_d), z = row / G.in_h % G.in_d, y = row % G.in_h;
-    const int x = j < b.left ? shift + j : shift + G.in_w - b.right + (j - b.left);
-    const int src = source_offset(b, z, y, x);
-    return Cell{c, offset_of(c, z, y, x), src >= 0 ? c * CP + src : -1, false};
+  auto offset_of = [&](const Sm90BorderCell& x) { return x.c * CP + x.z * PP + x.y * RP + x.x; };
+  // A column cell reads its own source; a row unit its row's source row (at column lo) shifted.
+  auto column_cell = [&](const Sm90Border& b, int i) {
+    const Sm90BorderCell x = sm90_border_column(b, i, shift, G.in_d, G.in_h, G.in_w);
+    const int src = source_offset(b, x.z, x.y, x.x);
+    return Cell{x.c, offset_of(x), src >= 0 ? x.c * CP + src : -1, false};
   };
-  // Row unit i: channel, then the planes outside (every row), then the rows outside of the planes
-  // inside; the row's u-th unit of columns inside.
-  auto row_cell = [&](const Border& b, int i) {
-    const Span w = span_of(b);
-    const int rows = b.rows(), c = i / (rows * w.units), r = i / w.units % rows, u = i % w.units;
-    const int planes_out = (b.zf + G.in_d - b.zb) * G.in_h, rows_in = b.yf + G.in_h - b.yb;
-    int z, y;
-    if (r < planes_out) {
-      z = r / G.in_h < b.zf ? r / G.in_h : b.zb + (r / G.in_h - b.zf);
-      y = r % G.in_h;
-    } else {
-      const int k = r - planes_out;
-      z = b.zf + k / rows_in;
-      y = k % rows_in < b.yf ? k % rows_in : b.yb + (k % rows_in - b.yf);
-    }
-    const int s = u - w.vectors, x = s < 0 ? w.va + 4 * u : s < w.va - w.lo ? w.lo + s : w.vb + (s - (w.va - w.lo));
-    const int from = source_offset(b, z, y, w.lo);  // the row's source row, at column lo
-    return Cell{c, offset_of(c, z, y, x), from >= 0 ? c * CP + from - w.lo + x : -1, s < 0};
+  auto row_cell = [&](const Sm90Border& b, int i) {
+    const Sm90Span w = sm90_border_span(b, shift, G.in_w);
+    const Sm90BorderCell x = sm90_border_row(b, w, i, G.in_d, G.in_h);
+    const int from = source_offset(b, x.z, x.y, w.lo);
+    return Cell{x.c, offset_of(x), from >= 0 ? x.c * CP + from - w.lo + x.x : -1, x.vec};
+  };
+  auto column_cells = [&](const Sm90Border& b) { return ROWS * (b.left + b.right); };
+  auto row_cells = [&](const Sm90Border& b) {
+    return CC * sm90_border_rows(b, G.in_d, G.in_h) * sm90_border_span(b, shift, G.in_w).units;
   };
   auto border_of = [&](const Origin& o) {
     Border b;
-    b.id0 = o.od * SD - p.pad_d, b.ih0 = o.oh0 * SH - p.pad_h, b.iw0 = o.ow0 * SW - p.pad_w - shift;
-    b.left = min(max(-b.iw0 - shift, 0), G.in_w);
-    b.right = min(max(shift + G.in_w - (W - b.iw0), 0), G.in_w - b.left);
-    b.zf = b.id0 < 0 ? min((DD - 1 - b.id0) / DD, G.in_d) : 0;
-    b.zb = D - b.id0 > 0 ? min(max((D - b.id0 + DD - 1) / DD, b.zf), G.in_d) : b.zf;
-    b.yf = min(max(-b.ih0, 0), G.in_h);
-    b.yb = min(max(H - b.ih0, b.yf), G.in_h);
-    b.column = tid < ROWS * (b.left + b.right) ? column_cell(b, tid) : Cell{-1, 0, 0, false};
-    b.row = tid < CC * b.rows() * span_of(b).units ? row_cell(b, tid) : Cell{-1, 0, 0, false};
+    static_cast<Sm90Border&>(b) = sm90_border(o.od * SD - p.pad_d, o.oh0 * SH - p.pad_h, o.ow0 * SW - p.pad_w - shift,
+                                              shift, DD, G.in_d, G.in_h, G.in_w, D, H, W);
+    b.column = tid < column_cells(b) ? column_cell(b, tid) : Cell{-1, 0, 0, false};
+    b.row = tid < row_cells(b) ? row_cell(b, tid) : Cell{-1, 0, 0, false};
     return b;
   };
+  auto has_border = [&](const Border& b) { return sm90_border_any(b, G.in_d, G.in_h); };
   auto fill_border = [&](const Border& b, int n, int chunk, int buf) {
     const float* in_n = in + static_cast<long long>(n) * CG * D * H * WP;
     float* tile = tiles + buf * G.tile_floats;
@@ -375,9 +345,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     copy(b.column);
     copy(b.row);
 #pragma unroll 1
-    for (int i = tid + THREADS; i < ROWS * (b.left + b.right); i += THREADS) copy(column_cell(b, i));
+    for (int i = tid + THREADS; i < column_cells(b); i += THREADS) copy(column_cell(b, i));
 #pragma unroll 1
-    for (int i = tid + THREADS; i < CC * b.rows() * span_of(b).units; i += THREADS) copy(row_cell(b, i));
+    for (int i = tid + THREADS; i < row_cells(b); i += THREADS) copy(row_cell(b, i));
     // The buffer's next box is written through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   };
@@ -546,7 +516,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         // Weights copied with cp.async reach the tensor cores through the async proxy.
         if (CHUNKS > 1 && !TMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         // A box's padded cells are rewritten before the barrier, which the gathers then wait for.
-        if (FILLS && border.any()) {
+        if (FILLS && has_border(border)) {
           tma::wait(bars + buf, it / STAGES & 1);
           fill_border(border, o.n, chunk, buf);
         }
@@ -557,7 +527,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
       // Warps that run apart meet at a barrier of their own in tiles with padded cells.
-      if (DECOUPLED && FILLS && border.any()) {
+      if (DECOUPLED && FILLS && has_border(border)) {
         fill_border(border, o.n, chunk, buf);
         __syncthreads();
       }

@@ -808,6 +808,66 @@ TEST_CASE("forced configurations: positional, named and by alias, from one field
   }
 }
 
+TEST_CASE("igemm_sm90's padding passes write each padded cell the gather reads once, from cells inside") {
+  // Boxes at every offset around small inputs, with dilated planes and shifted rows: the column
+  // pass must cover exactly the columns outside along W, the row pass the other cells of the rows
+  // outside along D or H, 16 bytes only where aligned and inside.
+  int boxes = 0;
+  for (const int dd : {1, 2}) {
+    for (const int shift : {0, 1, 3}) {
+      for (const auto& [extent, in_h, in_w] : {std::array<int, 3>{5, 3, 7}, {8, 6, 12}, {3, 5, 9}, {13, 4, 17}}) {
+        const int in_d = 3, channels = 2, rp = sm90_tma_row(in_w, shift);
+        for (int id0 = -3 * dd; id0 <= extent; id0 += 2) {
+          for (int ih0 = -in_h; ih0 <= extent; ++ih0) {
+            for (int iw0 = -in_w - shift; iw0 <= extent; ++iw0) {
+              const Sm90Border b = sm90_border(id0, ih0, iw0, shift, dd, in_d, in_h, in_w, extent, extent, extent);
+              const Sm90Span span = sm90_border_span(b, shift, in_w);
+              std::vector<int> written(static_cast<size_t>(channels * in_d * in_h * rp), 0);
+              auto at = [&](int c, int z, int y, int x) -> int& { return written[((c * in_d + z) * in_h + y) * rp + x]; };
+              auto outside = [&](int v) { return v < 0 || v >= extent; };
+              // The first wrong cell of a box, if any (one check a box: they are many).
+              std::string wrong;
+              auto fail = [&](const std::string& what) {
+                if (wrong.empty()) wrong = what;
+              };
+              const int columns = channels * in_d * in_h * (b.left + b.right);
+              for (int i = 0; i < columns; ++i) {
+                const Sm90BorderCell cell = sm90_border_column(b, i, shift, in_d, in_h, in_w);
+                if (!outside(iw0 + cell.x)) fail(fmt::format("column cell {} inside along W", i));
+                ++at(cell.c, cell.z, cell.y, cell.x);
+              }
+              const int units = channels * sm90_border_rows(b, in_d, in_h) * span.units;
+              for (int i = 0; i < units; ++i) {
+                const Sm90BorderCell cell = sm90_border_row(b, span, i, in_d, in_h);
+                if (!outside(id0 + cell.z * dd) && !outside(ih0 + cell.y)) fail(fmt::format("row unit {} of a row inside", i));
+                if (cell.x < span.lo || cell.x + (cell.vec ? 4 : 1) > span.hi) fail(fmt::format("row unit {} outside along W", i));
+                if (cell.vec && cell.x % 4 != 0) fail(fmt::format("row unit {}: 16 bytes unaligned", i));
+                for (int e = 0; e < (cell.vec ? 4 : 1); ++e) ++at(cell.c, cell.z, cell.y, cell.x + e);
+              }
+              for (int c = 0; c < channels; ++c) {
+                for (int z = 0; z < in_d; ++z) {
+                  for (int y = 0; y < in_h; ++y) {
+                    for (int x = shift; x < shift + in_w; ++x) {
+                      const bool padded = outside(id0 + z * dd) || outside(ih0 + y) || outside(iw0 + x);
+                      if (at(c, z, y, x) != (padded ? 1 : 0)) {
+                        fail(fmt::format("cell {}, {}, {}, {} written {} times", c, z, y, x, at(c, z, y, x)));
+                      }
+                    }
+                  }
+                }
+              }
+              INFO("box at " << id0 << ", " << ih0 << ", " << iw0 << ", dilation " << dd << ", shift " << shift);
+              CHECK(wrong == "");
+              ++boxes;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(boxes > 10000);
+}
+
 TEST_CASE("igemm_sm90 stages padding modes by TMA boxes where float rows need no pitched copy, in the tf32 class") {
   // The kernel rewrites a box's zero-filled padding from the mode; with W % 4 != 0 the box would
   // read a pitched copy of the input, a pass that cp.async staging does without. The fp32 class
