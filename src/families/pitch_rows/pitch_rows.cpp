@@ -12,8 +12,8 @@ PrepPlan pitch_rows_plan(const ConvParams& p, DataType dtype, Layout layout, con
   copy.key.layout = layout;
   copy.block = 256;
   const long long rows = p.n * p.c * p.d * p.h, pitch = input_row_pitch(p.w);
-  const long long tiles = p.n * p.d * p.h * ceil_div(pitch, 32) * ceil_div(p.c, 32);  // NDHWC: a block a tile
-  copy.grid = stride_grid(layout == Layout::NDHWC ? tiles * copy.block : rows * pitch / 4,  // else a thread per 16 bytes
+  const long long strips = p.n * p.d * p.h * ceil_div(p.c, 32);  // NDHWC: a block a row's 32 channels
+  copy.grid = stride_grid(layout == Layout::NDHWC ? strips * copy.block : rows * pitch / 4,  // else a thread per 16 bytes
                           copy.block, limits, 8);
   copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * sizeof(float);
   copy.every_call = dtype != DataType::Float32 || layout != Layout::NCDHW;
