@@ -15,6 +15,7 @@
 #include "core/problem.hpp"
 #include "igemm_sm90/geometry.cuh"
 #include "depthwise/geometry.cuh"
+#include "pitch_rows/geometry.cuh"
 
 using namespace conv3djit;
 
@@ -986,4 +987,25 @@ TEST_CASE("an NDHWC weight row holds term c * KVOL + tap at tap * CG + c") {
       CHECK(*seen.rbegin() == cg * kvol - 1);
     }
   }
+}
+
+TEST_CASE("an NDHWC input's transpose spreads over about 2048 blocks, 1 to 32 steps each") {
+  for (const auto& [n, c, positions] : std::vector<std::array<long long, 3>>{
+           {3, 24, 17 * 31 * 45}, {2, 32, 64 * 64 * 64}, {16, 3, 64 * 64 * 64}, {8, 128, 16 * 56 * 56}, {1, 1, 1}}) {
+    const long long steps = n * ((c + 31) / 32) * ((positions + 63) / 64);
+    const long long per_block = pitch_rows_steps(n, c, positions);
+    INFO(n << " x " << c << " x " << positions << ": " << steps << " steps, " << per_block << " a block");
+    CHECK(per_block >= 1);
+    CHECK(per_block <= 32);
+    const long long blocks = (steps + per_block - 1) / per_block;
+    CHECK((blocks <= 2048 || per_block == 32));
+    CHECK((blocks >= 1024 || per_block == 1));
+  }
+  const detail::Plan plan = plan_for([] {
+    Conv3dDesc d = test::make(3, 24, {17, 31, 45}, 40, {3, 3, 3}, 1, 1);
+    d.layout = Layout::NDHWC;
+    return d;
+  }(), "sm_90");
+  REQUIRE(plan.input_copy);
+  CHECK(plan.input_copy->grid * plan.input_copy->block >= 256);
 }

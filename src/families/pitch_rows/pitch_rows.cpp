@@ -1,5 +1,6 @@
 #include "families/pitch_rows/pitch_rows.hpp"
 
+#include "pitch_rows/geometry.cuh"
 #include "plan/family.hpp"
 
 namespace conv3djit::detail {
@@ -12,9 +13,10 @@ PrepPlan pitch_rows_plan(const ConvParams& p, DataType dtype, Layout layout, con
   copy.key.layout = layout;
   copy.block = 256;
   const long long rows = p.n * p.c * p.d * p.h, pitch = input_row_pitch(p.w);
-  const long long strips = p.n * p.d * p.h * ceil_div(p.c, 32);  // NDHWC: a block a row's 32 channels
-  copy.grid = stride_grid(layout == Layout::NDHWC ? strips * copy.block : rows * pitch / 4,  // else a thread per 16 bytes
-                          copy.block, limits, 8);
+  // NDHWC: a block per span of an image's positions and 32 channels; else a thread per 16 bytes.
+  const long long positions = p.d * p.h * p.w;
+  const long long spans = p.n * ceil_div(p.c, 32) * ceil_div(positions, 64 * pitch_rows_steps(p.n, p.c, positions));
+  copy.grid = stride_grid(layout == Layout::NDHWC ? spans * copy.block : rows * pitch / 4, copy.block, limits, 8);
   copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * sizeof(float);
   copy.every_call = dtype != DataType::Float32 || layout != Layout::NCDHW;
   return copy;
