@@ -43,17 +43,20 @@ def normalize(text):
         return (name, cls, tuple(nums), tuple(cfg))
     words = text.split()
     name = words[0]
-    if name in ('pitch_rows', 'reference_fp64'):
-        return (name,)
+    # The element types and layout ("fp32 ncdhw", "bf16 ndhwc out=fp32"; the oldest texts have none).
+    types = tuple(w for w in words[1:3] if '=' not in w) + tuple(w for w in words if w.startswith('out='))
+    if name in ('pitch_rows', 'reference_fp64', 'channels_last'):
+        return (name,) + types + tuple(w for w in words if w.startswith('weights='))
     cls = next(w[6:] for w in words if w.startswith('class='))
+    labels = tuple(w for w in words if re.match(r'^(epi|pad)=', w))  # the epilogue, a padding mode
     shape = []
     for w in words:
         if re.match(r'^(cg|k|s|d)=', w):
             shape += [int(x) for x in re.findall(r'\d+', w.split('=')[1])]
-    cfg = [int(w.split('=')[1]) for w in words[3:] if '=' in w and not re.match(r'^(class|epi|cg|k|s|d)=', w)]
+    cfg = [int(w.split('=')[1]) for w in words[3:] if '=' in w and not re.match(r'^(class|epi|pad|out|cg|k|s|d)=', w)]
     if name != 'igemm_sm90_weights':
         while cfg and cfg[-1] == 0: cfg.pop()
-    return (name, cls, tuple(shape), tuple(cfg))
+    return (name, cls) + types + labels + (tuple(shape), tuple(cfg))
 
 def sections(cubin):
     # ELF64: section headers at e_shoff, e_shentsize, e_shnum, names in e_shstrndx

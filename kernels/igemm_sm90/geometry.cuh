@@ -47,7 +47,9 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floa
 /// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices, none with a gather pattern),
 /// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
-/// plane when the padding terms need it; then, for tf32 row tiles, each warp's output staging box.
+/// plane when the padding terms need it; then, for tf32 row tiles of NCDHW outputs (`staged`),
+/// each warp's output staging box (NDHWC outputs leave from registers: a thread's two channels
+/// are adjacent there, and a warp's store fills whole 32-byte sectors).
 /// The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
 /// when its reduction streams in chunks (more bytes in flight: such kernels wait on their copies,
@@ -201,6 +203,13 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int 
   return x.c < 0 ? -1 : ((x.c * kd + x.kd) * kh + x.kh) * kw + x.kw;
 }
 
+/// Where reduction term `term` (c * KVOL + tap, the order of the slots) lies in a weight row of
+/// CG x KVOL: the term itself for NCDHW weights (K x C x KD x KH x KW), tap * CG + c for NDHWC ones
+/// (K x KD x KH x KW x C, channels innermost).
+CONV3DJIT_HOST_DEVICE constexpr int sm90_weight_term(int term, int cg, int kvol, bool ndhwc) {
+  return ndhwc ? term % kvol * cg + term / kvol : term;
+}
+
 /// Columns a TMA box starts before a tile's first input column: boxes start at multiples of 4
 /// floats, and tile origins are pad_w less a multiple of 4 (TW is a multiple of 8).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 3; }
@@ -224,7 +233,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_row_span(int positions, int row) { retu
 
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
-                                                           int split, int row, int pl = 1) {
+                                                           int split, int row, int pl = 1, bool staged = true) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.in_d = sm90_input_planes(kd, pl);
@@ -256,7 +265,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Output staging where it fits without costing a block an SM: the largest box.
   auto stage_outputs = [&] {
-    for (int i = 0; i < 2 && row > 0 && split == 0 && g.store_channels == 0; ++i) {
+    for (int i = 0; i < 2 && staged && row > 0 && split == 0 && g.store_channels == 0; ++i) {
       const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
       if (channels == 0) continue;
       g.store_floats = g.threads / 32 * 16 * pl * channels;
@@ -384,7 +393,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_split_of() {
 template <class S>
 CONV3DJIT_HOST_DEVICE constexpr auto sm90_geometry_of() {
   return sm90_geometry(S::cg, S::kd, S::kh, S::kw, S::sh, S::sw, S::dh, S::dw, S::th, S::tw, S::bn, S::cc, S::cp,
-                       sm90_split_of<S>(), S::rows, S::planes);
+                       sm90_split_of<S>(), S::rows, S::planes, S::ndhwc == 0);
 }
 
 }  // namespace conv3djit

@@ -108,7 +108,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, TH = Spec::th, TW = Spec::tw;
   constexpr int BN = Spec::bn, CC = Spec::cc, RP = Spec::rp, PP = Spec::pp, CP = Spec::cp, SPLIT = sm90_split_of<Spec>();
   constexpr int TMA = Spec::tma, ROW = Spec::rows, PL = Spec::planes, PARITY = Spec::parity;
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL);
+  constexpr bool NDHWC = Spec::ndhwc != 0;
+  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL, !NDHWC);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -149,10 +150,10 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
-  // Floats between input rows: half inputs are read from pitch_rows' float32 copy, in rows of W
-  // rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy), and so are float
-  // inputs with TMA boxes where W % 4 != 0.
-  const int WP = sizeof(typename Spec::element) == 2 || Spec::tma ? (W + 3) / 4 * 4 : W;
+  // Floats between input rows: half and NDHWC inputs are read from pitch_rows' float32 NCDHW copy,
+  // in rows of W rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy), and
+  // so are float inputs with TMA boxes where W % 4 != 0.
+  const int WP = sizeof(typename Spec::element) == 2 || Spec::tma || NDHWC ? (W + 3) / 4 * 4 : W;
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
   const int kb = static_cast<int>(blockIdx.x % k_blocks);
@@ -170,7 +171,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       for (int r = lane; r < S * 8; r += 32) {
         const int term = sm90_slot_weight(r, CC, KD, KH, KW, PL);
         const bool ok = kb * BN + n < K && term >= 0;
-        const float x = ok ? load_float(wt + static_cast<long long>(kb * BN + n) * KRED + term) : 0.f;
+        const float x =
+            ok ? load_float(wt + static_cast<long long>(kb * BN + n) * KRED + sm90_weight_term(term, CG, KVOL, NDHWC))
+               : 0.f;
         const int at = sm90_weight_index(n, r, NB);
         const float big = to_tf32(x);
         w_s[at] = big;
@@ -204,10 +207,11 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   const int shift = TMA ? sm90_tma_shift(p.pad_w) : 0;
   // Paired rows store both positions at once where they are 8-byte aligned: an even output width
   // (then pa + 1 lies in pa's row, and every run of a channel starts even) and an aligned `out`.
-  const bool pairs_vec = PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+  const bool pairs_vec =
+      !NDHWC && PAIRED && OW % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
   // Half outputs of tiles whose warps' 16 positions are one run (row tiles, or TW a multiple of
   // 16) store pairs of positions after a shuffle (store_run16, below).
-  constexpr bool RUNS16 = sizeof(Out) == 2 && !PAIRED && (ROW > 0 || TW % 16 == 0);
+  constexpr bool RUNS16 = sizeof(Out) == 2 && !NDHWC && !PAIRED && (ROW > 0 || TW % 16 == 0);
   // Row tiles with output staging store through the output's tensor map where it exists (the
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
@@ -479,15 +483,26 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     const Out* res = reinterpret_cast<const Out*>(p.residual);
     constexpr int LINE = 128 / sizeof(Out);  // elements a cache line
     const long long plane = static_cast<long long>(OH) * OW;
+    if constexpr (NDHWC) {  // each position's BN channels, one run
+      constexpr int LINES = (BN + LINE - 1) / LINE;
 #pragma unroll 1
-    for (int r = tid; r < RUNS; r += THREADS) {
-      const int c = r % BN, d = r / BN % PL, y = r / (BN * PL), k = kb * BN + c;
-      const int start = ROW ? o.first : (o.oh0 + y) * OW + o.ow0;
-      const int len = ROW ? min(RUN, OH * OW - o.first) : min(RUN, OW - o.ow0);
-      if (k >= K || o.od + d >= OD || (!ROW && o.oh0 + y >= OH)) continue;
-      const Out* run = res + ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start;
-      for (int a = 0; a < len; a += LINE) prefetch_l2(run + a);
-      prefetch_l2(run + len - 1);  // (the run's last line, where it starts mid-line)
+      for (int r = tid; r < TH * TW * PL * LINES; r += THREADS) {
+        const int q = r / LINES, d = q / (TH * TW), k = min(kb * BN + r % LINES * LINE, K - 1);
+        const int2 at = position(o, q % (TH * TW));
+        if (at.x >= OH || at.y >= OW || o.od + d >= OD) continue;
+        prefetch_l2(res + ((static_cast<long long>(o.n) * OD + o.od + d) * plane + at.x * OW + at.y) * K + k);
+      }
+    } else {  // each channel's run of positions
+#pragma unroll 1
+      for (int r = tid; r < RUNS; r += THREADS) {
+        const int c = r % BN, d = r / BN % PL, y = r / (BN * PL), k = kb * BN + c;
+        const int start = ROW ? o.first : (o.oh0 + y) * OW + o.ow0;
+        const int len = ROW ? min(RUN, OH * OW - o.first) : min(RUN, OW - o.ow0);
+        if (k >= K || o.od + d >= OD || (!ROW && o.oh0 + y >= OH)) continue;
+        const Out* run = res + ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start;
+        for (int a = 0; a < len; a += LINE) prefetch_l2(run + a);
+        prefetch_l2(run + len - 1);  // (the run's last line, where it starts mid-line)
+      }
     }
   };
   int it = 0;  // items so far; item `it` uses buffer it % STAGES
@@ -904,6 +919,34 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           if (BLOCKED) sum[i] += total[i];
         }
         // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
+        if constexpr (NDHWC) {
+          // A position's channels are adjacent: a thread's two leave in one 8-byte store where K is
+          // even and `out` aligned, and a warp's store instruction fills 8 whole 32-byte sectors.
+          const bool pairs = K % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int2 at = position(o, pa + STEP * half);
+            if (at.x >= OH || at.y >= OW) continue;
+            const long long base = (((static_cast<long long>(o.n) * OD + o.od + d) * OH + at.x) * OW + at.y) * K;
+#pragma unroll
+            for (int j = 0; j < NB; ++j) {
+              const int k = kb * BN + j * 8 + 2 * t;
+              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+              const long long at0 = base + k;
+              const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
+              const float r1 = epilogue::residual<Spec, float>(at0 + 1, k + 1 < K, p);
+              const float v0 = epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p);
+              const float v1 = epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p);
+              if (pairs && k + 1 < K) {
+                store_pair(out + at0, v0, v1);
+              } else {
+                if (k < K) store_float(out + at0, v0);
+                if (k + 1 < K) store_float(out + at0 + 1, v1);
+              }
+            }
+          }
+          continue;
+        }
         const long long out_vol = static_cast<long long>(OD) * OH * OW;
         // Channel kb * BN + 2t's output at position `at` of plane od0 + d.
         auto out_at = [&](int2 at) {
@@ -989,6 +1032,7 @@ igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Sp
                    const typename Spec::element* __restrict__, float* __restrict__ out, ConvParams p) {
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, BN = Spec::bn, CC = Spec::cc;
   constexpr int SPLIT = sm90_split_of<Spec>();
+  constexpr bool NDHWC = Spec::ndhwc != 0;
   constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, 1, 1, 1, 1, 8, 8, BN, CC, 0, SPLIT, 0);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, NB = BN / 8, W_ELEMS = G.slices * 8 * BN;
   constexpr int GROUPS = W_ELEMS / 4;  // per chunk: (slice, column block, k half, column % 8)
@@ -1003,7 +1047,7 @@ igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Sp
     for (int e = 0; e < 4; ++e) {
       const int r = r0 + e;
       const bool ok = k < p.k && r < G.kred && chunk * CC + r / KVOL < CG;
-      const float x = ok ? load_float(wt + k * KRED + chunk * G.kred + r) : 0.f;
+      const float x = ok ? load_float(wt + k * KRED + sm90_weight_term(chunk * G.kred + r, CG, KVOL, NDHWC)) : 0.f;
       big[e] = to_tf32(x);
       small[e] = to_tf32(x - big[e]);
     }

@@ -419,6 +419,57 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
   }
 }
 
+TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in both classes") {
+  // Every tile form of the planner in NDHWC (its input transposed into an NCDHW copy, outputs
+  // stored channels innermost): row tiles with two planes (the tf32 reference), streamed chunks
+  // of 128 and 256 columns, a pointwise layer, W ending mid-tile with K past one column tile, an
+  // odd K (single stores), causal padding, stride, dilation and K < 16; then every epilogue and padding
+  // mode on two of them, and no local memory in any.
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  auto ndhwc = [](Conv3dDesc d, Precision precision) {
+    d.layout = Layout::NDHWC;
+    d.precision = precision;
+    return d;
+  };
+  const std::vector<Conv3dDesc> shapes = {
+      make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+      make(1, 256, {4, 14, 14}, 256, {3, 3, 3}, 1, 1, 1, 1, true),
+      make(1, 96, {3, 8, 20}, 192, {3, 3, 3}, 1, 1),
+      make(2, 128, {4, 6, 8}, 96, {1, 1, 1}, 1, 0, 1, 1, true),
+      make(1, 96, {4, 5, 66}, 130, {1, 3, 3}, 1, Dims3{0, 1, 1}),
+      make(2, 5, {7, 9, 11}, 33, {3, 3, 3}, 1, 1, 1, 1, true),
+      make(1, 16, {5, 12, 20}, 32, {3, 3, 3}, 1, Padding::per_side({2, 1, 1}, {0, 1, 1}), 1, 1, true),
+      make(1, 8, {9, 14, 14}, 16, {1, 3, 3}, {1, 2, 2}, Dims3{0, 1, 1}),
+      make(1, 4, {12, 13, 16}, 24, {3, 3, 3}, 1, 2, 2),
+      make(1, 8, {6, 10, 12}, 5, {3, 3, 3}, 1, 1),
+  };
+  std::vector<Conv3dDesc> descs;
+  for (const Conv3dDesc& d : shapes) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) descs.push_back(ndhwc(d, precision));
+  }
+  const PaddingMode modes[] = {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular};
+  const std::vector<Epilogue> epilogues = test::epilogue_cases();
+  for (size_t i = 0; i < epilogues.size(); ++i) {
+    Conv3dDesc d = ndhwc(shapes[i % 2 == 0 ? 2 : 5], i % 3 == 0 ? Precision::Fp32 : Precision::Tf32);
+    d.epilogue = epilogues[i];
+    if (d.precision == Precision::Tf32) d.epilogue.clamp_min = -3.f, d.epilogue.clamp_max = 4.f;
+    d.padding_mode = modes[i % 3];
+    descs.push_back(d);
+  }
+  for (const Conv3dDesc& d : descs) {
+    DYNAMIC_SECTION("auto " << describe(d)) {
+      const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream);
+      require_pass(r);
+      CHECK(r.kernel.rfind("igemm_sm90 fp32 ndhwc", 0) == 0);
+      const KernelResources res = Engine::global().resources(d, stream.get(), true);
+      INFO(res.kernel << " " << res.registers << " registers");
+      CHECK(res.local_bytes == 0);
+    }
+  }
+}
+
 TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy plans run their 4-byte twin") {
   cli::make_context_current();
   cli::Stream stream;

@@ -198,6 +198,32 @@ TEST_CASE("igemm_sm90's register stores with a residual compile without spills")
   }
 }
 
+TEST_CASE("float32 NDHWC layers compile for igemm_sm90 without spills, with the transposing input copy") {
+  // Row tiles with two planes (the tf32 reference), streamed chunks of 256 columns, a pointwise
+  // layer, each with GELU and a residual, in both classes; and their input copy, one kernel for
+  // every NDHWC shape.
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  int copies = 0;
+  for (Conv3dDesc d : {test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
+                       test::make(1, 512, {8, 28, 28}, 512, {1, 1, 1})}) {
+    d.layout = Layout::NDHWC;
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      d.precision = precision;
+      d.epilogue = test::epilogue_cases()[3];
+      d.epilogue.residual = true;
+      INFO(describe(d));
+      const test::PtxasReport r = test::ptxas_report(d, "sm_90");
+      CHECK(r.kernel.rfind("igemm_sm90 fp32 ndhwc ", 0) == 0);
+      test::check_no_spills(r);
+      const PrecompileResult p = engine.precompile(d, "sm_90");
+      for (const auto& k : p.kernels) copies += k.kernel.rfind("pitch_rows fp32 ndhwc", 0) == 0 && k.compiled;
+    }
+  }
+  CHECK(copies == 1);
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {

@@ -15,6 +15,7 @@
 #include "core/problem.hpp"
 #include "igemm_sm90/geometry.cuh"
 #include "depthwise/geometry.cuh"
+#include "pitch_rows/geometry.cuh"
 
 using namespace conv3djit;
 
@@ -32,7 +33,7 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.field("th"), k.field("tw"),
                        k.field("bn"), k.field("cc"), k.field("cp"), d.precision == Precision::Fp32 ? 1 : 0, k.field("rows"),
-                       k.field("planes"));
+                       k.field("planes"), k.layout == Layout::NCDHW);
 }
 
 }  // namespace
@@ -919,4 +920,92 @@ TEST_CASE("causal, replicate and reflect padding add no pass and no scratch memo
       }
     }
   }
+}
+
+TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input, outputs from registers") {
+  // The reference problem (row tiles, two planes in tf32), C3D's conv3b (chunks), a pointwise
+  // layer (a flat plane) and a reflect-padded one with W % 4 != 0, in both float32 classes: the
+  // NCDHW twin's tiles where it has no output staging (a padding mode may take boxes where the
+  // twin has none: the copy is made anyway), an input copy on every call (the kernel
+  // reads NCDHW rows of W rounded up to 4 floats), and no output staging.
+  Conv3dDesc odd = test::make(2, 5, {7, 9, 11}, 33, {3, 3, 3}, 1, 1);
+  odd.padding_mode = PaddingMode::Reflect;
+  for (const Conv3dDesc& base : {reference_problem(), test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
+                                 test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), odd}) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      Conv3dDesc d = base;
+      d.precision = precision;
+      d.layout = Layout::NDHWC;
+      Conv3dDesc ncdhw = d;
+      ncdhw.layout = Layout::NCDHW;
+      const detail::Plan plan = plan_for(d, "sm_90"), twin = plan_for(ncdhw, "sm_90");
+      INFO(describe(d) << ": " << detail::canonical_text(plan.key));
+      REQUIRE(kernel(plan.key) == "igemm_sm90");
+      CHECK(plan.key.layout == Layout::NDHWC);
+      CHECK(plan.store_channels == 0);
+      CHECK(sm90_geometry_of(d, plan.key).store_channels == 0);
+      if (twin.store_channels == 0) {
+        for (const char* field : {"th", "tw", "bn", "cc", "rows", "planes"}) {
+          CHECK(plan.key.field(field) == twin.key.field(field));
+        }
+      }
+      REQUIRE(plan.input_copy);
+      CHECK(kernel(plan.input_copy->key) == "pitch_rows");
+      CHECK(plan.input_copy->key.layout == Layout::NDHWC);
+      CHECK(plan.copies_input(true));
+      CHECK(plan.input_copy->workspace_bytes ==
+            static_cast<uint64_t>(plan.params.n * plan.params.c * plan.params.d * plan.params.h *
+                                  detail::input_row_pitch(plan.params.w) * 4));
+      if (plan.prep) CHECK(plan.prep->key.layout == Layout::NDHWC);  // the weights, read in their order
+    }
+  }
+  // Layers that NCDHW hands to igemm_sm80 or direct_tiled (a pointwise plane its tiles fill to
+  // 75 %, K < 16) have no such kernel in NDHWC: they keep the wgmma rather than direct's FFMA.
+  for (Conv3dDesc d : {test::make(2, 128, {4, 6, 8}, 96, {1, 1, 1}), test::make(1, 8, {6, 10, 12}, 5, {3, 3, 3})}) {
+    d.layout = Layout::NDHWC;
+    INFO(describe(d));
+    CHECK(kernel(plan_for(d, "sm_90").key) == "igemm_sm90");
+  }
+  // Half types in NDHWC stay with their own families.
+  Conv3dDesc half = test::make(2, 16, {5, 8, 9}, 70, {3, 3, 3}, 1, 1);
+  half.dtype = DataType::BFloat16;
+  half.layout = Layout::NDHWC;
+  CHECK(kernel(plan_for(half, "sm_90").key) != "igemm_sm90");
+}
+
+TEST_CASE("an NDHWC weight row holds term c * KVOL + tap at tap * CG + c") {
+  for (int cg : {1, 3, 16}) {
+    for (int kvol : {1, 27, 105}) {
+      std::set<int> seen;
+      for (int term = 0; term < cg * kvol; ++term) {
+        const int at = sm90_weight_term(term, cg, kvol, true);
+        CHECK(at == term % kvol * cg + term / kvol);
+        CHECK(sm90_weight_term(term, cg, kvol, false) == term);
+        seen.insert(at);
+      }
+      CHECK(seen.size() == static_cast<size_t>(cg * kvol));
+      CHECK(*seen.rbegin() == cg * kvol - 1);
+    }
+  }
+}
+
+TEST_CASE("an NDHWC input's transpose spreads over about 2048 blocks, 1 to 32 steps each") {
+  for (const auto& [n, c, positions] : std::vector<std::array<long long, 3>>{
+           {3, 24, 17 * 31 * 45}, {2, 32, 64 * 64 * 64}, {16, 3, 64 * 64 * 64}, {8, 128, 16 * 56 * 56}, {1, 1, 1}}) {
+    const long long steps = n * ((c + 31) / 32) * ((positions + 63) / 64);
+    const long long per_block = pitch_rows_steps(n, c, positions);
+    INFO(n << " x " << c << " x " << positions << ": " << steps << " steps, " << per_block << " a block");
+    CHECK(per_block >= 1);
+    CHECK(per_block <= 32);
+    const long long blocks = (steps + per_block - 1) / per_block;
+    CHECK((blocks <= 2048 || per_block == 32));
+    CHECK((blocks >= 1024 || per_block == 1));
+  }
+  const detail::Plan plan = plan_for([] {
+    Conv3dDesc d = test::make(3, 24, {17, 31, 45}, 40, {3, 3, 3}, 1, 1);
+    d.layout = Layout::NDHWC;
+    return d;
+  }(), "sm_90");
+  REQUIRE(plan.input_copy);
+  CHECK(plan.input_copy->grid * plan.input_copy->block >= 256);
 }

@@ -37,9 +37,13 @@ class Sm90Family final : public Family {
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
   // float32 NCDHW; bf16 and fp16 NCDHW too, through a float32 copy of the input (pitch_rows, on
-  // every call) and one TF32 product, exact for them.
+  // every call) and one TF32 product, exact for them; float32 NDHWC through an NCDHW copy of the
+  // input (pitch_rows transposes it on every call), its weights read in their own order and its
+  // outputs stored channels innermost.
   Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.layout != Layout::NCDHW) return "NCDHW tensors";
+    if (prob.desc.layout != Layout::NCDHW && prob.desc.dtype != DataType::Float32) {
+      return "NCDHW tensors, or float32 NDHWC ones";
+    }
     return std::nullopt;
   }
 
@@ -112,7 +116,8 @@ class Sm90Family final : public Family {
                   "registers a thread may have, CC >= 1, the weights and two input tiles must fit in shared "
                   "memory, and TMA 1 needs a dilation along D of at most 8 and boxes within 256 (row tiles: whole "
                   "input rows; padding modes other than zeros: W % 4 == 0 or half types); PLANES 2 or 3 needs "
-                  "one TF32 product, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES");
+                  "one TF32 product, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES (NDHWC: no "
+                  "residual)");
   }
 
   // The input's map, then the output's.
@@ -177,12 +182,12 @@ class Sm90Family final : public Family {
   // The choice's plan. With TMA boxes it carries the input's copy (Plan::copies_input): always
   // made where rows are not 16-byte multiples, and for an input that is not 16-byte aligned
   // (a cp.async twin ran 21-24 % slower and was another kernel to compile; the copy costs about
-  // 30 us for the reference problem's input: docs/kernels/igemm_sm90.md). Half inputs are read
-  // from the float32 copy on every call, whatever the staging.
+  // 30 us for the reference problem's input: docs/kernels/igemm_sm90.md). Half and NDHWC inputs
+  // are read from the float32 NCDHW copy on every call, whatever the staging.
   Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) const {
     Plan p = plan(prob, limits, c, c.staging());
-    if (c.boxed || prob.desc.dtype != DataType::Float32) {
-      p.input_copy = pitch_rows_plan(p.params, prob.desc.dtype, limits);
+    if (c.boxed || prob.desc.dtype != DataType::Float32 || prob.desc.layout != Layout::NCDHW) {
+      p.input_copy = pitch_rows_plan(p.params, prob.desc.dtype, prob.desc.layout, limits);
     }
     return p;
   }

@@ -69,7 +69,7 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
-                       sm90_split(prob) ? 1 : 0, row, pl);
+                       sm90_split(prob) ? 1 : 0, row, pl, prob.desc.layout == Layout::NCDHW);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
@@ -112,9 +112,12 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   // (Several planes hold their accumulators in the kernel's three named sets of 64 columns. With
-  // a padding mode other than zeros, its index maps made ptxas serialise the wgmmas, C7513.)
+  // a padding mode other than zeros, its index maps made ptxas serialise the wgmmas, C7513. NDHWC
+  // outputs leave from registers, and their residual reads beside both sets spilled: the tf32
+  // reference with a residual, 8 bytes at 128 registers.)
+  const bool ndhwc_residual = d.layout != Layout::NCDHW && d.epilogue.residual;
   if (pl > 1 && (sm90_split(prob) || d.padding_mode != PaddingMode::Zeros || cc != prob.c_per_group || d.stride.d != 1 || d.dilation.d != 1 ||
-                 d.kernel.d < pl || bn != 64 || pl > 3)) {
+                 d.kernel.d < pl || bn != 64 || pl > 3 || ndhwc_residual)) {
     return std::nullopt;
   }
   const int row = rows ? static_cast<int>(prob.out.w) : 0;
@@ -142,13 +145,14 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
                     Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts}, std::nullopt};
   const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
   // A box fills what lies outside the input with zeros, which the kernel overwrites in other
-  // padding modes (igemm_sm90.cu). Those take boxes only where a float input needs no pitched copy
-  // (W % 4 == 0): the mode's padding then costs no pass over the input. And by default not in the
+  // padding modes (igemm_sm90.cu). Those take boxes only where a float NCDHW input needs no pitched
+  // copy (W % 4 == 0; half and NDHWC inputs are copied anyway): the mode's padding then costs no
+  // pass over the input. And by default not in the
   // fp32 class (not profiled): H200, a reflect-padded 64-channel 16 x 64^2 layer 0.232 -> 0.280 ms
   // by boxes, although a replicate-padded 128-channel 9 x 64^2 one gained (0.693 -> 0.533); in the
   // tf32 class boxes ran 1.07-1.78x faster on all five layers tried (bench/padding_modes.jsonl,
   // docs/kernels/igemm_sm90.md).
-  const bool unpitched = d.dtype != DataType::Float32 || d.w % 4 == 0;
+  const bool unpitched = d.dtype != DataType::Float32 || d.layout != Layout::NCDHW || d.w % 4 == 0;
   const bool boxes_pad = d.padding_mode == PaddingMode::Zeros || (unpitched && (staging == 1 || !sm90_split(prob)));
   if (staging != 0 && boxes_pad && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
     // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel
@@ -229,7 +233,9 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // x 58 layer 0.375 -> 0.260, and the 3 % loss 0.665 -> 0.667.
   constexpr double kCopiesSpeed = 0.88;
   const long long k = prob.out.k;
-  if (k < 16 && !filter.forced) return std::nullopt;  // most of each 32-column MMA would be padding
+  // Most of each 32-column MMA would be padding: NCDHW layers go to direct_tiled (NDHWC ones have
+  // no other kernel than direct's FFMA, and keep the wgmma).
+  if (k < 16 && !filter.forced && prob.desc.layout == Layout::NCDHW) return std::nullopt;
   const int cg = static_cast<int>(prob.c_per_group);
   const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
   std::vector<int> widths = {k <= 32 ? 32 : k <= 64 ? 64 : 128};
@@ -297,7 +303,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // as a 7 x 112 plane in 8 x 16 tiles, 87.5 %: 0.49 against 0.38; pointwise_128 and _256 with
   // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
   // planned as flat planes that fill the tiles: 0.29 and 0.15).
-  if (best && kvol == 1 && !filter.forced) {
+  if (best && kvol == 1 && !filter.forced && prob.desc.layout == Layout::NCDHW) {  // (igemm_sm80: NCDHW only)
     if (sm90_area(prob, best->th, best->tw, best->row) < 0.85) return std::nullopt;
   }
   if (best) best->score = best_eff;
