@@ -24,7 +24,8 @@ const KernelDef kWeightsDef{"igemm_sm90_weights", "igemm_sm90/igemm_sm90.cu", kU
                             kWeightsTable.infos()};
 
 // Half layers with at most this many input channels a group: with fewer than 32 igemm_sm90_half's
-// 64-channel chunks would be mostly padding.
+// 64-channel chunks would be mostly padding. (NDHWC layers of 32 it reads in place, without the
+// copy this kernel needs: those stay there.)
 constexpr int64_t kHalfChannels = 32;
 // ... and at most this many input elements: the float32 copy, twice the input's size, stays within
 // 1 GiB of scratch memory (larger inputs stay in place, read by igemm_sm80).
@@ -36,16 +37,11 @@ class Sm90Family final : public Family {
   std::vector<std::string> aliases() const override { return {"sm90"}; }
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
-  // float32 NCDHW; bf16 and fp16 NCDHW too, through a float32 copy of the input (pitch_rows, on
-  // every call) and one TF32 product, exact for them; float32 NDHWC through an NCDHW copy of the
-  // input (pitch_rows transposes it on every call), its weights read in their own order and its
-  // outputs stored channels innermost.
-  Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.layout != Layout::NCDHW && prob.desc.dtype != DataType::Float32) {
-      return "NCDHW tensors, or float32 NDHWC ones";
-    }
-    return std::nullopt;
-  }
+  // Every element type and layout: float32 NCDHW as it lies; bf16 and fp16 through a float32 copy
+  // of the input (pitch_rows, on every call) and one TF32 product, exact for them; NDHWC through
+  // an NCDHW copy (pitch_rows transposes it on every call), the weights read in their own order
+  // and the outputs stored channels innermost.
+  Refusal serves_types(const Problem&) const override { return std::nullopt; }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     if (prob.desc.groups != 1) return "groups == 1";
@@ -55,8 +51,9 @@ class Sm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (can_implement(prob, limits)) return std::nullopt;
+    const int64_t half_channels = prob.desc.layout == Layout::NCDHW ? kHalfChannels : kHalfChannels - 1;
     if (prob.desc.dtype != DataType::Float32 &&
-        (prob.c_per_group > kHalfChannels || prob.input_elements > kHalfCopyElements)) {
+        (prob.c_per_group > half_channels || prob.input_elements > kHalfCopyElements)) {
       return std::nullopt;
     }
     auto best = choose_sm90_shape(prob, limits);
