@@ -168,7 +168,8 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
       CHECK(plan.input_copy->every_call);
     }
   }
-  // Past 32 channels igemm_sm90_half's chunks pay (in NDHWC from 32, which it reads in place).
+  // Past 32 channels igemm_sm90_half's chunks pay (in NDHWC from 32, which it reads in place;
+  // from 8 igemm_sm80's 16-byte channel groups beat the copy).
   const Conv3dDesc wide = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(1, 40, {5, 9, 12}, 40, {3, 3, 3}));
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(wide), sm90).key).rfind("igemm_sm90 ", 0) != 0);
   const Conv3dDesc wide_ndhwc = half_desc(DataType::BFloat16, Layout::NDHWC, false, test::make(1, 32, {5, 9, 12}, 40, {3, 3, 3}));
@@ -178,12 +179,12 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(big), sm90).key).rfind("igemm_sm80 ", 0) == 0);
 }
 
-TEST_CASE("half NDHWC layers of C < 32 plan to igemm_sm90 on a transposed float32 copy, and compile without spills") {
-  // The reference's two-plane row tiles, chunks of 8 channels (prepared weights, read in their
-  // NDHWC order), W % 4 != 0 with stride and dilation; each with the heaviest epilogue too, in
-  // both types and output types.
+TEST_CASE("half NDHWC layers of C < 8 plan to igemm_sm90 on a transposed float32 copy, and compile without spills") {
+  // The reference's two-plane row tiles, the I3D stem's single-channel chunks (prepared weights,
+  // read in their NDHWC order), W % 4 != 0 with stride and dilation; each with the heaviest
+  // epilogue too, in both types and output types.
   for (Conv3dDesc base : {test::make(16, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
-                          test::make(1, 24, {5, 9, 12}, 40, {3, 3, 3}, 1, 1, 1, 1, true),
+                          test::make(4, 3, {32, 224, 224}, 64, {7, 7, 7}, 2, 3),
                           test::make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true)}) {
     for (const bool heavy : {false, true}) {
       if (heavy) {
