@@ -1,6 +1,6 @@
 // bf16 and fp16 convolutions on the GPU against the float64 reference of the same half inputs:
 // every kernel the planner can pick for half types (igemm_sm80, igemm_sm90 on a float32 copy for
-// NCDHW layers of few channels on sm_90, direct for what they decline) and
+// layers of few channels on sm_90, direct for what they decline) and
 // forced tiles, both layouts, float32 outputs, extents that end mid-tile, C = 3 and 5, every
 // activation with a residual, padding modes, inputs in [-1, 1) and [0, 1), a long reduction, an
 // input off a 16-byte boundary, and tensors of more than 2^31 elements. Skipped (exit 77) without
@@ -73,10 +73,10 @@ const std::vector<std::string> kForced = {"igemm_sm80:32,32", "igemm_sm80:64,64"
 std::vector<Case> kernel_cases() {
   std::vector<Case> out;
   const std::vector<TypeCombo> combos = all_combos();
-  // NCDHW layers of up to 32 channels take igemm_sm90 on sm_90 (below), igemm_sm80 elsewhere.
+  // Layers of up to 32 channels (NDHWC: 31) take igemm_sm90 on sm_90, igemm_sm80 elsewhere.
   for (const TypeCombo& c : combos) {
     for (const Conv3dDesc& d : dense_shapes()) {
-      out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), c.layout == Layout::NDHWC ? "igemm_sm80" : ""});
+      out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), ""});
     }
     // Grouped and depthwise layers: the grouped kernel in NCDHW, direct in NDHWC.
     const char* grouped = c.layout == Layout::NCDHW ? "grouped" : "direct";
@@ -110,7 +110,7 @@ std::vector<Case> epilogue_cases() {
       e.clamp_min = -3.f, e.clamp_max = 4.f;
       Conv3dDesc d = base;
       d.epilogue = e;
-      out.push_back({"", d, d.layout == Layout::NDHWC ? "igemm_sm80" : ""});
+      out.push_back({"", d, ""});
     }
   }
   // The grouped kernel's store path: GELU, scaled, with the residual, in both output types.
@@ -137,7 +137,7 @@ std::vector<Case> padding_cases() {
         d.padding_mode = mode;
         d.epilogue = epilogues[(5 * i) % epilogues.size()];
         d.epilogue.clamp_min = -3.f, d.epilogue.clamp_max = 4.f;
-        out.push_back({"", d, layout == Layout::NDHWC ? "igemm_sm80" : ""});  // (NCDHW C = 3: igemm_sm90 on sm_90)
+        out.push_back({"", d, ""});  // (C = 3 and 16: igemm_sm90 on sm_90, in both layouts)
         ++i;
       }
     }
@@ -160,7 +160,7 @@ std::vector<Case> reference_cases() {
   for (const TypeCombo& c : all_combos()) {
     if (c.type == DataType::Float16 && c.fp32_output) continue;
     out.push_back({"", typed(make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), c.type, c.layout, c.fp32_output),
-                   c.layout == Layout::NDHWC ? "igemm_sm80" : ""});
+                   ""});
   }
   return out;
 }

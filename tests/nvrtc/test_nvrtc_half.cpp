@@ -48,7 +48,7 @@ PtxasReport check_sm90_kernel(const Conv3dDesc& d, const std::string& family) {
 
 }  // namespace
 
-TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for C = 64, igemm_sm90_k16 for NCDHW C = 3) and compile without spills") {
+TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for C = 64, igemm_sm90_k16 / igemm_sm90 for NCDHW / NDHWC C = 3) and compile without spills") {
   const Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
   const Conv3dDesc wide = test::make(2, 64, {8, 12, 14}, 96, {3, 3, 3}, 1, 1, 1, 1, true);
   for (const char* arch : {"sm_80", "sm_90"}) {
@@ -61,11 +61,12 @@ TEST_CASE("bf16 and fp16 layers plan to igemm_sm80 (on sm_90 igemm_sm90_half for
               const PtxasReport r = ptxas_report(d, arch);
               const std::string layout_text = layout == Layout::NDHWC ? " ndhwc" : " ncdhw";
               // C = 64 on sm_90: igemm_sm90_half (tests/nvrtc/test_nvrtc_sm90_half.cpp); the
-              // reference (C = 3, KW = 7) in NCDHW: igemm_sm90_k16.
+              // reference (C = 3, KW = 7): igemm_sm90_k16 in NCDHW, igemm_sm90 on a transposed
+              // float32 copy in NDHWC.
               const bool sm90 = std::string(arch) == "sm_90";
               const char* family = !sm90                                          ? "igemm_sm80 "
                                    : base.c == 64                                 ? "igemm_sm90_half "
-                                   : layout == Layout::NCDHW ? "igemm_sm90_k16 " : "igemm_sm80 ";
+                                   : layout == Layout::NCDHW ? "igemm_sm90_k16 " : "igemm_sm90 ";
               CHECK(r.kernel.rfind(std::string(family) + dtype_name(type) + layout_text + (fp32_output ? " out=fp32 " : " "),
                                    0) == 0);
               check_no_spills(r);
@@ -167,14 +168,44 @@ TEST_CASE("half NCDHW layers of C <= 32 plan to igemm_sm90 on a float32 copy, an
       CHECK(plan.input_copy->every_call);
     }
   }
-  // Past 32 channels igemm_sm90_half's chunks pay; NDHWC and the sm_80 path never take igemm_sm90.
+  // Past 32 channels igemm_sm90_half's chunks pay (in NDHWC from 32, which it reads in place;
+  // from 8 igemm_sm80's 16-byte channel groups beat the copy).
   const Conv3dDesc wide = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(1, 40, {5, 9, 12}, 40, {3, 3, 3}));
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(wide), sm90).key).rfind("igemm_sm90 ", 0) != 0);
-  const Conv3dDesc last = half_desc(DataType::BFloat16, Layout::NDHWC, false, cases[2]);
-  CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(last), sm90).key).rfind("igemm_sm90 ", 0) != 0);
+  const Conv3dDesc wide_ndhwc = half_desc(DataType::BFloat16, Layout::NDHWC, false, test::make(1, 32, {5, 9, 12}, 40, {3, 3, 3}));
+  CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(wide_ndhwc), sm90).key).rfind("igemm_sm90_half ", 0) == 0);
   // Inputs past 2^28 elements stay in place (no gigabyte-sized copy).
   const Conv3dDesc big = half_desc(DataType::BFloat16, Layout::NCDHW, false, test::make(4, 4, {256, 256, 264}, 16, {3, 3, 3}));
   CHECK(detail::canonical_text(detail::make_plan(detail::make_problem(big), sm90).key).rfind("igemm_sm80 ", 0) == 0);
+}
+
+TEST_CASE("half NDHWC layers of C < 8 plan to igemm_sm90 on a transposed float32 copy, and compile without spills") {
+  // The reference's two-plane row tiles, the I3D stem's single-channel chunks (prepared weights,
+  // read in their NDHWC order), W % 4 != 0 with stride and dilation; each with the heaviest
+  // epilogue too, in both types and output types.
+  for (Conv3dDesc base : {test::make(16, 3, {6, 20, 58}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
+                          test::make(4, 3, {32, 224, 224}, 64, {7, 7, 7}, 2, 3),
+                          test::make(2, 5, {7, 9, 11}, 40, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 1, true)}) {
+    for (const bool heavy : {false, true}) {
+      if (heavy) {
+        base.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+        base.epilogue.residual = true;
+      }
+      for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+        const Conv3dDesc d = half_desc(type, Layout::NDHWC, heavy, base);
+        DYNAMIC_SECTION(describe(d)) {
+          const PtxasReport r = ptxas_report(d, "sm_90");
+          CHECK(r.kernel.rfind(std::string("igemm_sm90 ") + dtype_name(type) + " ndhwc", 0) == 0);
+          check_no_spills(r);
+          const detail::Plan plan = detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"));
+          REQUIRE(plan.input_copy);
+          CHECK(plan.copies_input(true));
+          CHECK(plan.input_copy->key.layout == Layout::NDHWC);
+          CHECK(plan.input_copy->key.dtype == type);
+        }
+      }
+    }
+  }
 }
 
 // NCDHW half layers of few channels with KW 5 to 8 on sm_90: igemm_sm90_k16 (k16 products, two

@@ -966,11 +966,25 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
     INFO(describe(d));
     CHECK(kernel(plan_for(d, "sm_90").key) == "igemm_sm90");
   }
-  // Half types in NDHWC stay with their own families.
-  Conv3dDesc half = test::make(2, 16, {5, 8, 9}, 70, {3, 3, 3}, 1, 1);
-  half.dtype = DataType::BFloat16;
-  half.layout = Layout::NDHWC;
-  CHECK(kernel(plan_for(half, "sm_90").key) != "igemm_sm90");
+  // Half types in NDHWC: fewer than 8 channels widened and transposed by the copy (the copy's
+  // key holds the input's type and layout); 8 to 31 on igemm_sm80's 16-byte channel groups, 32
+  // and more read in place by igemm_sm90_half.
+  for (const int64_t c : {3, 7, 8, 16, 31, 32, 48}) {
+    Conv3dDesc half = test::make(2, c, {5, 8, 9}, 70, {3, 3, 3}, 1, 1);
+    half.dtype = DataType::BFloat16;
+    half.layout = Layout::NDHWC;
+    const detail::Plan plan = plan_for(half, "sm_90");
+    INFO(describe(half) << ": " << detail::canonical_text(plan.key));
+    if (c < 8) {
+      REQUIRE(kernel(plan.key) == "igemm_sm90");
+      REQUIRE(plan.input_copy);
+      CHECK(plan.copies_input(true));
+      CHECK(plan.input_copy->key.dtype == DataType::BFloat16);
+      CHECK(plan.input_copy->key.layout == Layout::NDHWC);
+    } else {
+      CHECK(kernel(plan.key) == (c < 32 ? "igemm_sm80" : "igemm_sm90_half"));
+    }
+  }
 }
 
 TEST_CASE("an NDHWC weight row holds term c * KVOL + tap at tap * CG + c") {

@@ -23,9 +23,14 @@ const ConfigTable<WeightsConfig, 2> kWeightsTable{{{
 const KernelDef kWeightsDef{"igemm_sm90_weights", "igemm_sm90/igemm_sm90.cu", kUsesKernelExtents | kUsesClass, true,
                             kWeightsTable.infos()};
 
-// Half layers with at most this many input channels a group: with fewer than 32 igemm_sm90_half's
-// 64-channel chunks would be mostly padding.
+// Half NCDHW layers with at most this many input channels a group: with fewer than 32
+// igemm_sm90_half's 64-channel chunks would be mostly padding.
 constexpr int64_t kHalfChannels = 32;
+// Half NDHWC layers with fewer than this many: below 8 igemm_sm80 cannot load a position's
+// channels as 16-byte groups. H200, against igemm_sm80 (`compare_builds.sh -r 2`): C = 3 the
+// reference problem 2.199 -> 0.661 ms, c3d_conv1 0.490 -> 0.291, slowfast_slow_stem 0.318 ->
+// 0.246, the I3D stem 1.370 -> 1.384; C = 8, 16, 24 lost 0.84x, 0.85x, 0.98x (the copy's pass).
+constexpr int64_t kHalfNdhwcChannels = 8;
 // ... and at most this many input elements: the float32 copy, twice the input's size, stays within
 // 1 GiB of scratch memory (larger inputs stay in place, read by igemm_sm80).
 constexpr int64_t kHalfCopyElements = int64_t{1} << 28;
@@ -36,16 +41,11 @@ class Sm90Family final : public Family {
   std::vector<std::string> aliases() const override { return {"sm90"}; }
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
-  // float32 NCDHW; bf16 and fp16 NCDHW too, through a float32 copy of the input (pitch_rows, on
-  // every call) and one TF32 product, exact for them; float32 NDHWC through an NCDHW copy of the
-  // input (pitch_rows transposes it on every call), its weights read in their own order and its
-  // outputs stored channels innermost.
-  Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.layout != Layout::NCDHW && prob.desc.dtype != DataType::Float32) {
-      return "NCDHW tensors, or float32 NDHWC ones";
-    }
-    return std::nullopt;
-  }
+  // Every element type and layout: float32 NCDHW as it lies; bf16 and fp16 through a float32 copy
+  // of the input (pitch_rows, on every call) and one TF32 product, exact for them; NDHWC through
+  // an NCDHW copy (pitch_rows transposes it on every call), the weights read in their own order
+  // and the outputs stored channels innermost.
+  Refusal serves_types(const Problem&) const override { return std::nullopt; }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     if (prob.desc.groups != 1) return "groups == 1";
@@ -55,8 +55,9 @@ class Sm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (can_implement(prob, limits)) return std::nullopt;
+    const int64_t half_channels = prob.desc.layout == Layout::NCDHW ? kHalfChannels : kHalfNdhwcChannels - 1;
     if (prob.desc.dtype != DataType::Float32 &&
-        (prob.c_per_group > kHalfChannels || prob.input_elements > kHalfCopyElements)) {
+        (prob.c_per_group > half_channels || prob.input_elements > kHalfCopyElements)) {
       return std::nullopt;
     }
     auto best = choose_sm90_shape(prob, limits);
