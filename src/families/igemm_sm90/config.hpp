@@ -25,7 +25,7 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
     {{"pp", FieldRole::Derived, "input tile plane pitch (floats)"}, &Sm90Config::pp},
     {{"cp", FieldRole::Derived, "input tile channel pitch (floats)"}, &Sm90Config::cp},
     {{"tma", FieldRole::Optional, "staging: 1 TMA boxes (dilation[D] <= 8, boxes within 256; padding modes "
-                                  "other than zeros: W % 4 == 0 or half types), 0 cp.async; default TMA where "
+                                  "other than zeros: W % 4 == 0, half types or NDHWC), 0 cp.async; default TMA where "
                                   "it fits"}, &Sm90Config::tma},
     {{"rows", FieldRole::Optional, "1 (or the output width, the key's form): row tiles, TH x TW consecutive "
                                    "positions of an output plane; default 0"}, &Sm90Config::rows},

@@ -116,7 +116,7 @@ class Sm90Family final : public Family {
                   "class or half types), TW a multiple of 8, TH x TW a multiple of 64 up to 256 within the "
                   "registers a thread may have, CC >= 1, the weights and two input tiles must fit in shared "
                   "memory, and TMA 1 needs a dilation along D of at most 8 and boxes within 256 (row tiles: whole "
-                  "input rows; padding modes other than zeros: W % 4 == 0 or half types); PLANES 2 or 3 needs "
+                  "input rows; padding modes other than zeros: W % 4 == 0, half types or NDHWC); PLANES 2 or 3 needs "
                   "one TF32 product, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES (NDHWC: no "
                   "residual)");
   }
