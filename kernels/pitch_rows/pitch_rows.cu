@@ -56,7 +56,7 @@ pitch_rows(const typename Spec::element* __restrict__ in, const typename Spec::e
 #pragma unroll
           for (int x = tx; x < kStep; x += 32) {
             if (x >= count) continue;
-            const int at = static_cast<int>(s0) + x;  // (positions of an image < 2^31)
+            const int at = static_cast<int>(s0) + x;  // (the planner keeps an image's positions below 2^31)
             plane[pitch == w ? at : static_cast<long long>(at / w) * pitch + at % w] = tile[x][c];
           }
         }

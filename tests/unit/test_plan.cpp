@@ -966,6 +966,13 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
     INFO(describe(d));
     CHECK(kernel(plan_for(d, "sm_90").key) == "igemm_sm90");
   }
+  // An image of 2^31 input positions or more (stride 2: its output is an eighth of that) is past
+  // the copy's 32-bit position count: the generic kernel.
+  Conv3dDesc huge = test::make(1, 4, {1300, 1300, 1300}, 16, {3, 3, 3}, 2, 1);
+  huge.layout = Layout::NDHWC;
+  CHECK(kernel(plan_for(huge, "sm_90").key) == "direct");
+  huge.layout = Layout::NCDHW;
+  CHECK(kernel(plan_for(huge, "sm_90").key) == "igemm_sm90");
   // Half types in NDHWC: fewer than 8 channels widened and transposed by the copy (the copy's
   // key holds the input's type and layout); 8 to 31 on igemm_sm80's 16-byte channel groups, 32
   // and more read in place by igemm_sm90_half.

@@ -124,7 +124,9 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   // The kernel counts tiles, extents and one image's offsets in 32 bits.
   const long long n_tiles = sm90_tiles(prob, th, tw, row, pl);
   const long long limit = (1LL << 31) - 1;
-  if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit) {
+  // (NDHWC: pitch_rows' transpose counts an image's input positions in 32 bits too.)
+  if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit ||
+      (d.layout != Layout::NCDHW && d.d * d.h * d.w > limit)) {
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
