@@ -60,6 +60,9 @@
 // is exact and sums in fp32 as the half kernels' do) read a float32 copy of the input that
 // pitch_rows makes on every call, and the weights and bias converted as they are loaded; outputs
 // leave in Spec::out_element.
+// NDHWC layers (Spec::ndhwc) read the same copy, pitch_rows transposing the input into NCDHW
+// rows; their weights are read in (kd, kh, kw, c) order (sm90_weight_term) and their outputs leave
+// from registers, never staged: a thread's two channels of a position are adjacent there.
 //
 // PL > 1 (tf32 class, one chunk, unit stride and dilation along D): a tile is the same positions
 // of PL consecutive output planes, with PL sets of accumulators. The gather walks the tile's
