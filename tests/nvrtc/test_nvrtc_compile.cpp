@@ -224,6 +224,20 @@ TEST_CASE("float32 NDHWC layers compile for igemm_sm90 without spills, with the 
   CHECK(copies == 1);
 }
 
+TEST_CASE("random NDHWC layers that plan igemm_sm90 compile without spills") {
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  int compiled = 0;
+  for (const Conv3dDesc& d : test::random_ndhwc(120, 12)) {
+    if (compiled == 40 || engine.kernel_for(d, "sm_90").rfind("igemm_sm90 ", 0) != 0) continue;
+    INFO(describe(d));
+    test::check_no_spills(test::ptxas_report(d, "sm_90"));
+    ++compiled;
+  }
+  CHECK(compiled == 40);
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {

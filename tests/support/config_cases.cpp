@@ -344,4 +344,26 @@ std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const Depthwi
   return out;
 }
 
+std::vector<Conv3dDesc> random_ndhwc(int count, unsigned seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::vector<Epilogue> epilogues = epilogue_cases();
+  std::vector<Conv3dDesc> out;
+  while (static_cast<int>(out.size()) < count) {
+    const int groups = pick(0, 3) == 0 ? pick(2, 4) : 1;
+    Conv3dDesc d = make(pick(1, 3), groups * pick(1, 40), {pick(1, 12), pick(1, 14), pick(1, 70)},
+                        groups * pick(1, 70), {pick(1, 4), pick(1, 4), pick(1, 5)},
+                        {pick(1, 2), pick(1, 3), pick(1, 2)}, Dims3{pick(0, 2), pick(0, 2), pick(0, 2)},
+                        {pick(1, 2), pick(1, 2), pick(1, 3)}, groups, pick(0, 1) == 1);
+    d.layout = Layout::NDHWC;
+    const int type = pick(0, 3);
+    d.dtype = type == 2 ? DataType::BFloat16 : type == 3 ? DataType::Float16 : DataType::Float32;
+    d.precision = type == 1 ? Precision::Tf32 : Precision::Fp32;
+    if (pick(0, 3) == 0) d.padding_mode = pick(0, 1) == 1 ? PaddingMode::Reflect : PaddingMode::Circular;
+    if (pick(0, 2) == 0) d.epilogue = epilogues[static_cast<size_t>(pick(0, static_cast<int>(epilogues.size()) - 1))];
+    if (validate(d).ok) out.push_back(d);
+  }
+  return out;
+}
+
 }  // namespace conv3djit::test

@@ -56,4 +56,9 @@ struct DepthwiseRanges {
 /// (bias too): the layers the planner gives to depthwise_fp32.
 std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r);
 
+/// `count` valid NDHWC descriptions drawn from `seed`: one group or 2-4, C up to 40, W up to 70,
+/// every stride, dilation and padding up to 2-3, float32 in either class, bf16 or fp16, a padding
+/// mode other than zeros one time in four, an epilogue of epilogue_cases() one time in three.
+std::vector<Conv3dDesc> random_ndhwc(int count, unsigned seed);
+
 }  // namespace conv3djit::test

@@ -2,9 +2,11 @@
 // every plan it makes fits the device (shared memory, threads, the wgmma kernel's tile pitches and
 // its weight preparation step).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -992,6 +994,26 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
       CHECK(kernel(plan.key) == (c < 32 ? "igemm_sm80" : "igemm_sm90_half"));
     }
   }
+}
+
+TEST_CASE("random NDHWC descriptions of every type plan on sm_90 and sm_80, one group mostly on tensor cores") {
+  std::map<std::string, int> families;
+  for (const Conv3dDesc& d : test::random_ndhwc(2000, 20261204)) {
+    INFO(describe(d));
+    const detail::Plan planned = plan_for(d, "sm_90");
+    REQUIRE_NOTHROW(plan_for(d, "sm_80"));
+    ++families[kernel(planned.key)];
+    // Float32 layers of one group on sm_90: igemm_sm90 wherever its search finds a tile.
+    if (d.groups == 1 && d.dtype == DataType::Float32 && kernel(planned.key) != "igemm_sm90") {
+      const auto& families = detail::registry();
+      const auto sm90 = std::find_if(families.begin(), families.end(),
+                                     [](const detail::Family* f) { return f->kernel().name == std::string("igemm_sm90"); });
+      REQUIRE(sm90 != families.end());
+      CHECK((*sm90)->candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 1).empty());
+    }
+  }
+  INFO(fmt::format("{}", fmt::join(families, ", ")));
+  CHECK(families["igemm_sm90"] > 500);
 }
 
 TEST_CASE("an NDHWC weight row holds term c * KVOL + tap at tap * CG + c") {
