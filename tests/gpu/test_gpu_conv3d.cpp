@@ -69,11 +69,7 @@ std::vector<Conv3dDesc> random_descriptions(int count) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::vector<Conv3dDesc> out;
   while (static_cast<int>(out.size()) < count) {
-    const int groups = pick(0, 3) == 0 ? pick(2, 4) : 1;
-    Conv3dDesc d = make(pick(1, 3), groups * pick(1, 6), {pick(1, 12), pick(1, 14), pick(1, 19)},
-                        groups * pick(1, 9), {pick(1, 4), pick(1, 4), pick(1, 5)},
-                        {pick(1, 2), pick(1, 3), pick(1, 2)}, Dims3{pick(0, 2), pick(0, 2), pick(0, 2)},
-                        {pick(1, 2), pick(1, 2), pick(1, 3)}, groups, pick(0, 1) == 1);
+    Conv3dDesc d = test::random_shape(rng, 6, 19, 9);
     if (pick(0, 5) == 0) {
       d.stride = 1;
       d.padding = Padding::same();

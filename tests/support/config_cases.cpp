@@ -344,17 +344,21 @@ std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const Depthwi
   return out;
 }
 
+Conv3dDesc random_shape(std::mt19937& rng, int max_c, int max_w, int max_k) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int groups = pick(0, 3) == 0 ? pick(2, 4) : 1;
+  return make(pick(1, 3), groups * pick(1, max_c), {pick(1, 12), pick(1, 14), pick(1, max_w)}, groups * pick(1, max_k),
+              {pick(1, 4), pick(1, 4), pick(1, 5)}, {pick(1, 2), pick(1, 3), pick(1, 2)},
+              Dims3{pick(0, 2), pick(0, 2), pick(0, 2)}, {pick(1, 2), pick(1, 2), pick(1, 3)}, groups, pick(0, 1) == 1);
+}
+
 std::vector<Conv3dDesc> random_ndhwc(int count, unsigned seed) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const std::vector<Epilogue> epilogues = epilogue_cases();
   std::vector<Conv3dDesc> out;
   while (static_cast<int>(out.size()) < count) {
-    const int groups = pick(0, 3) == 0 ? pick(2, 4) : 1;
-    Conv3dDesc d = make(pick(1, 3), groups * pick(1, 40), {pick(1, 12), pick(1, 14), pick(1, 70)},
-                        groups * pick(1, 70), {pick(1, 4), pick(1, 4), pick(1, 5)},
-                        {pick(1, 2), pick(1, 3), pick(1, 2)}, Dims3{pick(0, 2), pick(0, 2), pick(0, 2)},
-                        {pick(1, 2), pick(1, 2), pick(1, 3)}, groups, pick(0, 1) == 1);
+    Conv3dDesc d = random_shape(rng, 40, 70, 70);
     d.layout = Layout::NDHWC;
     const int type = pick(0, 3);
     d.dtype = type == 2 ? DataType::BFloat16 : type == 3 ? DataType::Float16 : DataType::Float32;

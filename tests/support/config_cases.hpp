@@ -1,4 +1,5 @@
 #pragma once
+#include <random>
 // The (configuration, descriptions) pairs the GPU suite checks against the reference, shared
 // with the NVRTC suite, which checks without a GPU that every one of them plans on sm_90.
 #include <string>
@@ -55,6 +56,12 @@ struct DepthwiseRanges {
 /// `count` valid depthwise descriptions drawn from `seed`, every field random within `r`
 /// (bias too): the layers the planner gives to depthwise_fp32.
 std::vector<Conv3dDesc> random_depthwise(int count, unsigned seed, const DepthwiseRanges& r);
+
+/// A layer drawn from `rng` (not always valid): one group, or 2-4 one time in four; up to 3
+/// images, up to `max_c` input and `max_k` output channels a group, extents up to 12 x 14 x
+/// `max_w`, kernels up to 4 x 4 x 5, strides up to 2 x 3 x 2, padding up to 2, dilation up to
+/// 2 x 2 x 3, a bias one time in two.
+Conv3dDesc random_shape(std::mt19937& rng, int max_c, int max_w, int max_k);
 
 /// `count` valid NDHWC descriptions drawn from `seed`: one group or 2-4, C up to 40, W up to 70,
 /// every stride, dilation and padding up to 2-3, float32 in either class, bf16 or fp16, a padding
