@@ -1005,10 +1005,10 @@ TEST_CASE("random NDHWC descriptions of every type plan on sm_90 and sm_80, one 
     ++families[kernel(planned.key)];
     // Float32 layers of one group on sm_90: igemm_sm90 wherever its search finds a tile.
     if (d.groups == 1 && d.dtype == DataType::Float32 && kernel(planned.key) != "igemm_sm90") {
-      const auto& families = detail::registry();
-      const auto sm90 = std::find_if(families.begin(), families.end(),
+      const auto& all = detail::registry();
+      const auto sm90 = std::find_if(all.begin(), all.end(),
                                      [](const detail::Family* f) { return f->kernel().name == std::string("igemm_sm90"); });
-      REQUIRE(sm90 != families.end());
+      REQUIRE(sm90 != all.end());
       CHECK((*sm90)->candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 1).empty());
     }
   }
