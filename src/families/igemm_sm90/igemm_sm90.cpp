@@ -187,7 +187,7 @@ class Sm90Family final : public Family {
   // are read from the float32 NCDHW copy on every call, whatever the staging.
   Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c) const {
     Plan p = plan(prob, limits, c, c.staging());
-    if (c.boxed || prob.desc.dtype != DataType::Float32 || prob.desc.layout != Layout::NCDHW) {
+    if (c.boxed || pitch_rows_every_call(prob.desc.dtype, prob.desc.layout)) {
       p.input_copy = pitch_rows_plan(p.params, prob.desc.dtype, prob.desc.layout, limits);
     }
     return p;

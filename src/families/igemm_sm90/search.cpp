@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "families/pitch_rows/pitch_rows.hpp"
 #include "plan/family.hpp"
 
 namespace conv3djit::detail {
@@ -147,14 +148,13 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
                     Sm90Staging{0, pitches.rp, pitches.pp, pitches.cp, g, pitches.wavefronts}, std::nullopt};
   const int narrowest = sm90_tma_row(rough.in_w, sm90_tma_shift(static_cast<int>(prob.pad.before.w)));
   // A box fills what lies outside the input with zeros, which the kernel overwrites in other
-  // padding modes (igemm_sm90.cu). Those take boxes only where a float NCDHW input needs no pitched
-  // copy (W % 4 == 0; half and NDHWC inputs are copied anyway): the mode's padding then costs no
-  // pass over the input. And by default not in the
-  // fp32 class (not profiled): H200, a reflect-padded 64-channel 16 x 64^2 layer 0.232 -> 0.280 ms
-  // by boxes, although a replicate-padded 128-channel 9 x 64^2 one gained (0.693 -> 0.533); in the
-  // tf32 class boxes ran 1.07-1.78x faster on all five layers tried (bench/padding_modes.jsonl,
-  // docs/kernels/igemm_sm90.md).
-  const bool unpitched = d.dtype != DataType::Float32 || d.layout != Layout::NCDHW || d.w % 4 == 0;
+  // padding modes (igemm_sm90.cu). Those take boxes only where the input needs no pitched copy for
+  // them (W % 4 == 0, or half and NDHWC inputs, copied anyway): the mode's padding then costs no
+  // pass over the input. And by default not in the fp32 class (not profiled): H200, a
+  // reflect-padded 64-channel 16 x 64^2 layer 0.232 -> 0.280 ms by boxes, although a
+  // replicate-padded 128-channel 9 x 64^2 one gained (0.693 -> 0.533); in the tf32 class boxes ran
+  // 1.07-1.78x faster on all five layers tried (bench/padding_modes.jsonl, docs/kernels/igemm_sm90.md).
+  const bool unpitched = pitch_rows_every_call(d.dtype, d.layout) || d.w % 4 == 0;
   const bool boxes_pad = d.padding_mode == PaddingMode::Zeros || (unpitched && (staging == 1 || !sm90_split(prob)));
   if (staging != 0 && boxes_pad && sm90_tma_fits(prob, rough.in_h, narrowest, cc, rough.in_d)) {
     // A box is stored densely, so its row (a multiple of 4 floats) sets the plane and channel

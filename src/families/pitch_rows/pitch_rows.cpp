@@ -18,7 +18,7 @@ PrepPlan pitch_rows_plan(const ConvParams& p, DataType dtype, Layout layout, con
   const long long spans = p.n * ceil_div(p.c, 32) * ceil_div(positions, 64 * pitch_rows_steps(p.n, p.c, positions));
   copy.grid = stride_grid(layout == Layout::NDHWC ? spans * copy.block : rows * pitch / 4, copy.block, limits, 8);
   copy.workspace_bytes = static_cast<uint64_t>(rows * pitch) * sizeof(float);
-  copy.every_call = dtype != DataType::Float32 || layout != Layout::NCDHW;
+  copy.every_call = pitch_rows_every_call(dtype, layout);
   return copy;
 }
 
