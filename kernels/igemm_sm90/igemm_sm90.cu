@@ -112,7 +112,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr int BN = Spec::bn, CC = Spec::cc, RP = Spec::rp, PP = Spec::pp, CP = Spec::cp, SPLIT = sm90_split_of<Spec>();
   constexpr int TMA = Spec::tma, ROW = Spec::rows, PL = Spec::planes, PARITY = Spec::parity;
   constexpr bool NDHWC = Spec::ndhwc != 0;
-  constexpr Sm90Geometry G = sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL, !NDHWC);
+  constexpr Sm90Geometry G =
+      sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL, !NDHWC);
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -1050,7 +1051,8 @@ igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Sp
     for (int e = 0; e < 4; ++e) {
       const int r = r0 + e;
       const bool ok = k < p.k && r < G.kred && chunk * CC + r / KVOL < CG;
-      const float x = ok ? load_float(wt + k * KRED + sm90_weight_term(chunk * G.kred + r, CG, KVOL, NDHWC)) : 0.f;
+      const float x =
+          ok ? load_float(wt + k * KRED + sm90_weight_term(chunk * G.kred + r, CG, KVOL, NDHWC)) : 0.f;
       big[e] = to_tf32(x);
       small[e] = to_tf32(x - big[e]);
     }

@@ -1,7 +1,7 @@
 // An input copied as float32 into NCDHW rows of W rounded up to a multiple of 4 floats, for
 // igemm_sm90's TMA boxes: a tensor map's strides must be 16-byte multiples (the map then leaves
-// the extra columns out; NCDHW copies write them as zeros), and the kernel stages floats whatever the
-// input's type (bf16 and fp16 widen exactly) and layout (an NDHWC input is transposed here).
+// the extra columns out; NCDHW copies write them as zeros), and the kernel stages floats whatever
+// the input's type (bf16 and fp16 widen exactly) and layout (an NDHWC input is transposed here).
 // Shape-generic: one cubin an element type and layout serves every layer. Arguments as the
 // convolution's; `out` is the scratch copy.
 #pragma once
@@ -17,12 +17,12 @@ pitch_rows(const typename Spec::element* __restrict__ in, const typename Spec::e
   if constexpr (Spec::ndhwc != 0) {
     // Image n's positions are one run of D x H x W, each holding its C channels. A block takes
     // consecutive steps of 64 positions of one image (pitch_rows_steps of them) and 32 of its
-    // channels (all of them where C < 32), a step at a time through shared memory: it reads their channels as one flat range where
-    // the block has every channel (C <= 32), else as 128-byte runs, and writes each channel's 64
-    // positions, contiguous unless rows are padded to the pitch. Those columns past W are left
-    // unwritten: the tensor map's extent is W, and cp.async staging and the border passes read
-    // columns below W only. (Tiles of 32 x 32 found by a grid-stride loop spent ~100
-    // instructions an element on index arithmetic: 1.5 TB/s.)
+    // channels (all of them where C <= 32), a step at a time through shared memory: it reads the
+    // positions' channels as one flat range where it has every channel, else as 128-byte runs,
+    // and writes each channel's 64 positions, contiguous unless rows are padded to the pitch.
+    // Those columns past W are left unwritten: the tensor map's extent is W, and cp.async staging
+    // and the border passes read columns below W only. (Tiles of 32 x 32 found by a grid-stride
+    // loop spent ~100 instructions an element on index arithmetic: 1.5 TB/s.)
     constexpr int kStep = 64;
     __shared__ float tile[kStep][33];  // [position][channel]: a position's channels a bank apart
     const long long positions = p.d * p.h * p.w, pitch = (p.w + 3) / 4 * 4;
