@@ -9,6 +9,10 @@
 // of up to TH rows; its stores go straight from registers (4 outputs a store when the rows
 // allow). The ring and the weights hold floats: half inputs are converted as they are staged, by
 // loads and shared stores (cp.async moves 4 bytes at least and cannot convert).
+// NDHWC (Spec::ndhwc): the ring is the same; the copies read each column's channel C apart, the
+// weights are read in their (kd, kh, kw, c) order, and each output leaves on its own, a thread's
+// KB channels of a position side by side. Blocks then take the channel blocks first, so that
+// those running together read the same 32-byte pieces of the input (a piece holds 8 channels).
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/element.cuh"
@@ -39,6 +43,7 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
         const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p) {
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
+  constexpr bool NDHWC = Spec::ndhwc != 0;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, BH = Spec::bh, BW = Spec::bw;
   constexpr int TH = Spec::th, TW = Spec::tw, ODB = Spec::odb, KB = Spec::kb, PF = Spec::pf;
@@ -47,17 +52,20 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   __shared__ float w_s[G.weight_floats];
 
   // The planner keeps every extent below 2^31. Block order: W tiles, H tiles, plane runs,
-  // channel blocks, images, so that blocks sharing halo rows run together.
+  // channel blocks, images, so that blocks sharing halo rows run together (NDHWC: channel
+  // blocks first, above).
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   int b = static_cast<int>(blockIdx.x);
   const int tiles_w = (OW + BW - 1) / BW, tiles_h = (OH + BH - 1) / BH, runs = (OD + ODB - 1) / ODB;
+  const int k_blocks = static_cast<int>(p.k / KB);  // KB divides the channels per group
+  const int first_k = NDHWC ? b % k_blocks : 0;
+  if constexpr (NDHWC) b /= k_blocks;
   const int ow0 = b % tiles_w * BW; b /= tiles_w;
   const int oh0 = b % tiles_h * BH; b /= tiles_h;
   const int od0 = b % runs * ODB;   b /= runs;
-  const int k_blocks = static_cast<int>(p.k / KB);  // KB divides the channels per group
-  const long long k0 = static_cast<long long>(b % k_blocks) * KB;
-  const long long n = b / k_blocks;
+  const long long k0 = static_cast<long long>(NDHWC ? first_k : b % k_blocks) * KB;
+  const long long n = NDHWC ? b : b / k_blocks;
   const long long g = k0 / p.k_per_group;
 
   // Depthwise weights (one channel's few taps) live in registers; others in shared memory.
@@ -67,7 +75,9 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
 #pragma unroll
     for (int i = 0; i < G.weight_floats; ++i) w_r[i] = load_float(wt + k0 * G.kvol + i);
   } else {
-    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = load_float(wt + k0 * (CG * G.kvol) + i);
+    // Element i = (j, c, tap) of the shared weights; NDHWC weight rows hold (tap, c).
+    auto at = [](int i) { return NDHWC ? i / (CG * G.kvol) * (CG * G.kvol) + i % G.kvol * CG + i % (CG * G.kvol) / G.kvol : i; };
+    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = load_float(wt + k0 * (CG * G.kvol) + at(i));
   }
   float bk[KB];
 #pragma unroll
@@ -75,8 +85,10 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
 
   const int id0 = od0 * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
   constexpr int MODE = Spec::pad_mode;
-  const T* in_g = in + (n * p.c + g * CG) * (static_cast<long long>(D) * H * W);
-  // This thread's first output column of channel k0, plane od0; channel j, plane s, row t
+  // The group's first channel; NDHWC: its positions p.c apart.
+  const T* in_g = NDHWC ? in + n * (static_cast<long long>(D) * H * W) * p.c + g * CG
+                        : in + (n * p.c + g * CG) * (static_cast<long long>(D) * H * W);
+  // This thread's first output column of channel k0, plane od0 (NCDHW); channel j, plane s, row t
   // lie (j * OD + s) * OH + t rows further.
   Out* out_t = out + (((n * p.k + k0) * OD + od0) * OH + oh0) * OW + ow0;
   const int steps = min(ODB, OD - od0);
@@ -95,15 +107,17 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
       for (int cr = group; cr < CG * G.in_h; cr += GROUPS) {
         const int c = cr / G.in_h, row = cr % G.in_h, ih = padding::source<MODE>(ih0 + row, H);
         const bool row_in = id >= 0 && ih >= 0;
-        const T* src = in_g + (static_cast<long long>(c * D + id) * H + ih) * W;
+        const T* src = NDHWC ? in_g + (static_cast<long long>(id) * H + ih) * W * p.c + c
+                             : in_g + (static_cast<long long>(c * D + id) * H + ih) * W;
         float* dst = slot + (c * G.in_h + row) * G.pitch;
         for (int col = lane; col < G.in_w; col += LANES) {
           const int iw = padding::source<MODE>(iw0 + col, W);
           const bool ok = row_in && iw >= 0;
+          const long long at = NDHWC ? iw * p.c : iw;
           if constexpr (sizeof(T) == 4) {
-            copy_or_zero(dst + col, ok ? src + iw : in, ok);
+            copy_or_zero(dst + col, ok ? src + at : in, ok);
           } else {
-            dst[col] = ok ? load_float(src + iw) : 0.f;
+            dst[col] = ok ? load_float(src + at) : 0.f;
           }
         }
       }
@@ -113,8 +127,8 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   const int rg = threadIdx.x / G.segs, seg = threadIdx.x % G.segs;
   const int ow = ow0 + seg * TW;
   out_t += static_cast<long long>(rg * TH) * OW + seg * TW;
-  const bool vec_out =
-      TW % 4 == 0 && OW % 4 == 0 && (reinterpret_cast<unsigned long long>(out) % (4 * sizeof(Out))) == 0;
+  const bool vec_out = !NDHWC && TW % 4 == 0 && OW % 4 == 0 &&
+                       (reinterpret_cast<unsigned long long>(out) % (4 * sizeof(Out))) == 0;
   // Iteration u loads output plane u's new input planes and computes plane s = u - PF, whose
   // inputs landed while the PF before it were computed.
 #pragma unroll 1
@@ -179,27 +193,45 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
           for (int x = 0; x < TW; ++x) total[j][t][x] += acc[j][t][x];
     }
 
-#pragma unroll
-    for (int j = 0; j < KB; ++j)
+    if constexpr (NDHWC) {  // position by position, the thread's KB channels side by side
 #pragma unroll
       for (int t = 0; t < TH; ++t) {
         const int oh = oh0 + rg * TH + t;
         if (oh >= OH) continue;
-        Out* dst = out_t + (static_cast<long long>(j * OD + s) * OH + t) * OW;
-        const long long at = dst - out;
-        auto result = [&](int x) { return epilogue::apply<Spec>(total[j][t][x], bk[j], at + x, p); };
-        if (vec_out && ow + TW <= OW) {
+        const long long row = (((n * OD + od0 + s) * OH + oh) * OW + ow) * p.k + k0;
 #pragma unroll
-          for (int v = 0; v < TW / 4; ++v) {
-            grouped_store::four(dst + 4 * v, result(4 * v), result(4 * v + 1), result(4 * v + 2), result(4 * v + 3));
-          }
-        } else {
+        for (int x = 0; x < TW; ++x) {
+          if (ow + x >= OW) continue;
 #pragma unroll
-          for (int x = 0; x < TW; ++x) {
-            if (ow + x < OW) grouped_store::one(dst + x, result(x));
+          for (int j = 0; j < KB; ++j) {
+            const long long at = row + x * p.k + j;
+            grouped_store::one(out + at, epilogue::apply<Spec>(total[j][t][x], bk[j], at, p));
           }
         }
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < KB; ++j)
+#pragma unroll
+        for (int t = 0; t < TH; ++t) {
+          const int oh = oh0 + rg * TH + t;
+          if (oh >= OH) continue;
+          Out* dst = out_t + (static_cast<long long>(j * OD + s) * OH + t) * OW;
+          const long long at = dst - out;
+          auto result = [&](int x) { return epilogue::apply<Spec>(total[j][t][x], bk[j], at + x, p); };
+          if (vec_out && ow + TW <= OW) {
+#pragma unroll
+            for (int v = 0; v < TW / 4; ++v) {
+              grouped_store::four(dst + 4 * v, result(4 * v), result(4 * v + 1), result(4 * v + 2), result(4 * v + 3));
+            }
+          } else {
+#pragma unroll
+            for (int x = 0; x < TW; ++x) {
+              if (ow + x < OW) grouped_store::one(dst + x, result(x));
+            }
+          }
+        }
+    }
   }
 }
 

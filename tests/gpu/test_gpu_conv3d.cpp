@@ -466,6 +466,39 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
   }
 }
 
+TEST_CASE("grouped and depthwise NDHWC layers run on the grouped kernel and match the reference") {
+  // The listed grouped and depthwise shapes in NDHWC, both classes; then every epilogue with a
+  // padding mode on two of them.
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  std::vector<Conv3dDesc> descs;
+  for (Conv3dDesc d : listed_descriptions()) {
+    if (d.groups == 1) continue;
+    d.layout = Layout::NDHWC;
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      d.precision = precision;
+      descs.push_back(d);
+    }
+  }
+  const PaddingMode modes[] = {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular};
+  const std::vector<Epilogue> epilogues = test::epilogue_cases();
+  for (size_t i = 0; i < epilogues.size(); ++i) {
+    Conv3dDesc d = make(2, 16, {7, 9, 10}, 24, {3, 3, 3}, 1, 1, 1, i % 2 == 0 ? 4 : 8, true);
+    d.layout = Layout::NDHWC;
+    d.epilogue = epilogues[i];
+    d.padding_mode = modes[i % 3];
+    descs.push_back(d);
+  }
+  for (const Conv3dDesc& d : descs) {
+    DYNAMIC_SECTION("auto " << describe(d)) {
+      const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream);
+      require_pass(r);
+      CHECK(r.kernel.rfind("grouped fp32 ndhwc", 0) == 0);
+    }
+  }
+}
+
 TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy plans run their 4-byte twin") {
   cli::make_context_current();
   cli::Stream stream;

@@ -78,8 +78,8 @@ std::vector<Case> kernel_cases() {
     for (const Conv3dDesc& d : dense_shapes()) {
       out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), ""});
     }
-    // Grouped and depthwise layers: the grouped kernel in NCDHW, direct in NDHWC.
-    const char* grouped = c.layout == Layout::NCDHW ? "grouped" : "direct";
+    // Grouped and depthwise layers: the grouped kernel in both layouts.
+    const char* grouped = "grouped";
     out.push_back({"", typed(make(1, 8, {5, 6, 7}, 12, {3, 3, 3}, 1, 1, 1, 2, true), c.type, c.layout, c.fp32_output), grouped});
     out.push_back({"", typed(make(2, 6, {4, 9, 11}, 6, {3, 3, 3}, {1, 2, 1}, 1, 1, 6), c.type, c.layout, c.fp32_output),
                    grouped});

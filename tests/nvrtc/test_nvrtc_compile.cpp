@@ -238,6 +238,28 @@ TEST_CASE("random NDHWC layers that plan igemm_sm90 compile without spills") {
   CHECK(compiled == 40);
 }
 
+TEST_CASE("grouped and depthwise NDHWC layers take the grouped kernel and compile without spills") {
+  // ResNeXt's 32 groups of 8 channels and a depthwise layer, float32 and bf16, plain and with
+  // GELU and a residual (the depthwise one reflect-padded too).
+  Conv3dDesc resnext = test::make(2, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32, true);
+  Conv3dDesc depthwise = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64, true);
+  depthwise.padding_mode = PaddingMode::Reflect;
+  for (Conv3dDesc d : {resnext, depthwise}) {
+    d.layout = Layout::NDHWC;
+    for (const DataType type : {DataType::Float32, DataType::BFloat16}) {
+      for (const bool heavy : {false, true}) {
+        d.dtype = type;
+        d.epilogue = heavy ? test::epilogue_cases()[3] : Epilogue{};
+        d.epilogue.residual = heavy;
+        INFO(describe(d));
+        const test::PtxasReport r = test::ptxas_report(d, "sm_90");
+        CHECK(r.kernel.rfind(std::string("grouped ") + dtype_name(type) + " ndhwc ", 0) == 0);
+        test::check_no_spills(r);
+      }
+    }
+  }
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {

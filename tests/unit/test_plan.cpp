@@ -1016,6 +1016,19 @@ TEST_CASE("random NDHWC descriptions of every type plan on sm_90 and sm_80, one 
   CHECK(families["igemm_sm90"] > 500);
 }
 
+TEST_CASE("grouped and depthwise NDHWC layers plan the grouped kernel") {
+  for (const int64_t groups : {8, 32, 64}) {
+    Conv3dDesc d = test::make(2, 64, {8, 28, 28}, 64, {3, 3, 3}, 1, 1, 1, groups);
+    d.layout = Layout::NDHWC;
+    INFO(describe(d));
+    const detail::Plan plan = plan_for(d, "sm_90");
+    CHECK(kernel(plan.key) == "grouped");
+    CHECK(plan.key.layout == Layout::NDHWC);
+    d.layout = Layout::NCDHW;
+    CHECK(kernel(plan_for(d, "sm_90").key) == (groups == 64 ? "depthwise" : "grouped"));
+  }
+}
+
 TEST_CASE("an NDHWC weight row holds term c * KVOL + tap at tap * CG + c") {
   for (int cg : {1, 3, 16}) {
     for (int kvol : {1, 27, 105}) {

@@ -1,4 +1,4 @@
-// grouped: groups > 1, NCDHW, float32, bf16 or fp16. A block computes KB channels of one group
+// grouped: groups > 1, NCDHW or NDHWC, float32, bf16 or fp16. A block computes KB channels of one group
 // for BH x BW outputs of a run of ODB output planes while the input planes stream through a ring
 // of shared-memory slots (docs/kernels/grouped.md).
 #include <algorithm>
@@ -68,11 +68,9 @@ class GroupedFamily final : public Family {
  public:
   const KernelDef& kernel() const override { return def_; }
 
-  // Every element type in NCDHW: half inputs are converted to float as they are staged.
-  Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.layout != Layout::NCDHW) return "NCDHW tensors";
-    return std::nullopt;
-  }
+  // Every element type and layout: half inputs are converted to float as they are staged, NDHWC
+  // ones read a channel at a time.
+  Refusal serves_types(const Problem&) const override { return std::nullopt; }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits&) const override {
     if (prob.desc.groups == 1) return "groups > 1";
