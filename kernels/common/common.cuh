@@ -46,4 +46,11 @@ CONV3DJIT_HOST_DEVICE inline long long take_remainder(long long& a, long long b)
   return r;
 }
 
+/// Where reduction term `term` (c * KVOL + tap) lies in a weight row of CG x KVOL: the term itself
+/// for NCDHW weights (K x C x KD x KH x KW), tap * CG + c for NDHWC ones (K x KD x KH x KW x C,
+/// channels innermost).
+CONV3DJIT_HOST_DEVICE constexpr int weight_term(int term, int cg, int kvol, bool ndhwc) {
+  return ndhwc ? term % kvol * cg + term / kvol : term;
+}
+
 }  // namespace conv3djit

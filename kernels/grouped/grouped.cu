@@ -75,9 +75,10 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
 #pragma unroll
     for (int i = 0; i < G.weight_floats; ++i) w_r[i] = load_float(wt + k0 * G.kvol + i);
   } else {
-    // Element i = (j, c, tap) of the shared weights; NDHWC weight rows hold (tap, c).
-    auto at = [](int i) { return NDHWC ? i / (CG * G.kvol) * (CG * G.kvol) + i % G.kvol * CG + i % (CG * G.kvol) / G.kvol : i; };
-    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = load_float(wt + k0 * (CG * G.kvol) + at(i));
+    // Element i = (j, c, tap) of the shared weights: channel j's row, term c * KVOL + tap of it.
+    constexpr int ROW = CG * G.kvol;
+    auto at = [](int i) { return NDHWC ? i / ROW * ROW + weight_term(i % ROW, CG, G.kvol, true) : i; };
+    for (int i = threadIdx.x; i < G.weight_floats; i += G.threads) w_s[i] = load_float(wt + k0 * ROW + at(i));
   }
   float bk[KB];
 #pragma unroll

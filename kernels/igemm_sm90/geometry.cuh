@@ -203,13 +203,6 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_slot_weight(int r, int cc, int kd, int 
   return x.c < 0 ? -1 : ((x.c * kd + x.kd) * kh + x.kh) * kw + x.kw;
 }
 
-/// Where reduction term `term` (c * KVOL + tap, the order of the slots) lies in a weight row of
-/// CG x KVOL: the term itself for NCDHW weights (K x C x KD x KH x KW), tap * CG + c for NDHWC ones
-/// (K x KD x KH x KW x C, channels innermost).
-CONV3DJIT_HOST_DEVICE constexpr int sm90_weight_term(int term, int cg, int kvol, bool ndhwc) {
-  return ndhwc ? term % kvol * cg + term / kvol : term;
-}
-
 /// Columns a TMA box starts before a tile's first input column: boxes start at multiples of 4
 /// floats, and tile origins are pad_w less a multiple of 4 (TW is a multiple of 8).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_shift(int pad_w) { return -pad_w & 3; }

@@ -61,7 +61,7 @@
 // pitch_rows makes on every call, and the weights and bias converted as they are loaded; outputs
 // leave in Spec::out_element.
 // NDHWC layers (Spec::ndhwc) read the same copy, pitch_rows transposing the input into NCDHW
-// rows; their weights are read in (kd, kh, kw, c) order (sm90_weight_term) and their outputs leave
+// rows; their weights are read in (kd, kh, kw, c) order (weight_term) and their outputs leave
 // from registers, never staged: a thread's two channels of a position are adjacent there.
 //
 // PL > 1 (tf32 class, one chunk, unit stride and dilation along D): a tile is the same positions
@@ -176,7 +176,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         const int term = sm90_slot_weight(r, CC, KD, KH, KW, PL);
         const bool ok = kb * BN + n < K && term >= 0;
         const float x =
-            ok ? load_float(wt + static_cast<long long>(kb * BN + n) * KRED + sm90_weight_term(term, CG, KVOL, NDHWC))
+            ok ? load_float(wt + static_cast<long long>(kb * BN + n) * KRED + weight_term(term, CG, KVOL, NDHWC))
                : 0.f;
         const int at = sm90_weight_index(n, r, NB);
         const float big = to_tf32(x);
@@ -1052,7 +1052,7 @@ igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Sp
       const int r = r0 + e;
       const bool ok = k < p.k && r < G.kred && chunk * CC + r / KVOL < CG;
       const float x =
-          ok ? load_float(wt + k * KRED + sm90_weight_term(chunk * G.kred + r, CG, KVOL, NDHWC)) : 0.f;
+          ok ? load_float(wt + k * KRED + weight_term(chunk * G.kred + r, CG, KVOL, NDHWC)) : 0.f;
       big[e] = to_tf32(x);
       small[e] = to_tf32(x - big[e]);
     }

@@ -1034,9 +1034,9 @@ TEST_CASE("an NDHWC weight row holds term c * KVOL + tap at tap * CG + c") {
     for (int kvol : {1, 27, 105}) {
       std::set<int> seen;
       for (int term = 0; term < cg * kvol; ++term) {
-        const int at = sm90_weight_term(term, cg, kvol, true);
+        const int at = weight_term(term, cg, kvol, true);
         CHECK(at == term % kvol * cg + term / kvol);
-        CHECK(sm90_weight_term(term, cg, kvol, false) == term);
+        CHECK(weight_term(term, cg, kvol, false) == term);
         seen.insert(at);
       }
       CHECK(seen.size() == static_cast<size_t>(cg * kvol));
