@@ -260,6 +260,30 @@ TEST_CASE("grouped and depthwise NDHWC layers take the grouped kernel and compil
   }
 }
 
+TEST_CASE("every igemm_sm80 tile that plans compiles without spills, in both float32 classes and bf16") {
+  // A 7x7x7 layer of 8 channels and 256 outputs, which every tile fits: float32 tiles of 512
+  // threads (128 registers) spilled 32-100 bytes, and are refused (no tuning candidate either).
+  Conv3dDesc d = test::make(2, 8, {9, 28, 32}, 256, {7, 7, 7}, {2, 1, 1}, 1, 1, 1, true);
+  int compiled = 0;
+  for (const int variant : {0, 1, 2}) {
+    d.precision = variant == 1 ? Precision::Tf32 : Precision::Fp32;
+    d.dtype = variant == 2 ? DataType::BFloat16 : DataType::Float32;
+    for (const char* tile : {"128,64", "64,64", "128,32", "64,128", "128,128", "256,64", "64,32"}) {
+      const std::string config = std::string("igemm_sm80:") + tile;
+      INFO(describe(d) << " " << config);
+      const bool wide = std::string(tile) == "128,128" || std::string(tile) == "256,64";
+      if (wide && d.dtype == DataType::Float32) {
+        CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_80"), config), Error);
+        continue;
+      }
+      if (std::string(tile) == "256,64") continue;  // bf16 / fp16: BM at most 128
+      test::check_no_spills(test::ptxas_report(d, "sm_80", config));
+      ++compiled;
+    }
+  }
+  CHECK(compiled == 16);
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {

@@ -138,19 +138,19 @@ TEST_CASE("every family's candidates: its choice first, distinct keys, within th
 
 TEST_CASE("many channels and small C on sm_90: alternatives of each family that serves them") {
   // The counts seen: below them a family's candidates() lost configurations (the default offers
-  // one a family).
+  // one a family). igemm_sm80 offers no float32 tile of 512 threads (they spill).
   struct Expected {
     std::string layer;
     size_t total;
     std::map<std::string, size_t> at_least;  // by family
   };
   const std::vector<Expected> expected = {
-      {"small C", 8, {{"igemm_sm90", 5}, {"igemm_sm80", 5}, {"direct_tiled", 8}}},
-      {"small C tf32", 8, {{"igemm_sm90", 5}, {"igemm_sm80", 5}, {"direct_tiled", 8}}},
-      {"C = 256", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 7}, {"direct_tiled", 8}}},
-      {"C = 256 tf32", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 7}, {"direct_tiled", 8}}},
-      {"C = 512", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 7}, {"direct_tiled", 8}}},
-      {"C = 512 tf32", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 7}, {"direct_tiled", 8}}},
+      {"small C", 8, {{"igemm_sm90", 5}, {"igemm_sm80", 4}, {"direct_tiled", 8}}},
+      {"small C tf32", 8, {{"igemm_sm90", 5}, {"igemm_sm80", 4}, {"direct_tiled", 8}}},
+      {"C = 256", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 5}, {"direct_tiled", 8}}},
+      {"C = 256 tf32", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 5}, {"direct_tiled", 8}}},
+      {"C = 512", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 5}, {"direct_tiled", 8}}},
+      {"C = 512 tf32", 8, {{"igemm_sm90", 6}, {"igemm_sm80", 5}, {"direct_tiled", 8}}},
       {"bf16 NDHWC C = 512", 8, {{"igemm_sm90_half", 6}, {"igemm_sm80", 6}}},
       {"fp16 NDHWC C = 512", 8, {{"igemm_sm90_half", 6}, {"igemm_sm80", 6}}},
       {"bf16 NCDHW C = 512", 7, {{"igemm_sm80", 6}}},

@@ -15,7 +15,8 @@ struct Sm80Config {
 
 const ConfigTable<Sm80Config, 2> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block, a multiple of 32"}, &Sm80Config::bm},
-    {{"bn", FieldRole::Chosen, "output channels a block, a multiple of 32 (BM x BN / 32 threads in [BM, 1024])"},
+    {{"bn", FieldRole::Chosen,
+      "output channels a block, a multiple of 32 (BM x BN / 32 threads in [BM, 1024], float32 at most 256)"},
      &Sm80Config::bn},
 }}};
 
@@ -45,6 +46,9 @@ Refusal refusal(const Problem& prob, const DeviceLimits& limits) {
 bool fits(const Problem& prob, const DeviceLimits& limits, const Sm80Config& c) {
   const int bm = c.bm, bn = c.bn;
   if (half_inputs(prob) && (bm > 128 || bn > 128)) return false;
+  // float32 tiles of 512 threads (128 x 128, 256 x 64) have 128 registers a thread and spill
+  // 32-100 bytes in both classes (ptxas -v); 256 threads have 255 and take 126-170.
+  if (!half_inputs(prob) && bm * bn / 32 > 256) return false;
   return !refusal(prob, limits) && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 && bn >= 32 && bm * bn / 32 <= 1024 &&
          bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0 && shared_bytes(prob, c) <= limits.max_smem_per_block_optin;
 }
@@ -93,7 +97,8 @@ class Sm80Family final : public Family {
     const Sm80Config c = kTable.apply(Sm80Config{}, forced);
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "groups == 1, sm_80 or newer, BM and BN multiples of 32 with BN >= 32, BM * BN / 32 "
-                            "threads in [BM, 1024] (bf16 / fp16: BM and BN at most 128), and its tables must fit");
+                            "threads in [BM, 1024] (float32: at most 256; bf16 / fp16: BM and BN at most 128), and "
+                            "its tables must fit");
     }
     return plan(prob, c);
   }
