@@ -25,6 +25,7 @@
 #include "driver/module_loader.hpp"
 #include "driver/scratch.hpp"
 #include "jit/codegen.hpp"
+#include "jit/cubin_resources.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/family.hpp"
 #include "tune/candidates.hpp"
@@ -326,6 +327,9 @@ struct Engine::Impl {
     r.compiled = !hit && !bin->from_disk;
     r.compile_ms = r.compiled ? bin->compile_ms : 0;
     if (r.compiled) r.compiler_notes = bin->compile_notes;
+    const CubinResources resources = cubin_resources(bin->cubin, bin->lowered_name);
+    r.registers = resources.registers;
+    r.stack_bytes = resources.stack_bytes;
     if (!disk) return r;
     std::string problem = r.compiled ? bin->disk_problem : "";
     // Kept in memory from before: the entry may have gone from disk since (cleared, evicted).

@@ -43,6 +43,7 @@ struct Row {
   std::string notes;  // the compiler's notes on a kernel compiled now
   bool on_disk = false;
   std::vector<double> samples;  // --repeat: every compile's time; compile_ms is their median
+  int registers = -1, stack_bytes = -1;  // from the cubin
 };
 
 std::string target_arch(const std::string& requested) {
@@ -95,7 +96,10 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
     }
     for (const PrecompiledKernel& k : a.result.kernels) {
       auto [it, inserted] = row_of_key.emplace(k.key, rows.size());
-      if (inserted) rows.push_back({k.key, "cached", 0, descs[i].name, k.kernel, 0, "", "", k.on_disk, {}});
+      if (inserted) {
+        rows.push_back({k.key, "cached", 0, descs[i].name, k.kernel, 0, "", "", k.on_disk, {}, k.registers,
+                        k.stack_bytes});
+      }
       Row& row = rows[it->second];
       ++row.descriptions;
       if (k.compiled) {
@@ -138,6 +142,10 @@ void print_json(const std::string& arch, const std::vector<Row>& rows, double wa
                         {"compile_ms", row.compile_ms}, {"name", row.name},
                         {"kernel", row.kernel},    {"descriptions", row.descriptions},
                         {"on_disk", row.on_disk}};
+    if (row.status != "failed") {
+      k["registers"] = row.registers;
+      k["stack_bytes"] = row.stack_bytes;
+    }
     if (!row.error.empty()) k["error"] = row.error;
     if (!row.notes.empty()) k["notes"] = row.notes;
     if (!row.samples.empty()) k["compile_ms_samples"] = row.samples;
@@ -160,6 +168,10 @@ void print_table(const std::string& arch, const std::vector<Row>& rows, double w
     ++counts[row.status];
     fmt::print("{:<8}  {:>10.1f}  {}\n", row.status, row.compile_ms, row.name);
     if (!row.kernel.empty()) fmt::print("{:<8}  {:>10}  {}\n", "", "", row.kernel);
+    if (row.stack_bytes > 0) {
+      fmt::print("{:<8}  {:>10}  local memory: {} bytes of stack a thread at {} registers\n", "", "", row.stack_bytes,
+                 row.registers);
+    }
     if (!row.error.empty()) fmt::print("{:<8}  {:>10}  error: {}\n", "", "", row.error);
     if (!row.notes.empty()) fmt::print("{:<8}  {:>10}  compiler notes: {}\n", "", "", row.notes);
     if (!row.samples.empty()) {

@@ -116,6 +116,11 @@ struct PrecompiledKernel {
   /// What NVRTC said about a successful compile (warnings, ptxas' performance notes such as
   /// serialised wgmmas); empty when it said nothing or the kernel came from a cache.
   std::string compiler_notes;
+  /// From the cubin, compiled or cached (no GPU needed): registers a thread, and bytes of stack
+  /// frame, i.e. local memory for values ptxas could not keep in registers (spills) or a called
+  /// routine's saved registers. -1 where the cubin does not record them.
+  int registers = -1;
+  int stack_bytes = -1;
 };
 
 /// What precompile() did for one description: every kernel its plan launches, the main kernel

@@ -67,11 +67,16 @@ void bind_results(nb::module_& m) {
       .def_ro("on_disk", &PrecompiledKernel::on_disk)
       .def_ro("compile_ms", &PrecompiledKernel::compile_ms)
       .def_ro("compiler_notes", &PrecompiledKernel::compiler_notes)
+      .def_ro("registers", &PrecompiledKernel::registers, "registers a thread, from the cubin (-1: not recorded)")
+      .def_ro("stack_bytes", &PrecompiledKernel::stack_bytes,
+              "bytes of stack frame a thread (local memory: spills), from the cubin (-1: not recorded)")
       .def("__repr__", [](const PrecompiledKernel& k) {
         return fields_repr("PrecompiledKernel",
                                               {{"kernel", quoted(k.kernel)}, {"compiled", k.compiled ? "True" : "False"},
                                                {"on_disk", k.on_disk ? "True" : "False"},
-                                               {"compile_ms", fmt::format("{:.1f}", k.compile_ms)}});
+                                               {"compile_ms", fmt::format("{:.1f}", k.compile_ms)},
+                                               {"registers", std::to_string(k.registers)},
+                                               {"stack_bytes", std::to_string(k.stack_bytes)}});
       });
   nb::class_<PrecompileResult>(m, "PrecompileResult",
                                "Every kernel a description's plan launches: the main kernel first, then helpers.")

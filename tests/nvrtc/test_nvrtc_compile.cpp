@@ -284,6 +284,37 @@ TEST_CASE("every igemm_sm80 tile that plans compiles without spills, in both flo
   CHECK(compiled == 16);
 }
 
+TEST_CASE("precompile reads each kernel's registers and stack frame from its cubin, as ptxas reports them") {
+  // The reference problem's kernels (no local memory), an igemm_sm80 tile, and the direct kernel
+  // on an fp16 grouped layer, where its 64-bit index divisions are calls whose saved registers
+  // take 16 bytes of stack.
+  struct Case {
+    Conv3dDesc desc;
+    std::string config;
+  };
+  const std::vector<Case> cases = {
+      {test::make(2, 3, {8, 20, 24}, 64, {3, 5, 7}), ""},
+      {test::make(2, 16, {6, 12, 12}, 64, {3, 3, 3}, 1, 1), "igemm_sm80:64,64"},
+      {test::make(1, 10, {8, 16, 16}, 10, {3, 3, 3}, {2, 1, 1}, 0, 1, 2, true), "direct"},
+  };
+  int with_stack = 0;
+  for (Case c : cases) {
+    if (c.config == "direct") c.desc.dtype = DataType::Float16;
+    INFO(describe(c.desc) << " " << c.config);
+    EngineOptions options;
+    options.disk_cache = false;
+    options.kernel_config = c.config;
+    const PrecompiledKernel k = Engine(options).precompile(c.desc, "sm_90").main();
+    const test::PtxasReport r = test::ptxas_report(c.desc, "sm_90", c.config);
+    INFO(r.log);
+    CHECK(r.log.find("Used " + std::to_string(k.registers) + " registers") != std::string::npos);
+    CHECK(r.log.find(" " + std::to_string(k.stack_bytes) + " bytes stack frame") != std::string::npos);
+    CHECK(k.registers > 0);
+    if (k.stack_bytes > 0) ++with_stack;
+  }
+  CHECK(with_stack == 1);
+}
+
 TEST_CASE("every forced configuration the GPU suite checks plans on sm_90") {
   // A configuration that does not fit a listed problem would only show up on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {

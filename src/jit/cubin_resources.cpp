@@ -1,0 +1,116 @@
+#include "jit/cubin_resources.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+namespace conv3djit::detail {
+namespace {
+
+// .nv.info records: a format byte, an attribute byte, then by format nothing (NVAL), two bytes
+// (BVAL, HVAL) or a 16-bit size and that many bytes (SVAL). The per-function attributes used here
+// are SVALs of two 32-bit words: the function's symbol index and the value.
+constexpr uint8_t kFormatNone = 1, kFormatByte = 2, kFormatHalf = 3, kFormatSized = 4;
+constexpr uint8_t kAttrFrameSize = 0x11, kAttrRegisterCount = 0x2f;
+
+class Elf {
+ public:
+  explicit Elf(const std::string& bytes) : b_(bytes) {}
+
+  template <class T>
+  std::optional<T> read(uint64_t at) const {
+    if (at > b_.size() || b_.size() - at < sizeof(T)) return std::nullopt;
+    T v;
+    std::memcpy(&v, b_.data() + at, sizeof(T));
+    return v;
+  }
+
+  struct Section {
+    uint32_t name = 0, type = 0;
+    uint64_t offset = 0, size = 0, entry_size = 0;
+    uint32_t link = 0;
+  };
+
+  std::optional<Section> section(uint16_t i) const {
+    const auto table = read<uint64_t>(0x28);
+    const auto entry = read<uint16_t>(0x3a), count = read<uint16_t>(0x3c);
+    if (!table || !entry || !count || i >= *count || *entry < 64) return std::nullopt;
+    const uint64_t at = *table + uint64_t{i} * *entry;
+    Section s;
+    const auto name = read<uint32_t>(at), type = read<uint32_t>(at + 4), link = read<uint32_t>(at + 40);
+    const auto offset = read<uint64_t>(at + 24), size = read<uint64_t>(at + 32), entry_size = read<uint64_t>(at + 56);
+    if (!name || !type || !link || !offset || !size || !entry_size) return std::nullopt;
+    // SHT_NOBITS (8: shared memory) takes no bytes of the file.
+    if (*type != 8 && (*offset > b_.size() || *size > b_.size() - *offset)) return std::nullopt;
+    s.name = *name;
+    s.type = *type;
+    s.offset = *offset;
+    s.size = *size;
+    s.entry_size = *entry_size;
+    s.link = *link;
+    return s;
+  }
+
+  uint16_t sections() const { return read<uint16_t>(0x3c).value_or(0); }
+
+  // The NUL-terminated string at `at` of the string table `table`.
+  std::string string(const Section& table, uint32_t at) const {
+    if (at >= table.size) return {};
+    const char* start = b_.data() + table.offset + at;
+    const size_t max = table.size - at;
+    return std::string(start, strnlen(start, max));
+  }
+
+  bool valid() const { return b_.size() >= 64 && b_.compare(0, 4, "\x7f" "ELF") == 0 && b_[4] == 2 && b_[5] == 1; }
+
+ private:
+  const std::string& b_;
+};
+
+}  // namespace
+
+CubinResources cubin_resources(const std::string& cubin, const std::string& lowered_name) {
+  CubinResources r;
+  const Elf elf(cubin);
+  if (!elf.valid()) return r;
+  const auto names = elf.section(elf.read<uint16_t>(0x3e).value_or(0));
+  if (!names) return r;
+  // The kernel's index in the symbol table (SHT_SYMTAB = 2, 24-byte entries).
+  std::optional<uint32_t> symbol;
+  std::optional<Elf::Section> info;
+  for (uint16_t i = 0; i < elf.sections(); ++i) {
+    const auto s = elf.section(i);
+    if (!s) return r;
+    if (elf.string(*names, s->name) == ".nv.info") info = s;
+    if (s->type != 2 || s->entry_size != 24) continue;
+    const auto strings = elf.section(static_cast<uint16_t>(s->link));
+    if (!strings) return r;
+    for (uint64_t k = 0; k < s->size / 24 && !symbol; ++k) {
+      const auto name = elf.read<uint32_t>(s->offset + k * 24);
+      if (name && elf.string(*strings, *name) == lowered_name) symbol = static_cast<uint32_t>(k);
+    }
+  }
+  if (!symbol || !info) return r;
+  for (uint64_t at = info->offset, end = info->offset + info->size; at + 2 <= end;) {
+    const uint8_t format = static_cast<uint8_t>(cubin[at]), attribute = static_cast<uint8_t>(cubin[at + 1]);
+    if (format == kFormatNone) {
+      at += 2;
+    } else if (format == kFormatByte || format == kFormatHalf) {
+      at += 4;
+    } else if (format == kFormatSized) {
+      const auto size = elf.read<uint16_t>(at + 2);
+      if (!size || at + 4 + *size > end) break;
+      const auto function = elf.read<uint32_t>(at + 4), value = elf.read<uint32_t>(at + 8);
+      if (*size == 8 && function && value && *function == *symbol) {
+        if (attribute == kAttrRegisterCount) r.registers = static_cast<int>(*value);
+        if (attribute == kAttrFrameSize) r.stack_bytes = static_cast<int>(*value);
+      }
+      at += 4 + *size;
+    } else {
+      break;  // a format this reader does not know: what it read so far stands
+    }
+  }
+  return r;
+}
+
+}  // namespace conv3djit::detail
