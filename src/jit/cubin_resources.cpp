@@ -25,29 +25,22 @@ class Elf {
     return v;
   }
 
+  // An ELF64 section header, field for field (64 bytes, no padding).
   struct Section {
-    uint32_t name = 0, type = 0;
-    uint64_t offset = 0, size = 0, entry_size = 0;
-    uint32_t link = 0;
+    uint32_t name, type;
+    uint64_t flags, address, offset, size;
+    uint32_t link, info;
+    uint64_t align, entry_size;
   };
+  static_assert(sizeof(Section) == 64);
 
   std::optional<Section> section(uint16_t i) const {
     const auto table = read<uint64_t>(0x28);
-    const auto entry = read<uint16_t>(0x3a), count = read<uint16_t>(0x3c);
-    if (!table || !entry || !count || i >= *count || *entry < 64) return std::nullopt;
-    const uint64_t at = *table + uint64_t{i} * *entry;
-    Section s;
-    const auto name = read<uint32_t>(at), type = read<uint32_t>(at + 4), link = read<uint32_t>(at + 40);
-    const auto offset = read<uint64_t>(at + 24), size = read<uint64_t>(at + 32), entry_size = read<uint64_t>(at + 56);
-    if (!name || !type || !link || !offset || !size || !entry_size) return std::nullopt;
+    const auto entry = read<uint16_t>(0x3a);
+    if (!table || !entry || i >= sections() || *entry < sizeof(Section)) return std::nullopt;
+    const auto s = read<Section>(*table + uint64_t{i} * *entry);
     // SHT_NOBITS (8: shared memory) takes no bytes of the file.
-    if (*type != 8 && (*offset > b_.size() || *size > b_.size() - *offset)) return std::nullopt;
-    s.name = *name;
-    s.type = *type;
-    s.offset = *offset;
-    s.size = *size;
-    s.entry_size = *entry_size;
-    s.link = *link;
+    if (!s || (s->type != 8 && (s->offset > b_.size() || s->size > b_.size() - s->offset))) return std::nullopt;
     return s;
   }
 
