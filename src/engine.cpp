@@ -330,6 +330,7 @@ struct Engine::Impl {
     const CubinResources resources = cubin_resources(bin->cubin, bin->lowered_name);
     r.registers = resources.registers;
     r.stack_bytes = resources.stack_bytes;
+    r.code_bytes = resources.code_bytes;
     if (!disk) return r;
     std::string problem = r.compiled ? bin->disk_problem : "";
     // Kept in memory from before: the entry may have gone from disk since (cleared, evicted).

@@ -44,6 +44,7 @@ struct Row {
   bool on_disk = false;
   std::vector<double> samples;  // --repeat: every compile's time; compile_ms is their median
   int registers = -1, stack_bytes = -1;  // from the cubin
+  long long code_bytes = -1;
 };
 
 std::string target_arch(const std::string& requested) {
@@ -98,7 +99,7 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
       auto [it, inserted] = row_of_key.emplace(k.key, rows.size());
       if (inserted) {
         rows.push_back({k.key, "cached", 0, descs[i].name, k.kernel, 0, "", "", k.on_disk, {}, k.registers,
-                        k.stack_bytes});
+                        k.stack_bytes, k.code_bytes});
       }
       Row& row = rows[it->second];
       ++row.descriptions;
@@ -145,6 +146,7 @@ void print_json(const std::string& arch, const std::vector<Row>& rows, double wa
     if (row.status != "failed") {
       k["registers"] = row.registers;
       k["stack_bytes"] = row.stack_bytes;
+      k["code_bytes"] = row.code_bytes;
     }
     if (!row.error.empty()) k["error"] = row.error;
     if (!row.notes.empty()) k["notes"] = row.notes;

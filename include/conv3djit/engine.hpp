@@ -121,6 +121,8 @@ struct PrecompiledKernel {
   /// routine's saved registers. -1 where the cubin does not record them.
   int registers = -1;
   int stack_bytes = -1;
+  /// Bytes of the kernel's machine code in the cubin (16 an instruction); -1 where not found.
+  long long code_bytes = -1;
 };
 
 /// What precompile() did for one description: every kernel its plan launches, the main kernel

@@ -70,13 +70,16 @@ void bind_results(nb::module_& m) {
       .def_ro("registers", &PrecompiledKernel::registers, "registers a thread, from the cubin (-1: not recorded)")
       .def_ro("stack_bytes", &PrecompiledKernel::stack_bytes,
               "bytes of stack frame a thread (local memory: spills), from the cubin (-1: not recorded)")
+      .def_ro("code_bytes", &PrecompiledKernel::code_bytes,
+              "bytes of the kernel's machine code, from the cubin (16 an instruction; -1: not found)")
       .def("__repr__", [](const PrecompiledKernel& k) {
         return fields_repr("PrecompiledKernel",
                                               {{"kernel", quoted(k.kernel)}, {"compiled", k.compiled ? "True" : "False"},
                                                {"on_disk", k.on_disk ? "True" : "False"},
                                                {"compile_ms", fmt::format("{:.1f}", k.compile_ms)},
                                                {"registers", std::to_string(k.registers)},
-                                               {"stack_bytes", std::to_string(k.stack_bytes)}});
+                                               {"stack_bytes", std::to_string(k.stack_bytes)},
+                                               {"code_bytes", std::to_string(k.code_bytes)}});
       });
   nb::class_<PrecompileResult>(m, "PrecompileResult",
                                "Every kernel a description's plan launches: the main kernel first, then helpers.")

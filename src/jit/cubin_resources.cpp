@@ -74,7 +74,9 @@ CubinResources cubin_resources(const std::string& cubin, const std::string& lowe
   for (uint16_t i = 0; i < elf.sections(); ++i) {
     const auto s = elf.section(i);
     if (!s) return r;
-    if (elf.string(*names, s->name) == ".nv.info") info = s;
+    const std::string name = elf.string(*names, s->name);
+    if (name == ".nv.info") info = s;
+    if (name == ".text." + lowered_name) r.code_bytes = static_cast<long long>(s->size);
     if (s->type != 2 || s->entry_size != 24) continue;
     const auto strings = elf.section(static_cast<uint16_t>(s->link));
     if (!strings) return r;

@@ -310,6 +310,8 @@ TEST_CASE("precompile reads each kernel's registers and stack frame from its cub
     CHECK(r.log.find("Used " + std::to_string(k.registers) + " registers") != std::string::npos);
     CHECK(r.log.find(" " + std::to_string(k.stack_bytes) + " bytes stack frame") != std::string::npos);
     CHECK(k.registers > 0);
+    CHECK(k.code_bytes > 0);
+    CHECK(k.code_bytes % 16 == 0);
     if (k.stack_bytes > 0) ++with_stack;
   }
   CHECK(with_stack == 1);

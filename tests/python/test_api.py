@@ -242,9 +242,11 @@ def test_precompile_for_sm90_without_gpu(engine):
     assert main.compiled and main.on_disk and main.compile_ms > 0 and main.key and main.kernel
     assert main.kernel == engine.kernel_for(desc, "sm_90")
     assert main.registers > 0 and main.stack_bytes == 0  # read from the cubin
+    assert main.code_bytes > 0 and main.code_bytes % 16 == 0
     again = engine.precompile(desc, "sm_90")
     assert not again.main.compiled  # from the memory cache
-    assert (again.main.registers, again.main.stack_bytes) == (main.registers, main.stack_bytes)
+    assert (again.main.registers, again.main.stack_bytes, again.main.code_bytes) == (
+        main.registers, main.stack_bytes, main.code_bytes)
     stats = engine.stats()
     assert stats.compiles == len(result.kernels) and stats.compile_ms > 0
     fresh = conv3djit.Engine(cache_dir=engine.cache_info().dir)
