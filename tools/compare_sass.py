@@ -7,7 +7,12 @@ Fill each cache with `conv3djit precompile --manifest M --arch sm_90 --cache-dir
 two builds (no GPU needed). Entries are matched by (kernel, class, shape, configuration), whatever
 the key text's format, and compared by the bytes of their .text sections (the instructions; a
 section's name carries the mangled kernel name, which may differ) and the sizes of their static
-shared memory. Exit status 1 if any entry differs or has no partner."""
+shared memory. Exit status 1 if any entry differs or has no partner.
+
+NVRTC is not deterministic for every kernel: two compiles of one source can give different PTX,
+and for a few grouped kernels with long unrolled tap loops different machine code (4-5 of 324
+grouped kernels, a few instructions each, between two runs of one build). Fill a second base cache
+from the same build and compare the two to see that noise before reading a DIFF."""
 import pathlib, re, struct, sys
 
 # Kernel names of key texts before the families had their own names.
