@@ -14,8 +14,8 @@ struct CubinResources {
 };
 
 /// The resources of the kernel `lowered_name` (its mangled symbol) in `cubin`, from the ELF's
-/// .nv.info attributes and its section .text.<lowered_name>. Fields stay -1 where the cubin does not say; a cubin that is not a
-/// 64-bit little-endian ELF gives both -1.
+/// .nv.info attributes and its section .text.<lowered_name>. Fields stay -1 where the cubin does
+/// not say; a cubin that is not a 64-bit little-endian ELF gives all -1.
 CubinResources cubin_resources(const std::string& cubin, const std::string& lowered_name);
 
 }  // namespace conv3djit::detail
