@@ -81,8 +81,8 @@ CubinResources cubin_resources(const std::string& cubin, const std::string& lowe
     const auto strings = elf.section(static_cast<uint16_t>(s->link));
     if (!strings) return r;
     for (uint64_t k = 0; k < s->size / 24 && !symbol; ++k) {
-      const auto name = elf.read<uint32_t>(s->offset + k * 24);
-      if (name && elf.string(*strings, *name) == lowered_name) symbol = static_cast<uint32_t>(k);
+      const auto at = elf.read<uint32_t>(s->offset + k * 24);  // the symbol's name in `strings`
+      if (at && elf.string(*strings, *at) == lowered_name) symbol = static_cast<uint32_t>(k);
     }
   }
   if (!symbol || !info) return r;

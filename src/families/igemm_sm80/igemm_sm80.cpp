@@ -47,7 +47,7 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const Sm80Config& c) 
   const int bm = c.bm, bn = c.bn;
   if (half_inputs(prob) && (bm > 128 || bn > 128)) return false;
   // float32 tiles of 512 threads (128 x 128, 256 x 64) have 128 registers a thread and spill
-  // 32-100 bytes in both classes (ptxas -v); 256 threads have 255 and take 126-170.
+  // 24-100 bytes in both classes (ptxas -v); 256 threads have 255 and take 126-170.
   if (!half_inputs(prob) && bm * bn / 32 > 256) return false;
   return !refusal(prob, limits) && bm % 32 == 0 && bn % 32 == 0 && bm >= 32 && bn >= 32 && bm * bn / 32 <= 1024 &&
          bm * bn / 32 >= bm && (bm * bn / 32) % 16 == 0 && shared_bytes(prob, c) <= limits.max_smem_per_block_optin;
