@@ -93,6 +93,22 @@ __device__ __forceinline__ void store_pair(H* p, float a, float b) {
   *reinterpret_cast<unsigned*>(p) = pack_pair<H>(a, b);
 }
 
+/// a at p and, where `second`, b at p + 1 (the caller has checked that a's element exists): one
+/// paired store where `paired` (p aligned to both), else one or two. `paired` passes through an
+/// empty asm: it is the same in every iteration of the caller's store loop, and NVVM would
+/// otherwise unswitch the loop on it, compiling every output's epilogue twice.
+template <class T>
+__device__ __forceinline__ void store_two(T* p, float a, float b, bool paired, bool second) {
+  unsigned opaque = paired;
+  asm volatile("" : "+r"(opaque));
+  if (opaque != 0 && second) {
+    store_pair(p, a, b);
+  } else {
+    store_float(p, a);
+    if (second) store_float(p + 1, b);
+  }
+}
+
 /// The element at p as a float, through the read-only path (the tensor is not written while the
 /// kernel runs).
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }

@@ -24,6 +24,8 @@ struct GroupedGeometry {
   int weight_floats; // static shared memory: KB channels' weights
   int shared_bytes;  // dynamic: the ring
   int min_blocks;    // per SM, for the register budget
+  int depth_unroll;  // the depth loop's unroll: whole, or 1 past 1024 FMAs a channel
+  int rows_unroll;   // the input-row loop's unroll: whole, or 1 past 1024 FMAs a depth step
 };
 
 CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
@@ -52,6 +54,12 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd,
   // a group (their partial sums spill at 72 under NVRTC): registers for the accumulators.
   const int warps = (g.threads + 31) / 32;
   g.min_blocks = cg == 1 && g.kvol <= 64 && warps <= 28 ? 28 / warps : 1;
+  // Unrolled, a channel's loops hold KD x KH x KW x KB x TH x TW FMAs: NVVM and ptxas took
+  // seconds on 7 x 7 x 7 with 16 accumulators (5488). Past 1024 the depth loop is rolled, and
+  // past 1024 a depth step the row loop too (the body then holds one input row's FMAs).
+  const int step_fmas = kh * kw * kb * th * tw;
+  g.depth_unroll = kd * step_fmas > 1024 ? 1 : kd;
+  g.rows_unroll = step_fmas > 1024 ? 1 : g.rows;
   return g;
 }
 

@@ -150,12 +150,12 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
 #pragma unroll 1
     for (int c = 0; c < CG; ++c) {
       float acc[KB][TH][TW] = {};
-#pragma unroll
+#pragma unroll G.depth_unroll
       for (int kd = 0; kd < KD; ++kd) {
         int slot = first_slot + kd * DD;
         if (slot >= G.slots) slot -= G.slots;
         const float* src = ring + slot * G.plane_floats + (c * G.in_h + rg * TH * SH) * G.pitch + seg * TW * SW;
-#pragma unroll
+#pragma unroll G.rows_unroll
         for (int r = 0; r < G.rows; ++r) {
           float xin[G.nxv];
           if constexpr (G.vec) {

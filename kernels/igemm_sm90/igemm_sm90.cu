@@ -941,12 +941,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
               const float r1 = epilogue::residual<Spec, float>(at0 + 1, k + 1 < K, p);
               const float v0 = epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p);
               const float v1 = epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p);
-              if (pairs && k + 1 < K) {
-                store_pair(out + at0, v0, v1);
-              } else {
-                if (k < K) store_float(out + at0, v0);
-                if (k + 1 < K) store_float(out + at0 + 1, v1);
-              }
+              if (k < K) store_two(out + at0, v0, v1, pairs, k + 1 < K);
             }
           }
           continue;

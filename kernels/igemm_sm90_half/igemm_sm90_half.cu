@@ -262,31 +262,35 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   // warpgroup is past its last wgmma, and leave as 16-byte stores along each channel's positions
   // where a run of 16 bytes stays in one image and lies on 16 bytes (element by element where not):
   // from registers, 8 lanes of a warp stored 8 positions of a channel, half-filling each 32-byte
-  // sector of 16-bit outputs. With a residual the rows hold the values before it in float32 (one
-  // rounding to the output type, after the residual), and the residual is read along the same
-  // runs as the stores, 16 bytes of outputs at a time (read into registers beside the values
-  // instead, they spilled at 128 registers). NDHWC outputs leave from registers, below.
-  using Staged = select_t<Spec::residual != 0, float, Out>;
+  // sector of 16-bit outputs. The plain convolution's rows hold the outputs; any other epilogue's
+  // hold the float32 sums, and the epilogue runs in the copy-out, EPV outputs an iteration of a
+  // rolled loop: run on the 128 sums a thread holds in registers, an activation's code was
+  // unrolled 128 times (twice the machine code and 0.3 s more compile for a 128 x 256 tile). The
+  // residual is read along the same runs as the stores, 16 bytes of outputs at a time, and each
+  // output is rounded once, after it. NDHWC outputs leave from registers, below.
+  constexpr bool PLAIN = epilogue::plain<Spec>;
+  using Staged = select_t<PLAIN, Out, float>;
   constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
   constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
   static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
   if constexpr (Spec::ndhwc == 0) {
     Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
+    auto bias_of = [&](int kl) { return p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f; };
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int kl = 8 * j + 2 * t + e;
-        const float b = p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
+        const float b = PLAIN && p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
           float v;
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
-          if constexpr (Spec::residual != 0) staged[kl * PITCH + row] = epilogue::value<Spec>(v, b, p);
-          else staged[kl * PITCH + row] = from_float<Out>(epilogue::value<Spec>(v, b, p));
+          if constexpr (PLAIN) staged[kl * PITCH + row] = from_float<Out>(v + b);
+          else staged[kl * PITCH + row] = v;
         }
       }
     }
@@ -307,25 +311,28 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
         const long long offset = (n * p.k + k0 + kl) * out_vol + pos;
         const Staged* const src = staged + kl * PITCH + at;
-        if constexpr (Spec::residual != 0) {
-          // EPV outputs: their values plus beta times the residual, rounded once; a 16-byte word
-          // of the residual's read and one of the outputs' stored, unpacked in registers.
-          auto finish_word = [&](unsigned r, int x) -> unsigned {
+        if constexpr (PLAIN) {
+          *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
+        } else {
+          // EPV outputs from their sums, a 16-byte word of the residual's read and one of the
+          // outputs' stored, packed in registers.
+          const float b = bias_of(kl);
+          const uint4 rq = Spec::residual != 0 ? __ldg(reinterpret_cast<const uint4*>(residual + offset))
+                                               : make_uint4(0u, 0u, 0u, 0u);
+          const unsigned rw[4] = {rq.x, rq.y, rq.z, rq.w};
+          unsigned ow[4];
+#pragma unroll
+          for (int w = 0; w < 4; ++w) {
             if constexpr (sizeof(Out) == 2) {
               float r0, r1;
-              unpack_pair<Out>(r, r0, r1);
-              return pack_pair<Out>(epilogue::finish<Spec>(src[x], r0, p), epilogue::finish<Spec>(src[x + 1], r1, p));
+              unpack_pair<Out>(rw[w], r0, r1);
+              ow[w] = pack_pair<Out>(epilogue::apply_read<Spec>(src[2 * w], b, r0, p),
+                                     epilogue::apply_read<Spec>(src[2 * w + 1], b, r1, p));
             } else {
-              return __float_as_uint(epilogue::finish<Spec>(src[x], __uint_as_float(r), p));
+              ow[w] = __float_as_uint(epilogue::apply_read<Spec>(src[w], b, __uint_as_float(rw[w]), p));
             }
-          };
-          constexpr int PER_WORD = 4 / static_cast<int>(sizeof(Out));
-          const uint4 r = __ldg(reinterpret_cast<const uint4*>(residual + offset));
-          *reinterpret_cast<uint4*>(out + offset) = make_uint4(finish_word(r.x, 0), finish_word(r.y, PER_WORD),
-                                                               finish_word(r.z, 2 * PER_WORD),
-                                                               finish_word(r.w, 3 * PER_WORD));
-        } else {
-          *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
+          }
+          *reinterpret_cast<uint4*>(out + offset) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
         }
       }
     } else {
@@ -350,7 +357,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
             const int kl = kl0 + u * STEP;
             if (kl >= BN || k0 + kl >= p.k) break;
             const float v = to_float(staged[kl * PITCH + at]);
-            out[o0 + kl * out_vol] = from_float<Out>(epilogue::finish<Spec>(v, r[u], p));
+            out[o0 + kl * out_vol] = from_float<Out>(PLAIN ? v : epilogue::apply_read<Spec>(v, bias_of(kl), r[u], p));
           }
         }
       }
@@ -371,15 +378,11 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
       else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
       const long long at = m * p.k + k;
-      if (pairs) {  // k + 1 < K too (K even)
-        const float r0v = epilogue::residual<Spec, float>(at, true, p);
-        const float r1v = epilogue::residual<Spec, float>(at + 1, true, p);
-        // Channels k, k + 1: `at` even and `out` aligned to two elements (element.cuh).
-        store_pair(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p));
-      } else {
-        out[at] = from_float<Out>(epilogue::apply<Spec>(v0, b0, at, p));
-        if (k + 1 < p.k) out[at + 1] = from_float<Out>(epilogue::apply<Spec>(v1, b1, at + 1, p));
-      }
+      // Channels k, k + 1: paired where K is even (`at` is then) and `out` aligned to two elements.
+      const float r0v = epilogue::residual<Spec, float>(at, true, p);
+      const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < p.k, p);
+      store_two(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p),
+                pairs, k + 1 < p.k);
     }
   }
 }

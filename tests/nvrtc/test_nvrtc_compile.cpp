@@ -260,6 +260,49 @@ TEST_CASE("grouped and depthwise NDHWC layers take the grouped kernel and compil
   }
 }
 
+namespace {
+/// Instructions of the main kernel the planner (or `config`) picks for d on sm_90.
+long long instructions(const Conv3dDesc& d, const std::string& config = "") {
+  EngineOptions options;
+  options.disk_cache = false;
+  options.kernel_config = config;
+  return Engine(options).precompile(d, "sm_90").main().code_bytes / 16;
+}
+}  // namespace
+
+TEST_CASE("NDHWC register stores of 256 channels emit each output's epilogue once") {
+  // 128 outputs a thread in igemm_sm90 (tf32) and igemm_sm90_half (bf16): SiLU's code over the
+  // plain kernel's, an output. 13-14 with one epilogue an output; an even-K test the compiler
+  // unswitched the store loop on made it 26-28.
+  Conv3dDesc d = test::make(2, 256, {8, 32, 32}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
+  d.layout = Layout::NDHWC;
+  for (const DataType type : {DataType::Float32, DataType::BFloat16}) {
+    d.dtype = type;
+    d.precision = Precision::Tf32;
+    d.epilogue = Epilogue{};
+    const long long plain = instructions(d);
+    d.epilogue.activation = Activation::Silu;
+    const long long silu = instructions(d);
+    INFO(describe(d) << ": " << plain << " instructions plain, " << silu << " with SiLU");
+    CHECK((silu - plain) / 128 < 20);
+  }
+}
+
+TEST_CASE("the grouped kernel rolls the loops of 7 x 7 planes: a few thousand instructions") {
+  // KD x KH x KW x KB x TH x TW FMAs a channel: past 1024 the depth loop is rolled, past 1024 a
+  // depth step the row loop too. Unrolled, these kernels held 7112 and 2600 instructions and
+  // took NVVM and ptxas over a second.
+  Conv3dDesc depthwise = test::make(1, 8, {9, 12, 21}, 8, {7, 7, 7}, 1, 3, 1, 8, true);
+  depthwise.dtype = DataType::Float16;
+  depthwise.epilogue.activation = Activation::Sigmoid;
+  const long long depth_rolled = instructions(depthwise, "grouped:16,32,4,4,1");
+  const long long rows_rolled =
+      instructions(test::make(1, 16, {4, 13, 22}, 16, {2, 7, 7}, 1, Dims3{0, 3, 3}, 1, 4), "grouped:8,32,2,4,1,4");
+  INFO(depth_rolled << " and " << rows_rolled << " instructions");
+  CHECK(depth_rolled < 3000);
+  CHECK(rows_rolled < 2000);
+}
+
 TEST_CASE("every igemm_sm80 tile that plans compiles without spills, in both float32 classes and bf16") {
   // A 7x7x7 layer of 8 channels and 256 outputs, which every tile fits: float32 tiles of 512
   // threads (128 registers) spilled 32-100 bytes, and are refused (no tuning candidate either).

@@ -77,6 +77,12 @@ ConfigCases config_cases() {
       make(1, 6, {5, 9, 30}, 6, {2, 2, 7}, 1, Dims3{0, 1, 3}, 1, 6, true),
       make(2, 4, {9, 8, 20}, 4, {3, 3, 3}, 1, Padding::same(), {2, 1, 2}, 4),
   };
+  // 7 x 7 planes, whose loops the grouped kernel rolls (grouped/geometry.cuh): a depthwise
+  // 7 x 7 x 7 layer and 4 channels a group of a 2 x 7 x 7 one.
+  const std::vector<Conv3dDesc> grouped_large = {
+      make(1, 8, {9, 12, 21}, 8, {7, 7, 7}, 1, 3, 1, 8, true),
+      make(1, 16, {4, 13, 22}, 16, {2, 7, 7}, 1, Dims3{0, 3, 3}, 1, 4),
+  };
   // A long group reduction (64 channels x 27 taps) through the kernel's per-channel partial sums.
   const std::vector<Conv3dDesc> grouped_long = {make(1, 128, {4, 5, 9}, 4, {3, 3, 3}, 1, 1, 1, 2, true)};
   // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
@@ -181,6 +187,8 @@ ConfigCases config_cases() {
           {"grouped:4,16,1,4,2,8", {grouped_multi[0]}},
           {"grouped:4,16,1,4,3,8,3", {grouped_multi[0]}},
           {"grouped:2,8,1,4,1,2", grouped_long},
+          {"grouped:16,32,4,4,1", grouped_large},             // the depth loop rolled
+          {"grouped:8,32,2,4,1,4", {grouped_large[1]}},       // the row loop too
           {"grouped:8,64,2,4,4", grouped_aligned},
           {"grouped:5,24,1,4,3", grouped_aligned},
           {"grouped:8,32,2,4,16,1,4", grouped_aligned},
