@@ -56,14 +56,31 @@ __device__ __forceinline__ T activate(T v, const ConvParams& p) {
 template <class Spec>
 inline constexpr bool plain = Spec::act == kIdentity && Spec::scaled == 0 && Spec::residual == 0;
 
+/// alpha * sum + bias, the activation's argument: a kernel that stages its sums before the rest
+/// of the epilogue stages this, and needs no bias where it finishes them.
+template <class Spec, class T>
+__device__ __forceinline__ T argument(T sum, T bias, const ConvParams& p) {
+  if constexpr (Spec::scaled != 0) {
+    return T(p.alpha) * sum + bias;
+  } else {
+    return sum + bias;
+  }
+}
+
+/// act(x) * gamma for the activation's argument x.
+template <class Spec, class T>
+__device__ __forceinline__ T activated(T x, const ConvParams& p) {
+  if constexpr (Spec::scaled != 0) {
+    return activate<Spec::act>(x, p) * T(p.gamma);
+  } else {
+    return activate<Spec::act>(x, p);
+  }
+}
+
 /// act(alpha * sum + bias) * gamma: what depends on the output's value only.
 template <class Spec, class T>
 __device__ __forceinline__ T value(T sum, T bias, const ConvParams& p) {
-  if constexpr (Spec::scaled != 0) {
-    return activate<Spec::act>(T(p.alpha) * sum + bias, p) * T(p.gamma);
-  } else {
-    return activate<Spec::act>(sum + bias, p);
-  }
+  return activated<Spec>(argument<Spec>(sum, bias, p), p);
 }
 
 /// The residual at `offset` (the output's own offset: the residual has the output's shape,

@@ -1,4 +1,6 @@
-// Register-blocked direct convolution, fp32 FFMA, for groups == 1.
+// Register-blocked direct convolution, fp32 FFMA, NCDHW; grouped layers too where a block's channels
+// lie in one group (BK divides K / groups). bf16 / fp16 tensors are converted to float as they are
+// staged (plain loads then, not cp.async), and outputs rounded once, after the epilogue.
 //
 // Each thread owns TW consecutive outputs along W for TK output channels (TW * TK accumulators).
 // A warp covers WR output rows x (32 / WR) * TW columns of one (n, od) for its TK channels, so
@@ -28,12 +30,27 @@
 
 namespace conv3djit {
 
+// V floats (float elements: 4 V bytes by cp.async) or one half element, converted, from global
+// to shared memory; zero where !valid (src is then not read, `any` is a valid address).
+template <int V, class T>
+__device__ __forceinline__ void stage_floats(float* dst, const T* src, const T* any, bool valid) {
+  static_assert(sizeof(T) == 4 || V == 1, "half elements are staged one at a time");
+  if constexpr (sizeof(T) == 4) {
+    copy_or_zero<4 * V>(dst, valid ? src : any, valid);
+  } else {
+    *dst = valid ? load_float(src) : 0.f;
+  }
+}
+
 // Chunked reductions hold 2 accumulator sets: one block an SM.
 template <class Spec>
 __global__ void __launch_bounds__(Spec::p * Spec::wk * Spec::ws * 32,
                                   (Spec::cg + Spec::cc - 1) / Spec::cc > 1 ? 1 : 2 / Spec::p)
 direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
-             const typename Spec::element* __restrict__ bias, typename Spec::element* __restrict__ out, ConvParams p) {
+             const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
+             ConvParams p) {
+  using In = typename Spec::element;
+  using Out = typename Spec::out_element;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, WK = Spec::wk, WS = Spec::ws;
   constexpr int WR = Spec::wr, CC = Spec::cc, TW = Spec::tw, V = Spec::v, P = Spec::p;
@@ -57,6 +74,8 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
   const long long tiles = p.n * p.od * tiles_h * tiles_w;
   const long long kb = blockIdx.x % k_blocks;
   const long long k0 = kb * BK;
+  // The block's group (its BK channels lie in one) and that group's first input channel.
+  const long long c_first = k0 / p.k_per_group * CG;
   // Team-major: the last, partial round of tiles goes to one team per block first, so an SM ends
   // with one busy team rather than some SMs with two and others idle.
   const long long blocks_k = gridDim.x / k_blocks;           // blocks sharing one channel block
@@ -97,17 +116,17 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
     constexpr int ROWS = CC * KD * G.in_h, SLOTS = G.threads / L;
     const int t = threadIdx.x % G.threads;
     if (t >= SLOTS * L) return;
-    const float* sample = in + o.n * p.c * p.d * in_plane;
+    const In* sample = in + (o.n * p.c + c_first) * p.d * in_plane;
     for (int r = t / L; r < ROWS; r += SLOTS) {  // r = (c_local * KD + kd) * in_h + ih_l
       const int ckd = r / G.in_h, c = c0 + ckd / KD;
       const int id = padding::source<MODE>(o.id0 + ckd % KD * DD, in_d);
       const int ih = padding::source<MODE>(o.ih0 + r % G.in_h, in_h);
       const bool row_valid = c < CG && id >= 0 && ih >= 0;
-      const float* src_row = sample + (static_cast<long long>(c) * in_d + id) * in_plane + ih * p.w;
+      const In* src_row = sample + (static_cast<long long>(c) * in_d + id) * in_plane + ih * p.w;
       for (int col = t % L * V; col < G.in_w; col += L * V) {
         const int iw = padding::source<MODE>(o.iw0 + col, in_w);  // (V = 4: so are the next 3)
         const bool valid = row_valid && iw >= 0;
-        copy_or_zero<4 * V>(in_s + r * G.pitch + col, valid ? src_row + iw : in, valid);
+        stage_floats<V>(in_s + r * G.pitch + col, src_row + iw, in, valid);
       }
     }
   };
@@ -120,7 +139,7 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
       const int c = c0 + tap / G.kvol;
       const long long k = k0 + i % BK;
       const bool valid = k < p.k && c < CG;
-      copy_or_zero(w_s + i, valid ? wt + (k * CG + c) * G.kvol + tap % G.kvol : wt, valid);
+      stage_floats<1>(w_s + i, wt + (k * CG + c) * G.kvol + tap % G.kvol, wt, valid);
     }
   };
 
@@ -168,7 +187,7 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
   // floats apart. Store j of a lane writes staged output j * 32 + lane; its offset from the
   // warp's first output fits in 32 bits (the planner bounds WR x OW).
   struct Destination {
-    float* o;         // the warp's first output of its first channel
+    Out* o;           // the warp's first output of its first channel
     unsigned inside;  // bit j: store j is inside the output (the same for every channel)
   };
   auto destination = [&](const Origin& t) {
@@ -183,7 +202,7 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
   };
   auto store_tile = [&](const Destination& d, const float (&v)[TK][TW]) {
     float* stage = shared + G.stage_at + (threadIdx.x >> 5) * WR * G.stage_pitch;
-    float* o = d.o;
+    Out* o = d.o;
     int offset[TW];
 #pragma unroll
     for (int j = 0; j < TW; ++j) {
@@ -199,13 +218,13 @@ direct_tiled(const typename Spec::element* __restrict__ in, const typename Spec:
       __syncwarp();
       const long long kk = k0 + warp_k * TK + k;
       if (kk < p.k) {
-        const float b = p.has_bias ? __ldg(bias + kk) : 0.f;
+        const float b = p.has_bias ? load_float(bias + kk) : 0.f;
 #pragma unroll
         for (int j = 0; j < TW; ++j) {
           const int idx = j * 32 + lane;
           if (d.inside >> j & 1) {
-            o[offset[j]] = epilogue::apply<Spec>(stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w], b,
-                                                 o + offset[j] - out, p);
+            o[offset[j]] = from_float<Out>(epilogue::apply<Spec>(
+                stage[idx / G.tile_w * G.stage_pitch + idx % G.tile_w], b, o + offset[j] - out, p));
           }
         }
       }

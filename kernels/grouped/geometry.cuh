@@ -30,7 +30,7 @@ struct GroupedGeometry {
 
 CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd, int kh, int kw, int sd, int sh,
                                                                  int sw, int dd, int dh, int dw, int bh, int bw,
-                                                                 int th, int tw, int kb, int pf) {
+                                                                 int th, int tw, int kb, int pf, bool ndhwc) {
   GroupedGeometry g{};
   g.segs = bw / tw;
   g.threads = bh / th * g.segs;
@@ -51,9 +51,11 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd,
   g.shared_bytes = 4 * g.slots * g.plane_floats;
   // Few terms per output (depthwise): latency-bound at 16 warps an SM (ncu), so registers are
   // traded for warps: 28 warps' worth at 72 registers a thread. More terms, or several channels
-  // a group (their partial sums spill at 72 under NVRTC): registers for the accumulators.
+  // a group (their partial sums spill at 72 under NVRTC), or NDHWC blocks of several output
+  // channels of one input channel (a channel multiplier: 24-360 bytes spilled at 72 with KB = 2):
+  // registers for the accumulators.
   const int warps = (g.threads + 31) / 32;
-  g.min_blocks = cg == 1 && g.kvol <= 64 && warps <= 28 ? 28 / warps : 1;
+  g.min_blocks = cg == 1 && g.kvol <= 64 && warps <= 28 && (kb == 1 || !ndhwc) ? 28 / warps : 1;
   // Unrolled, a channel's loops hold KD x KH x KW x KB x TH x TW FMAs: NVVM and ptxas took
   // seconds on 7 x 7 x 7 with 16 accumulators (5488). Past 1024 the depth loop is rolled, and
   // past 1024 a depth step the row loop too (the body then holds one input row's FMAs).
@@ -67,7 +69,7 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedGeometry grouped_geometry(int cg, int kd,
 template <class S>
 CONV3DJIT_HOST_DEVICE constexpr auto grouped_geometry_of() {
   return grouped_geometry(S::cg, S::kd, S::kh, S::kw, S::sd, S::sh, S::sw, S::dd, S::dh, S::dw, S::bh, S::bw, S::th,
-                          S::tw, S::kb, S::pf);
+                          S::tw, S::kb, S::pf, S::ndhwc != 0);
 }
 
 }  // namespace conv3djit

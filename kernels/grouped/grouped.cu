@@ -47,7 +47,8 @@ grouped(const typename Spec::element* __restrict__ in, const typename Spec::elem
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, BH = Spec::bh, BW = Spec::bw;
   constexpr int TH = Spec::th, TW = Spec::tw, ODB = Spec::odb, KB = Spec::kb, PF = Spec::pf;
-  constexpr GroupedGeometry G = grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF);
+  constexpr GroupedGeometry G =
+      grouped_geometry(CG, KD, KH, KW, SD, SH, SW, DD, DH, DW, BH, BW, TH, TW, KB, PF, Spec::ndhwc != 0);
   extern __shared__ __align__(16) float ring[];
   __shared__ float w_s[G.weight_floats];
 

@@ -113,7 +113,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr int TMA = Spec::tma, ROW = Spec::rows, PL = Spec::planes, PARITY = Spec::parity;
   constexpr bool NDHWC = Spec::ndhwc != 0;
   constexpr Sm90Geometry G =
-      sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL, !NDHWC);
+      sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL,
+                    sm90_staging(NDHWC, epilogue::plain<Spec>));
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -220,7 +221,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
-  const bool bulk = STAGED && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
+  const bool bulk = STAGED && ROW > 0 && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -783,7 +784,18 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       // (the tf32 reference kernel with an odd box shift, at 128 registers).
       unsigned id = threadIdx.x;
       asm volatile("" : "+r"(id));
-      const int first = o.first + 16 * static_cast<int>(id >> 5);
+      // The warp's 16 positions: a run of the plane from `first`, position first + at an output
+      // where in_run(at). Row tiles: 16 consecutive positions of the tile's run; TH x TW tiles
+      // (TW a multiple of 16): 16 columns of one output row.
+      int first, valid = 16;
+      if constexpr (ROW > 0) {
+        first = o.first + 16 * static_cast<int>(id >> 5);
+      } else {
+        const int2 at = position(o, 16 * static_cast<int>(id >> 5));
+        first = at.x * OW + at.y;
+        valid = at.x < OH ? min(16, OW - at.y) : 0;
+      }
+      auto in_run = [&](int at) { return ROW > 0 ? first + at < OH * OW : at < valid; };
       const bool odd = id & 1;
       float* const box = staging + (id >> 5) * BOX;
       // Half outputs with the plain epilogue fill the box in their own type; other epilogues run
@@ -796,15 +808,21 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           return box[i];
         }
       };
-#pragma unroll
-      for (int r = 0; r < ROUNDS; ++r) {
+      // Epilogues other than the plain one take the rounds in a rolled loop: each round's
+      // epilogue and residual reads are then emitted once (a tf32 256-column row-tile kernel
+      // with a residual: 4792 -> 1968 instructions, 1.0 -> 0.5 s of compile). A round's
+      // accumulators are then always the first BOXC / 2 of a plane's, the rest moved down after
+      // it. The plain epilogue's rounds stay unrolled, on the accumulators where they are, and so
+      // do fewer than 4 rounds (2 rolled spilled 20 bytes at two-plane row tiles' 128 registers).
+      constexpr bool ROLLED = !epilogue::plain<Spec> && ROUNDS >= 4;
+      auto round = [&](int r) {
         if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
         __syncwarp();
 #pragma unroll
         for (int jj = 0; jj < BOXC / 8; ++jj) {
-          const int j = r * BOXC / 8 + jj;
-          const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-          // Output y = e * PL + d (channel 8j + 2t + e, plane d), position pa (+ STEP for half 1).
+          const int jb = r * BOXC / 8 + jj, j = ROLLED ? jj : jb;  // channels 8jb.., accumulators 4j..
+          const float2 b = *reinterpret_cast<const float2*>(bias_s + jb * 8 + 2 * t);
+          // Output y = e * PL + d (channel 8jb + 2t + e, plane d), position pa (+ STEP for half 1).
           auto value = [&](int y, int half) {
             const int e = y / PL, d = y % PL, i = j * 4 + half * 2 + e;
             // Other epilogues than the plain one run over the filled box (below): touching the
@@ -836,8 +854,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           constexpr int PER = BOX / 32, BATCH = PER < 8 ? PER : 8;
           static_assert(BOX % 32 == 0 && PER % BATCH == 0, "whole batches of box elements");
           auto inside = [&](int i) {
-            const int y = i / 16, at = i % 16;
-            return first + at < OH * OW && o.od + y % PL < OD && k0 + y / PL < K;
+            const int y = i / 16;
+            return in_run(i % 16) && o.od + y % PL < OD && k0 + y / PL < K;
           };
           auto offset = [&](int i) {
             const int y = i / 16;
@@ -875,7 +893,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           tma::fence_shared_to_async();
           __syncwarp();
           if (lane == 0) {
-            if (first < OH * OW && kb * BN + r * BOXC < K) {
+            if (first < OH * OW && kb * BN + r * BOXC < K) {  // (row tiles only)
               tma::store_box(out_map, box, first, o.od, kb * BN + r * BOXC, o.n);
             }
             tma::commit_stores();
@@ -891,7 +909,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           const long long plane = static_cast<long long>(OH) * OW, channel = OD * plane;
           auto copy_out = [&](int v) {
             const int lanes = 16 / v, at = v * (lane % lanes);
-            const bool inside = first + at < OH * OW;  // (v = 2: so is first + at + 1, OH * OW even)
+            const bool inside = in_run(at);  // (v = 2: so is at + 1: OH * OW, or OW, even)
             Out* const run = out + (static_cast<long long>(o.n) * K + k0) * channel + o.od * plane + first + at;
 #pragma unroll 1
             for (int j = 0; j < BOXC * PL / (2 * v); ++j) {
@@ -906,12 +924,26 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
               }
             }
           };
-          if (plane % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0) {
+          if ((ROW > 0 ? plane : OW) % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0) {
             copy_out(2);
           } else {
             copy_out(1);
           }
         }
+        if constexpr (ROLLED) {
+#pragma unroll
+          for (int d = 0; d < PL; ++d) {
+#pragma unroll
+            for (int i = 0; i + BOXC / 2 < R; ++i) acc[d][i] = acc[d][i + BOXC / 2];
+          }
+        }
+      };
+      if constexpr (ROLLED) {
+#pragma unroll 1
+        for (int r = 0; r < ROUNDS; ++r) round(r);
+      } else {
+#pragma unroll
+        for (int r = 0; r < ROUNDS; ++r) round(r);
       }
     } else {
 #pragma unroll

@@ -63,6 +63,32 @@ __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid
   }
 }
 
+/// 16 bytes of outputs at out + offset (16-byte aligned) from the activation's arguments
+/// src[0, EPV) (epilogue::argument; EPV = 16 / sizeof(Out)): the rest of the epilogue with the
+/// residual's 16 bytes at the same offset (one load), each output rounded once.
+template <class Spec>
+__device__ __forceinline__ void finish_run16(typename Spec::out_element* out, long long offset, const float* src,
+                                             const ConvParams& p) {
+  using Out = typename Spec::out_element;
+  const uint4 rq = Spec::residual != 0
+                       ? __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const Out*>(p.residual) + offset))
+                       : make_uint4(0u, 0u, 0u, 0u);
+  const unsigned rw[4] = {rq.x, rq.y, rq.z, rq.w};
+  unsigned ow[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    if constexpr (sizeof(Out) == 2) {
+      float r0, r1;
+      unpack_pair<Out>(rw[w], r0, r1);
+      ow[w] = pack_pair<Out>(epilogue::finish<Spec>(epilogue::activated<Spec>(src[2 * w], p), r0, p),
+                             epilogue::finish<Spec>(epilogue::activated<Spec>(src[2 * w + 1], p), r1, p));
+    } else {
+      ow[w] = __float_as_uint(epilogue::finish<Spec>(epilogue::activated<Spec>(src[w], p), __uint_as_float(rw[w]), p));
+    }
+  }
+  *reinterpret_cast<uint4*>(out + offset) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+}
+
 }  // namespace sm90_half
 
 template <class Spec>
@@ -267,7 +293,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   // rolled loop: run on the 128 sums a thread holds in registers, an activation's code was
   // unrolled 128 times (twice the machine code and 0.3 s more compile for a 128 x 256 tile). The
   // residual is read along the same runs as the stores, 16 bytes of outputs at a time, and each
-  // output is rounded once, after it. NDHWC outputs leave from registers, below.
+  // output is rounded once, after it. NDHWC outputs with an epilogue go the same way, as BM
+  // position rows of BN channels; plain NDHWC outputs leave from registers, below.
   constexpr bool PLAIN = epilogue::plain<Spec>;
   using Staged = select_t<PLAIN, Out, float>;
   constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
@@ -275,14 +302,13 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
   if constexpr (Spec::ndhwc == 0) {
     Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
-    auto bias_of = [&](int kl) { return p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f; };
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int kl = 8 * j + 2 * t + e;
-        const float b = PLAIN && p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
+        const float b = p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
@@ -290,7 +316,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
           if constexpr (PLAIN) staged[kl * PITCH + row] = from_float<Out>(v + b);
-          else staged[kl * PITCH + row] = v;
+          else staged[kl * PITCH + row] = epilogue::argument<Spec>(v, b, p);
         }
       }
     }
@@ -314,25 +340,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         if constexpr (PLAIN) {
           *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
         } else {
-          // EPV outputs from their sums, a 16-byte word of the residual's read and one of the
-          // outputs' stored, packed in registers.
-          const float b = bias_of(kl);
-          const uint4 rq = Spec::residual != 0 ? __ldg(reinterpret_cast<const uint4*>(residual + offset))
-                                               : make_uint4(0u, 0u, 0u, 0u);
-          const unsigned rw[4] = {rq.x, rq.y, rq.z, rq.w};
-          unsigned ow[4];
-#pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            if constexpr (sizeof(Out) == 2) {
-              float r0, r1;
-              unpack_pair<Out>(rw[w], r0, r1);
-              ow[w] = pack_pair<Out>(epilogue::apply_read<Spec>(src[2 * w], b, r0, p),
-                                     epilogue::apply_read<Spec>(src[2 * w + 1], b, r1, p));
-            } else {
-              ow[w] = __float_as_uint(epilogue::apply_read<Spec>(src[w], b, __uint_as_float(rw[w]), p));
-            }
-          }
-          *reinterpret_cast<uint4*>(out + offset) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+          sm90_half::finish_run16<Spec>(out, offset, src, p);
         }
       }
     } else {
@@ -357,9 +365,63 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
             const int kl = kl0 + u * STEP;
             if (kl >= BN || k0 + kl >= p.k) break;
             const float v = to_float(staged[kl * PITCH + at]);
-            out[o0 + kl * out_vol] = from_float<Out>(PLAIN ? v : epilogue::apply_read<Spec>(v, bias_of(kl), r[u], p));
+            out[o0 + kl * out_vol] =
+                from_float<Out>(PLAIN ? v : epilogue::finish<Spec>(epilogue::activated<Spec>(v, p), r[u], p));
           }
         }
+      }
+    }
+    return;
+  }
+  if constexpr (!PLAIN) {
+    // BM rows of the BN channels' activation arguments in float32 (8 floats more a row: a
+    // half-warp's 8-byte writes of 4 rows land on distinct banks); the copy-out takes EPV
+    // channels of a position an iteration, a warp's 16-byte stores along one position's channels,
+    // or two channels a thread where runs do not fit. From registers, a warp's store half-filled
+    // 8 sectors and the epilogue was unrolled for each of a thread's 128 outputs.
+    constexpr int NPITCH = BN + 8;
+    static_assert(BM * NPITCH * sizeof(float) <= STAGES * STAGE, "the staged sums fit the ring (3 stages or more do)");
+    float* const staged = reinterpret_cast<float*>(ring_ptr);
+    __syncthreads();  // every warpgroup's wgmmas are done with the ring
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int kl = 8 * j + 2 * t;
+      const float b0 = p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
+      const float b1 = p.has_bias && k0 + kl + 1 < p.k ? load_float(bias + k0 + kl + 1) : 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+        float v0, v1;
+        if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+        else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        *reinterpret_cast<float2*>(staged + row * NPITCH + kl) =
+            make_float2(epilogue::argument<Spec>(v0, b0, p), epilogue::argument<Spec>(v1, b1, p));
+      }
+    }
+    __syncthreads();
+    const int valid = static_cast<int>(m_total - m0 < BM ? m_total - m0 : BM);
+    // 16-byte runs where K is a multiple of a run and the output and residual lie on 16 bytes.
+    const bool runs = p.k % EPV == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
+                      (Spec::residual == 0 || reinterpret_cast<unsigned long long>(p.residual) % 16 == 0);
+    if (runs) {
+      for (int i = tid; i < BM * (BN / EPV); i += THREADS) {
+        const int row = i / (BN / EPV), kl = i % (BN / EPV) * EPV;
+        if (row >= valid || k0 + kl >= p.k) continue;
+        sm90_half::finish_run16<Spec>(out, (m0 + row) * p.k + k0 + kl, staged + row * NPITCH + kl, p);
+      }
+    } else {
+      const bool pairs = p.k % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+#pragma unroll 1
+      for (int i = tid; i < BM * (BN / 2); i += THREADS) {
+        const int row = i / (BN / 2), kl = i % (BN / 2) * 2;
+        if (row >= valid || k0 + kl >= p.k) continue;
+        const long long at = (m0 + row) * p.k + k0 + kl;
+        const bool second = k0 + kl + 1 < p.k;
+        const float r0 = epilogue::residual<Spec, float>(at, true, p);
+        const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
+        const float* const src = staged + row * NPITCH + kl;
+        store_two(out + at, epilogue::finish<Spec>(epilogue::activated<Spec>(src[0], p), r0, p),
+                  epilogue::finish<Spec>(epilogue::activated<Spec>(src[1], p), r1, p), pairs, second);
       }
     }
     return;

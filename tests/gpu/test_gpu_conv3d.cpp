@@ -435,7 +435,8 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
   // Every tile form of the planner in NDHWC (its input transposed into an NCDHW copy, outputs
   // stored channels innermost): row tiles with two planes (the tf32 reference), streamed chunks
   // of 128 and 256 columns, a pointwise layer, W ending mid-tile with K past one column tile, an
-  // odd K (single stores), causal padding, stride, dilation and K < 16; then every epilogue and padding
+  // odd K (single stores), causal padding, stride, dilation, K < 16 and a long kernel in narrow
+  // columns; then every epilogue and padding
   // mode on two of them, and no local memory in any.
   cli::make_context_current();
   cli::Stream stream;
@@ -456,6 +457,9 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
       make(1, 8, {9, 14, 14}, 16, {1, 3, 3}, {1, 2, 2}, Dims3{0, 1, 1}),
       make(1, 4, {12, 13, 16}, 24, {3, 3, 3}, 1, 2, 2),
       make(1, 8, {6, 10, 12}, 5, {3, 3, 3}, 1, 1),
+      // A 5 x 5 x 5 kernel whose 3xTF32 chunk weights do not fit 128 columns: 32 (K = 70, three
+      // column blocks, the last one short).
+      make(1, 24, {5, 9, 14}, 70, {5, 5, 5}, 1, 2, 1, 1, true),
   };
   std::vector<Conv3dDesc> descs;
   for (const Conv3dDesc& d : shapes) {

@@ -89,6 +89,16 @@ std::vector<Case> epilogue_cases() {
     out.push_back({i % 2 ? "igemm_sm90_half:128,128" : "", r});
     ++i;
   }
+  // K a multiple of 8: the staged sums leave as 16-byte runs of channels (K = 100 above takes the
+  // element path for half outputs), in the planner's tile and a 128 x 256 one.
+  for (const int k : {64, 136}) {
+    Conv3dDesc d = ndhwc(make(1, 64, {4, 6, 7}, k, {3, 3, 3}, 1, 1, 1, 1, true),
+                         k == 64 ? DataType::BFloat16 : DataType::Float16, false);
+    d.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+    d.epilogue.residual = true;
+    out.push_back({"", d});
+    out.push_back({"igemm_sm90_half:128,256", d});
+  }
   return out;
 }
 

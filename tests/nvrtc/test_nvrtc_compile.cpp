@@ -200,14 +200,15 @@ TEST_CASE("igemm_sm90's register stores with a residual compile without spills")
 
 TEST_CASE("float32 NDHWC layers compile for igemm_sm90 without spills, with the transposing input copy") {
   // Row tiles with two planes (the tf32 reference), streamed chunks of 256 columns, a pointwise
-  // layer, each with GELU and a residual, in both classes; and their input copy, one kernel for
-  // every NDHWC shape.
+  // layer, a 5 x 5 x 5 kernel in narrower columns than its K (3xTF32's chunk weights), each with
+  // GELU and a residual, in both classes; and their input copy, one kernel for every NDHWC shape.
   EngineOptions options;
   options.disk_cache = false;
   Engine engine(options);
   int copies = 0;
   for (Conv3dDesc d : {test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}), test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
-                       test::make(1, 512, {8, 28, 28}, 512, {1, 1, 1})}) {
+                       test::make(1, 512, {8, 28, 28}, 512, {1, 1, 1}),
+                       test::make(1, 48, {4, 28, 28}, 128, {5, 5, 5}, 1, 2)}) {
     d.layout = Layout::NDHWC;
     for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
       d.precision = precision;
@@ -239,12 +240,15 @@ TEST_CASE("random NDHWC layers that plan igemm_sm90 compile without spills") {
 }
 
 TEST_CASE("grouped and depthwise NDHWC layers take the grouped kernel and compile without spills") {
-  // ResNeXt's 32 groups of 8 channels and a depthwise layer, float32 and bf16, plain and with
-  // GELU and a residual (the depthwise one reflect-padded too).
+  // ResNeXt's 32 groups of 8 channels, a depthwise layer and a channel multiplier of 6 with 1 x 7
+  // x 7 (two output channels of one input channel a block: 360 bytes spilled at the depthwise
+  // budget of 72 registers), float32 and bf16, plain and with GELU and a residual (the depthwise
+  // one reflect-padded too).
   Conv3dDesc resnext = test::make(2, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32, true);
   Conv3dDesc depthwise = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64, true);
   depthwise.padding_mode = PaddingMode::Reflect;
-  for (Conv3dDesc d : {resnext, depthwise}) {
+  const Conv3dDesc multiplier = test::make(1, 16, {8, 32, 34}, 96, {1, 7, 7}, 1, Dims3{0, 3, 3}, 1, 16, true);
+  for (Conv3dDesc d : {resnext, depthwise, multiplier}) {
     d.layout = Layout::NDHWC;
     for (const DataType type : {DataType::Float32, DataType::BFloat16}) {
       for (const bool heavy : {false, true}) {
@@ -285,6 +289,28 @@ TEST_CASE("NDHWC register stores of 256 channels emit each output's epilogue onc
     const long long silu = instructions(d);
     INFO(describe(d) << ": " << plain << " instructions plain, " << silu << " with SiLU");
     CHECK((silu - plain) / 128 < 20);
+  }
+}
+
+TEST_CASE("igemm_sm90 NCDHW epilogues run over staged boxes in rolled rounds: a few hundred instructions") {
+  // 256-column tiles, 128 accumulators a thread: a TH x TW tile (tf32 GELU, bf16 C = 24 GELU) and
+  // a row tile with a residual. From registers, the GELU kernels held 6320 and 5904
+  // instructions (the activation once per accumulator), the row tile 4792 (the residual's reads
+  // once per round); a round's epilogue is now emitted once.
+  Conv3dDesc tiles = test::make(2, 384, {16, 28, 30}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
+  tiles.precision = Precision::Tf32;
+  Conv3dDesc few = test::make(2, 24, {16, 64, 64}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
+  few.dtype = DataType::BFloat16;
+  Conv3dDesc rows = test::make(1, 16, {16, 56, 63}, 512, {2, 2, 2}, 1, 1, 1, 1, true);
+  rows.precision = Precision::Tf32;
+  for (Conv3dDesc* d : {&tiles, &few, &rows}) {
+    d->epilogue = Epilogue{};
+    const long long plain = instructions(*d);
+    d->epilogue.activation = d == &rows ? Activation::Identity : Activation::Gelu;
+    d->epilogue.residual = d == &rows;
+    const long long fused = instructions(*d);
+    INFO(describe(*d) << ": " << plain << " instructions plain, " << fused << " fused");
+    CHECK(fused - plain < 800);
   }
 }
 

@@ -85,6 +85,23 @@ ConfigCases config_cases() {
   };
   // A long group reduction (64 channels x 27 taps) through the kernel's per-channel partial sums.
   const std::vector<Conv3dDesc> grouped_long = {make(1, 128, {4, 5, 9}, 4, {3, 3, 3}, 1, 1, 1, 2, true)};
+  // Grouped layers on the tiled kernel (K / groups a multiple of 8: a block's channels in one
+  // group): 16 and 8 channels a group, a stride, a dilation, 5 x 5 x 5 in chunks of channels, the
+  // last group's tiles ending mid-row.
+  const std::vector<Conv3dDesc> grouped_tiled = {
+      make(1, 32, {5, 11, 21}, 32, {3, 3, 3}, 1, 1, 1, 2, true),
+      make(1, 24, {6, 12, 20}, 48, {3, 3, 3}, 1, 2, 2, 3),
+      make(1, 16, {6, 9, 13}, 16, {3, 3, 5}, {1, 2, 1}, Dims3{1, 1, 2}, 1, 2),
+      make(1, 64, {4, 7, 12}, 32, {5, 5, 5}, 1, 2, 1, 4, true),
+  };
+  // 16 channels a group of K: two warps of 8.
+  const std::vector<Conv3dDesc> grouped_tiled_16 = {grouped_tiled[0], grouped_tiled[1]};
+  // Half tensors, converted as they are staged: bf16, fp16, and bf16 with a float32 output.
+  std::vector<Conv3dDesc> grouped_tiled_half = {grouped_tiled[0], grouped_tiled[2], grouped_tiled[3]};
+  grouped_tiled_half[0].dtype = DataType::BFloat16;
+  grouped_tiled_half[1].dtype = DataType::Float16;
+  grouped_tiled_half[2].dtype = DataType::BFloat16;
+  grouped_tiled_half[2].fp32_output = true;
   // igemm_sm90 with the whole reduction in shared memory (CC >= C): short reductions. Outputs that
   // end mid-tile in W and H, K below, at and above the 32/64/128-column blocks (2 blocks of 128),
   // padding terms in the last slice (C * KVOL % 8 != 0), strides, dilation, pointwise.
@@ -176,6 +193,11 @@ ConfigCases config_cases() {
           {"tiled:8,1,4,3,8,1", dense_aligned},
           {"tiled:4,2,4,3,8,4,1", dense_aligned},  // one team with resident weights (2 by default)
           {"tiled:2,4,2,4,4,1,1", dense},
+          {"tiled:1,4,4,2,8", grouped_tiled},
+          {"tiled:1,8,2,2,4", grouped_tiled},
+          {"tiled:2,2,8,3,4", grouped_tiled_16},
+          {"tiled:1,8,2,2,4", grouped_tiled_half},
+          {"tiled:2,2,4,4,8,4", {make(1, 32, {4, 9, 24}, 32, {3, 3, 3}, 1, Dims3{1, 1, 4}, 1, 2, true)}},
           {"grouped:8,64,2,4,4", grouped},
           {"grouped:8,32,2,4,16,1,4", grouped},
           {"grouped:6,16,3,4,5,1,1", grouped},
@@ -202,6 +224,7 @@ ConfigCases config_cases() {
           {"igemm:128,64", dense_tf32},
           {"sm90:3,64,64,512", big_tiles},
           {"sm90:8,8,32,512", short_reduction},
+          {"sm90:8,8,32,512", short_reduction_tf32},
           {"sm90:4,32,128,512", wide},
           {"sm90:2,32,64,512", short_reduction_tf32},
           {"sm90:8,16,128,512", wide_tf32},
@@ -241,8 +264,8 @@ ConfigCases config_cases() {
           {"sm90:4,64,64,512,1,1,2", pair_loads_rows_tf32},
           {"sm90:2,64,64,512,1,0,2", pair_loads_tf32},
       },
-      {dense, grouped, grouped_multi, grouped_aligned, depthwise, dense_tf32, short_reduction, short_reduction_tf32, tma,
-       tma_tf32}};
+      {dense, grouped, grouped_multi, grouped_aligned, grouped_tiled, depthwise, dense_tf32, short_reduction,
+       short_reduction_tf32, tma, tma_tf32}};
 }
 
 std::vector<Epilogue> epilogue_cases() {
@@ -274,11 +297,13 @@ std::vector<ConfigCase> epilogue_store_cases() {
       "grouped:8,64,2,4,4",   // element stores
       "depthwise:2,16,2,4",   // 16-byte and element stores
       "igemm:128,64",         // fp32 and tf32
-      "sm90:3,64,64,512",     // single stores of each accumulator
-      "sm90:4,32,256,512",    // 256 columns (tf32 only)
+      "sm90:3,64,64,512",     // 3xTF32: single stores of each accumulator
+      "sm90:8,8,32,512",      // TW = 8: registers in both classes (tf32 stages TW % 16 == 0 tiles)
+      "sm90:4,32,256,512",    // 256 columns (tf32 only), staged: rounds rolled, OW odd (copies of 1)
+      "sm90:2,64,64,4,1",     // staged TH x TW tiles, OW even: copies of 2 positions
       "sm90:2,64,64,4,1,1",   // staged boxes of row tiles: TMA stores, or the warps' copies
       "sm90:4,64,64,512,1,1,2",
-      "sm90:2,64,64,512,1,0,2",  // paired 8-byte stores
+      "sm90:2,64,64,512,1,0,2",  // paired rows: staged in two planes (8-byte stores when plain)
   };
   // The first description of the first list of each (configuration, class): every epilogue
   // compiles once per case, so the count stays small.

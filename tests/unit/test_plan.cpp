@@ -615,6 +615,31 @@ TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and
   CHECK_THROWS_AS(plan_for(reference_problem(), "sm_90", "grouped:4,32,1,4,2"), Error);  // groups == 1
 }
 
+TEST_CASE("grouped layers whose group the grouped kernel cannot hold run on direct_tiled, a block within a group") {
+  // 16 channels a group with 3 x 3 x 3 (the grouped kernel's ring of every channel of the group
+  // does not fit two blocks an SM) and 8 with 5 x 5 x 5 (chunks of channels): direct_tiled, with
+  // BK = 8 WK dividing a group's K.
+  for (const Conv3dDesc& d : {test::make(8, 32, {16, 56, 56}, 32, {3, 3, 3}, 1, 1, 1, 2),
+                              test::make(2, 128, {16, 32, 32}, 128, {5, 5, 5}, 1, 2, 1, 16, true),
+                              test::make(2, 48, {8, 20, 30}, 72, {3, 5, 5}, 1, 1, 1, 3)}) {
+    INFO(describe(d));
+    const detail::Plan plan = plan_for(d, "sm_90");
+    REQUIRE(kernel(plan.key) == "direct_tiled");
+    CHECK(detail::make_problem(d).k_per_group % (8 * plan.key.field("wk")) == 0);
+    CHECK(plan.key.field("cc") <= d.c / d.groups);
+  }
+  // The grouped kernel keeps the groups it holds (ResNeXt: 8 channels a group, 3 x 3 x 3).
+  CHECK(kernel(plan_for(test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32), "sm_90").key) == "grouped");
+  // A group's K that is no multiple of 8 (12: 48 -> 36 in 3 groups) leaves direct_tiled out.
+  const Conv3dDesc odd = test::make(2, 48, {8, 20, 30}, 36, {3, 5, 5}, 1, 1, 1, 3);
+  CHECK(kernel(plan_for(odd, "sm_90").key) == "direct");
+  CHECK_THROWS_AS(plan_for(odd, "sm_90", "tiled:1,4,4,4,8"), Error);
+  // A forced block of 16 channels needs a group's K a multiple of 16.
+  const Conv3dDesc eight = test::make(2, 64, {8, 20, 30}, 64, {3, 3, 3}, 1, 1, 1, 8);
+  CHECK_NOTHROW(plan_for(eight, "sm_90", "tiled:1,4,4,4,8"));
+  CHECK_THROWS_AS(plan_for(eight, "sm_90", "tiled:2,4,4,4,8"), Error);
+}
+
 TEST_CASE("depthwise layers stream through registers, a row group per output row") {
   // The suite's depthwise layer: OW = 56 is 14 storing lanes plus one halo lane plus one for the
   // shift (padding 1: S = 3), so a warp holds two row groups of 2 rows; 56 rows are 14 warps,
@@ -921,6 +946,28 @@ TEST_CASE("causal, replicate and reflect padding add no pass and no scratch memo
         if (with.prep) CHECK(with.prep->workspace_bytes == without.prep->workspace_bytes);
       }
     }
+  }
+}
+
+TEST_CASE("float32 NDHWC layers with long kernels take narrower igemm_sm90 columns, not direct") {
+  // 3xTF32's chunk weights of a 5 x 5 x 5 kernel at 128 columns need 262 KB for two buffers; the
+  // tf32 class's 7 x 7 x 7 at 128 as well. NCDHW layers keep declining (igemm_sm80 serves them).
+  struct Case {
+    Conv3dDesc desc;
+    Precision precision;
+    int bn;
+  };
+  for (Case c : {Case{test::make(1, 48, {4, 28, 28}, 128, {5, 5, 5}, 1, 2), Precision::Fp32, 32},
+                 Case{test::make(2, 96, {4, 56, 63}, 96, {4, 7, 5}, 1, Dims3{2, 3, 2}), Precision::Fp32, 32},
+                 Case{test::make(2, 96, {16, 28, 28}, 512, {7, 7, 7}, 1, 3), Precision::Tf32, 64}}) {
+    c.desc.layout = Layout::NDHWC;
+    c.desc.precision = c.precision;
+    INFO(describe(c.desc));
+    const detail::Plan plan = plan_for(c.desc, "sm_90");
+    REQUIRE(kernel(plan.key) == "igemm_sm90");
+    CHECK(plan.key.field("bn") == c.bn);
+    c.desc.layout = Layout::NCDHW;
+    CHECK(kernel(plan_for(c.desc, "sm_90").key) != "igemm_sm90");
   }
 }
 

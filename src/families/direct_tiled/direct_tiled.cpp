@@ -1,5 +1,5 @@
-// direct_tiled: register-blocked FFMA for groups == 1. Warps own channel groups (WK) x row bands
-// (WS) of a tile; the weights of a channel chunk stay in shared memory while input tiles stream
+// direct_tiled: register-blocked FFMA for NCDHW tensors of every element type, also for groups > 1
+// where a block's channels (BK, multiples of 8) lie in one group. Warps own channel groups (WK) x row bands (WS) of a tile; the weights of a channel chunk stay in shared memory while input tiles stream
 // through it (docs/kernels/direct_tiled.md).
 #include <algorithm>
 #include <memory>
@@ -23,7 +23,7 @@ const ConfigTable<TiledConfig, 7> kTable{{{
     {{"wr", FieldRole::Chosen, "output rows a warp: 1, 2, 4, 8, 16 or 32"}, &TiledConfig::wr},
     {{"cc", FieldRole::Chosen, "input channels a chunk of resident weights (capped at C/groups)"}, &TiledConfig::cc},
     {{"tw", FieldRole::Chosen, "outputs along W a thread: 4 or 8"}, &TiledConfig::tw},
-    {{"v", FieldRole::Optional, "floats a copy of the input tile: 4 (16-byte, W and padding[W] multiples of 4, zero padding; "
+    {{"v", FieldRole::Optional, "floats a copy of the input tile: 4 (16-byte; float32, W and padding[W] multiples of 4, zero padding; "
                                 "the default there) or 1"}, &TiledConfig::v},
     {{"p", FieldRole::Optional, "teams sharing one copy of resident weights: 1 or 2 (one chunk, P x WK x WS "
                                 "<= 16 warps; default 2 where they fit)"}, &TiledConfig::p},
@@ -32,11 +32,14 @@ const ConfigTable<TiledConfig, 7> kTable{{{
 constexpr int kTiledMaxThreads = 512;  // 128 registers a thread (the 2-block launch bounds' budget)
 
 // 16-byte copies of the kernel's input rows need every row and tile start 16-byte aligned given an
-// aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4).
-// 16-byte copies need aligned rows and tile starts, and a float4 wholly inside or outside the
-// input: zero padding (other modes map each position, common/padding.cuh).
+// aligned base: W and pad_w multiples of 4 (a tile starts pad_w before a multiple of 4), and a
+// float4 wholly inside or outside the input: zero padding (other modes map each position,
+// common/padding.cuh). Half inputs are converted element by element.
 int tiled_copy_width(const Problem& prob) {
-  return prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 && prob.desc.padding_mode == PaddingMode::Zeros ? 4 : 1;
+  return prob.desc.dtype == DataType::Float32 && prob.desc.w % 4 == 0 && prob.pad.before.w % 4 == 0 &&
+                 prob.desc.padding_mode == PaddingMode::Zeros
+             ? 4
+             : 1;
 }
 
 TiledGeometry geometry(const Problem& prob, int wk, int ws, int wr, int cc, int tw, int teams) {
@@ -90,14 +93,20 @@ class TiledFamily final : public Family {
   const KernelDef& kernel() const override { return def_; }
   std::vector<std::string> aliases() const override { return {"tiled"}; }
 
+  // NCDHW of every element type: half tensors are converted to float as they are staged.
+  Refusal serves_types(const Problem& prob) const override {
+    if (prob.desc.layout != Layout::NCDHW) return "NCDHW tensors";
+    return std::nullopt;
+  }
+
   Refusal can_implement(const Problem& prob, const DeviceLimits&) const override {
-    if (prob.desc.groups != 1) return "groups == 1";
+    if (prob.desc.groups != 1 && prob.k_per_group % 8 != 0) return "groups == 1 or K / groups a multiple of 8";
     return std::nullopt;
   }
 
   // The best feasible configuration; nothing if the kernel cannot serve the problem.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (prob.desc.groups != 1 || prob.out.k < 4) return std::nullopt;
+    if (can_implement(prob, limits) || prob.out.k < 4) return std::nullopt;
     const std::vector<TiledChoice> choices = ranked(prob, limits);
     if (choices.empty()) return std::nullopt;
     return plan(prob, limits, choices.front());
@@ -106,7 +115,7 @@ class TiledFamily final : public Family {
   // The best few feasible configurations, also for K < 4 (which choose() leaves to direct).
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
-    if (prob.desc.groups != 1) return plans;
+    if (can_implement(prob, limits)) return plans;
     for (const TiledChoice& c : ranked(prob, limits)) {
       if (static_cast<int>(plans.size()) >= count) break;
       plans.push_back(plan(prob, limits, c));
@@ -117,7 +126,9 @@ class TiledFamily final : public Family {
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
     // V and P optional (P 0: as the planner would); a chunk never exceeds the group.
     TiledConfig c = kTable.apply(TiledConfig{0, 0, 0, 0, 0, tiled_copy_width(prob), 0}, forced);
-    if (prob.desc.groups != 1) refuse_config(forced, "groups == 1");
+    if (prob.desc.groups != 1 && (c.wk < 1 || prob.k_per_group % (8 * c.wk) != 0)) {
+      refuse_config(forced, "groups > 1: K / groups a multiple of 8 x WK (a block's channels in one group)");
+    }
     c.cc = static_cast<int>(std::min<long long>(c.cc, prob.c_per_group));
     const bool ok = c.wk >= 1 && c.ws >= 1 && c.wk * c.ws <= 16 &&
                     (c.wr == 1 || c.wr == 2 || c.wr == 4 || c.wr == 8 || c.wr == 16 || c.wr == 32) && c.cc >= 1 &&
@@ -162,12 +173,13 @@ class TiledFamily final : public Family {
   }
 
   // The feasible configurations, best score first (ties in the search's order). Up to 8 warps a
-  // block: WK channel groups (as many as K needs) times WS row bands; fewer channel groups only
-  // when nothing else fits (large kernels' weights).
+  // block: WK channel groups (as many as K needs, BK = 8 WK dividing a group's K) times WS row
+  // bands; fewer channel groups only when nothing else fits (large kernels' weights).
   static std::vector<TiledChoice> ranked(const Problem& prob, const DeviceLimits& limits) {
     std::vector<std::pair<double, TiledChoice>> found;
-    const int most = static_cast<int>(std::min<long long>(8, ceil_div(prob.out.k, 8)));
+    const int most = static_cast<int>(std::min<long long>(8, ceil_div(prob.k_per_group, 8)));
     for (int wk = most; wk >= 1 && found.empty(); wk /= 2) {
+      if (prob.desc.groups != 1 && prob.k_per_group % (8 * wk) != 0) continue;
       for (int ws = 8 / wk; ws >= 1; ws /= 2) {
         for (int tw : {8, 4}) {
           for (int wr : {1, 2, 4, 8, 16, 32}) {

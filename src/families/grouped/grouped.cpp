@@ -35,7 +35,7 @@ GroupedGeometry geometry(const Problem& prob, const GroupedConfig& c) {
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return grouped_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.d),
                           i(d.stride.h), i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), c.bh,
-                          c.bw, c.th, c.tw, c.kb, c.pf);
+                          c.bw, c.th, c.tw, c.kb, c.pf, d.layout == Layout::NDHWC);
 }
 
 long long blocks(const Problem& prob, const GroupedConfig& c) {

@@ -67,10 +67,14 @@ bool sm90_split(const Problem& prob) {
 
 Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl) {
   const Conv3dDesc& d = prob.desc;
+  const Epilogue& e = d.epilogue;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
-                       sm90_split(prob) ? 1 : 0, row, pl, prob.desc.layout == Layout::NCDHW);
+                       sm90_split(prob) ? 1 : 0, row, pl,
+                       sm90_staging(prob.desc.layout == Layout::NDHWC,
+                                    e.activation == Activation::Identity && e.alpha == 1.f && e.gamma == 1.f &&
+                                        !e.residual));
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
@@ -265,40 +269,51 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
                             double(prob.out.d) / double(ceil_div(prob.out.d, 2) * 2) * kPlanesGain;
   std::optional<Sm90Choice> best;
   double best_eff = 0;
-  for (int cc : chunk_sizes) {
-    const long long chunks = ceil_div(cg, cc);
-    const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
-    const bool rows_pay = prob.out.w <= 64 && (cc == cg || sm90_split(prob));
-    for (int width : {64, 32, 16, 8, 0}) {  // 0: row tiles
-      if (width == 0 && !rows_pay) continue;
-      for (int wgs : {4, 3, 2}) {
-        for (int bn : widths) {
-          for (int pl : {1, 2}) {
-            const bool rows = width == 0;
-            if (pl > 1 && !(rows && wgs == 4 && bn == 64)) continue;  // (sm90_candidate checks the rest)
-            const int tw = rows ? 64 : width, th = 64 * wgs / tw;
-            if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl)) continue;
-            // Useful fraction of the padded work, times the speed of this tile relative to 4
-            // warpgroups of 128 columns (the times above).
-            const double speed = bn == 256 ? (kvol > 1 ? 1.0 : 0.91) : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
-            const int row = rows ? static_cast<int>(prob.out.w) : 0;
-            double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) * sm90_area(prob, th, tw, row) *
-                         (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed *
-                         (kvol > 1 ? sm90_wave_fill(sm90_tiles(prob, th, tw, row, pl) * ceil_div(k, bn)) : 1.0);
-            if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
-            auto c = sm90_candidate(prob, limits, th, tw, bn, cc, filter.tma.value_or(-1), rows, pl);
-            if (!c) continue;
-            if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
-            if (!c->boxed) eff *= kCopiesSpeed;
-            if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
-            if (eff <= best_eff * 1.01) continue;
-            best = c;
-            best_eff = eff;
+  auto search = [&](const std::vector<int>& widths) {
+    for (int cc : chunk_sizes) {
+      const long long chunks = ceil_div(cg, cc);
+      const double eff_r = double(cg * kvol) / double(chunks * ceil_div(cc * kvol, 8) * 8);
+      const bool rows_pay = prob.out.w <= 64 && (cc == cg || sm90_split(prob));
+      for (int width : {64, 32, 16, 8, 0}) {  // 0: row tiles
+        if (width == 0 && !rows_pay) continue;
+        for (int wgs : {4, 3, 2}) {
+          for (int bn : widths) {
+            for (int pl : {1, 2}) {
+              const bool rows = width == 0;
+              if (pl > 1 && !(rows && wgs == 4 && bn == 64)) continue;  // (sm90_candidate checks the rest)
+              const int tw = rows ? 64 : width, th = 64 * wgs / tw;
+              if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl)) continue;
+              // Useful fraction of the padded work, times the speed of this tile relative to 4
+              // warpgroups of 128 columns (the times above).
+              const double speed = bn == 256 ? (kvol > 1 ? 1.0 : 0.91) : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
+              const int row = rows ? static_cast<int>(prob.out.w) : 0;
+              double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) * sm90_area(prob, th, tw, row) *
+                           (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed *
+                           (kvol > 1 ? sm90_wave_fill(sm90_tiles(prob, th, tw, row, pl) * ceil_div(k, bn)) : 1.0);
+              if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
+              auto c = sm90_candidate(prob, limits, th, tw, bn, cc, filter.tma.value_or(-1), rows, pl);
+              if (!c) continue;
+              if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
+              if (!c->boxed) eff *= kCopiesSpeed;
+              if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
+              if (eff <= best_eff * 1.01) continue;
+              best = c;
+              best_eff = eff;
+            }
           }
         }
       }
+      if (best && cc == cg) break;  // resident weights
     }
-    if (best && cc == cg) break;  // resident weights
+  };
+  search(widths);
+  // NDHWC layers where no tile of the natural width fits (3xTF32's chunk weights of long kernels:
+  // 5 x 5 x 5 at 128 columns, 262 KB for a chunk's two buffers) take narrower ones: they have no
+  // other tensor-core family (igemm_sm80 serves NCDHW), and ran on direct.
+  if (!best && prob.desc.layout == Layout::NDHWC) {
+    std::vector<int> narrower;
+    for (int w = widths.front() / 2; w >= 32; w /= 2) narrower.push_back(w);
+    search(narrower);
   }
   // A pointwise kernel has no halo to share, and below 90 % useful tile area the flat rows of
   // igemm_sm80 win (pointwise_512: 14 x 14 outputs in 16 x 8 tiles, 77 %: 0.58 ms against 0.38;
