@@ -1,5 +1,5 @@
 // Implicit-GEMM convolution of bf16 / fp16 tensors on Hopper's warpgroup MMA (wgmma, sm_90a),
-// groups == 1, output in the input type or float32 (Spec::out_element). The input and weight are
+// output in the input type or float32 (Spec::out_element). The input and weight are
 // read channels-last (NDHWC); for an NCDHW layer they are the channels_last copies the call makes
 // first, and the output and residual are NCDHW (Spec::ndhwc 0).
 //
@@ -31,6 +31,12 @@
 // Spec::im2col (padding modes other than zeros, which map each tap's (d, h, w) through
 // padding::source; corners or strides past TMA's ranges; the twin for unaligned inputs), B for a
 // weight off a 16-byte boundary (geometry.cuh's weight_boxes, on the host and here alike).
+//
+// Grouped layers (Spec::groups > 1) are one such GEMM a group: a block's BN columns lie in one
+// group (each group's K / groups channels in column blocks of their own; the columns of the last
+// one past the group are computed and dropped), and its A rows are that group's CG channels of
+// the input, from channel group * CG; boxes then need CG % 64 == 0, so that a chunk never reaches
+// into the next group's channels (the threads' copies zero them).
 //
 // Accuracy: float32 outputs of long reductions (geometry.cuh's blocked()) keep partial sums of
 // 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
@@ -101,7 +107,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   using namespace igemm_sm90_half_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
-  constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw;
+  constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, GROUPS = Spec::groups;
+  constexpr int CIN = GROUPS * CG;  // input channels, the channels-last input's row
   constexpr int SD = Spec::sd, SH = Spec::sh, SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw;
   constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, MODE = Spec::pad_mode;
   constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
@@ -119,6 +126,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
   static_assert(!A_MN || (!A_BOX && KVOL == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
                 "M-major boxes: pointwise NCDHW layers with unit strides");
+  static_assert(GROUPS == 1 || !A_MAPPED || CG % kChunk == 0, "a group's boxes stay in its channels");
 
   extern __shared__ uint4 shared_half_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
@@ -128,10 +136,19 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
-  const long long n_tiles = (p.k + BN - 1) / BN;
+  // Column blocks: BN channels of one group each. The block's first channel k0, the end of its
+  // group's channels k_end (its columns from there on are dropped), and the group's first input
+  // channel c_base. kg and k_end are references so that ungrouped kernels read p.k at each use as
+  // they did before groups: a copy held in a register changed their machine code.
+  const long long& kg = GROUPS == 1 ? p.k : p.k_per_group;
+  const long long group_tiles = (kg + BN - 1) / BN, n_tiles = GROUPS * group_tiles;
   const long long out_vol = p.od * p.oh * p.ow;
   const long long m_total = p.n * out_vol;
-  const long long k0 = (blockIdx.x % n_tiles) * BN;
+  const long long tile = blockIdx.x % n_tiles, group = GROUPS == 1 ? 0 : tile / group_tiles;
+  const long long k0 = (tile - group * group_tiles) * BN + group * kg;
+  const long long group_end = (group + 1) * kg;
+  const long long& k_end = GROUPS == 1 ? p.k : group_end;
+  const int c_base = static_cast<int>(group) * CG;
   // The block's first row: position m0 of all N·OD·OH·OW, or with M-major boxes position s0 of
   // image img0 (then m0 is unused).
   long long m0 = (blockIdx.x / n_tiles) * BM, s0 = 0, img0 = 0;
@@ -161,7 +178,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       a_d[i] = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
       a_h[i] = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
       a_w[i] = static_cast<int>(s % p.ow) * SW - p.pad_w;
-      a_image[i] = in + n * (static_cast<long long>(CG) * D * H * W);
+      a_image[i] = in + n * (static_cast<long long>(CIN) * D * H * W) + c_base;
     }
   }
   const T* w_rows = wt + (k0 + r0) * static_cast<long long>(KRED);
@@ -203,10 +220,10 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         if constexpr (MODE == padding::kZeros) {
           ok = c_ok && static_cast<unsigned>(id) < static_cast<unsigned>(D) &&
                static_cast<unsigned>(ih) < static_cast<unsigned>(H) && static_cast<unsigned>(iw) < static_cast<unsigned>(W);
-          at = ((id * H + ih) * W + iw) * CG + c;
+          at = ((id * H + ih) * W + iw) * CIN + c;
         } else {
           ok = c_ok && a_ok[i];
-          at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CG + c;
+          at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CIN + c;
         }
         sm90_half::copy16(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
       }
@@ -225,13 +242,13 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       if constexpr (A_MN) {
 #pragma unroll
         for (int w = 0; w < BM / kMajorBox; ++w) {
-          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox, c0,
+          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox, c_base + c0,
                         static_cast<int>(img0), full + s);
         }
       }
       // BM window origins from the block's first, each read at this tap: 64 channels from c0.
       if constexpr (A_BOX) {
-        tma::load_im2col(stage, input_map, c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * DW),
+        tma::load_im2col(stage, input_map, c_base + c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * DW),
                          static_cast<unsigned short>(kh * DH), static_cast<unsigned short>(kd * DD), full + s);
       }
       // BN output channels x 64 columns from this chunk's first; columns past the tap's channels
@@ -308,7 +325,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int kl = 8 * j + 2 * t + e;
-        const float b = p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
+        const float b = p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
@@ -332,7 +349,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if (runs) {
       for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
         const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
-        if (k0 + kl >= p.k || at >= valid) continue;
+        if (k0 + kl >= k_end || at >= valid) continue;
         long long n = A_MN ? img0 : m0 + at;
         const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
         const long long offset = (n * p.k + k0 + kl) * out_vol + pos;
@@ -358,12 +375,12 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 #pragma unroll
           for (int u = 0; u < BATCH; ++u) {
             const int kl = kl0 + u * STEP;
-            r[u] = epilogue::residual<Spec, float>(o0 + kl * out_vol, kl < BN && k0 + kl < p.k, p);
+            r[u] = epilogue::residual<Spec, float>(o0 + kl * out_vol, kl < BN && k0 + kl < k_end, p);
           }
 #pragma unroll
           for (int u = 0; u < BATCH; ++u) {
             const int kl = kl0 + u * STEP;
-            if (kl >= BN || k0 + kl >= p.k) break;
+            if (kl >= BN || k0 + kl >= k_end) break;
             const float v = to_float(staged[kl * PITCH + at]);
             out[o0 + kl * out_vol] =
                 from_float<Out>(PLAIN ? v : epilogue::finish<Spec>(epilogue::activated<Spec>(v, p), r[u], p));
@@ -386,8 +403,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
       const int kl = 8 * j + 2 * t;
-      const float b0 = p.has_bias && k0 + kl < p.k ? load_float(bias + k0 + kl) : 0.f;
-      const float b1 = p.has_bias && k0 + kl + 1 < p.k ? load_float(bias + k0 + kl + 1) : 0.f;
+      const float b0 = p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
+      const float b1 = p.has_bias && k0 + kl + 1 < k_end ? load_float(bias + k0 + kl + 1) : 0.f;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
@@ -401,22 +418,22 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     __syncthreads();
     const int valid = static_cast<int>(m_total - m0 < BM ? m_total - m0 : BM);
     // 16-byte runs where K is a multiple of a run and the output and residual lie on 16 bytes.
-    const bool runs = p.k % EPV == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
+    const bool runs = kg % EPV == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
                       (Spec::residual == 0 || reinterpret_cast<unsigned long long>(p.residual) % 16 == 0);
     if (runs) {
       for (int i = tid; i < BM * (BN / EPV); i += THREADS) {
         const int row = i / (BN / EPV), kl = i % (BN / EPV) * EPV;
-        if (row >= valid || k0 + kl >= p.k) continue;
+        if (row >= valid || k0 + kl >= k_end) continue;
         sm90_half::finish_run16<Spec>(out, (m0 + row) * p.k + k0 + kl, staged + row * NPITCH + kl, p);
       }
     } else {
-      const bool pairs = p.k % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+      const bool pairs = kg % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
 #pragma unroll 1
       for (int i = tid; i < BM * (BN / 2); i += THREADS) {
         const int row = i / (BN / 2), kl = i % (BN / 2) * 2;
-        if (row >= valid || k0 + kl >= p.k) continue;
+        if (row >= valid || k0 + kl >= k_end) continue;
         const long long at = (m0 + row) * p.k + k0 + kl;
-        const bool second = k0 + kl + 1 < p.k;
+        const bool second = k0 + kl + 1 < k_end;
         const float r0 = epilogue::residual<Spec, float>(at, true, p);
         const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
         const float* const src = staged + row * NPITCH + kl;
@@ -426,25 +443,25 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     }
     return;
   }
-  const bool pairs = p.k % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
+  const bool pairs = kg % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {
     const long long k = k0 + 8 * j + 2 * t;
-    const float b0 = p.has_bias && k < p.k ? load_float(bias + k) : 0.f;
-    const float b1 = p.has_bias && k + 1 < p.k ? load_float(bias + k + 1) : 0.f;
+    const float b0 = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+    const float b1 = p.has_bias && k + 1 < k_end ? load_float(bias + k + 1) : 0.f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const long long m = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
-      if (m >= m_total || k >= p.k) continue;
+      if (m >= m_total || k >= k_end) continue;
       float v0, v1;
       if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
       else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
       const long long at = m * p.k + k;
       // Channels k, k + 1: paired where K is even (`at` is then) and `out` aligned to two elements.
       const float r0v = epilogue::residual<Spec, float>(at, true, p);
-      const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < p.k, p);
+      const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < k_end, p);
       store_two(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p),
-                pairs, k + 1 < p.k);
+                pairs, k + 1 < k_end);
     }
   }
 }

@@ -2,7 +2,7 @@
 // against the float64 reference on
 // fresh random data with NaN-poisoned outputs: the planner's tiles and forced ones, both output
 // types, C and K that end mid-tile, mid-tile extents, padding and padding modes, strides and
-// dilation, every activation with scaling and a residual, long reductions; no local memory in any
+// dilation, every activation with scaling and a residual, long reductions, grouped layers; no local memory in any
 // of its kernels. Passes without checking on GPUs other than sm_90.
 #include <cstdio>
 #include <map>
@@ -196,6 +196,45 @@ std::vector<Case> mmajor_cases() {
   return out;
 }
 
+// Grouped layers, a block's columns in one group: 32 channels a group (A by the threads' copies)
+// and 64 (im2col boxes from channel group * 64), a group's K past whole column blocks (40, 100)
+// and odd (33: single stores), both layouts and output types, an epilogue with the residual, a
+// padding mode, strides, a pointwise NCDHW layer in M-major boxes, forced 128- and 256-column
+// tiles wider than a group.
+std::vector<Case> grouped_cases() {
+  auto layout = [](Conv3dDesc d, DataType type, bool fp32_output, Layout l) {
+    d = ndhwc(d, type, fp32_output);
+    d.layout = l;
+    return d;
+  };
+  const Conv3dDesc a = make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true);              // 32 -> 40
+  const Conv3dDesc b = make(1, 256, {3, 5, 7}, 200, {3, 3, 3}, {1, 2, 1}, 1, 1, 4, true);    // 64 -> 50
+  const Conv3dDesc c = make(2, 128, {3, 4, 5}, 66, {2, 3, 3}, 1, Dims3{1, 0, 1}, {1, 2, 1}, 2);  // 64 -> 33
+  const Conv3dDesc pw = make(2, 192, {2, 4, 8}, 300, {1, 1, 1}, 1, 0, 1, 3, true);            // 64 -> 100
+  std::vector<Case> out;
+  int i = 0;
+  for (const Layout l : {Layout::NDHWC, Layout::NCDHW})
+    for (const Conv3dDesc& d : {a, b, c, pw}) {
+      const DataType type = i % 2 ? DataType::Float16 : DataType::BFloat16;
+      out.push_back({"", layout(d, type, false, l)});
+      // 256 columns cannot keep a long reduction's float32 partial sums apart.
+      const bool fp32_output = i % 3 == 0;
+      out.push_back({i % 2 || fp32_output ? "igemm_sm90_half:128,128" : "igemm_sm90_half:64,256",
+                     layout(d, type, fp32_output, l)});
+      ++i;
+    }
+  for (const Layout l : {Layout::NDHWC, Layout::NCDHW}) {
+    Conv3dDesc r = layout(b, DataType::BFloat16, l == Layout::NCDHW, l);
+    r.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+    r.epilogue.residual = true;
+    out.push_back({"", r});
+    Conv3dDesc m = layout(a, DataType::Float16, false, l);
+    m.padding_mode = PaddingMode::Reflect;
+    out.push_back({"", m});
+  }
+  return out;
+}
+
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -247,6 +286,11 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
   check_all(mmajor_cases(), true);
 }
 
+TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  check_all(grouped_cases(), true);
+}
+
 TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copies A by the threads") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
@@ -276,7 +320,8 @@ TEST_CASE("igemm_sm90_half: no local memory") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
   std::vector<Case> all = kernel_cases();
-  for (const auto& list : {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases()})
+  for (const auto& list :
+       {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases(), grouped_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());

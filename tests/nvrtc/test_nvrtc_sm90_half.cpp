@@ -1,4 +1,4 @@
-// NVRTC, no GPU: bf16 and fp16 descriptions with C % 8 == 0 and C >= 32 plan to igemm_sm90_half
+// NVRTC, no GPU: bf16 and fp16 descriptions with C / groups % 8 == 0 and C / groups >= 32 plan to igemm_sm90_half
 // on sm_90 (igemm_sm80 elsewhere and for what it refuses; NCDHW ones with channels_last copies of
 // input and weight), compile for sm_90a, and ptxas reports no spills for the planner's tiles,
 // forced tiles, an epilogue with a residual, padding modes and the NCDHW store.
@@ -282,6 +282,53 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
       check_compiles_clean(test::ptxas_report(ndhwc(DataType::BFloat16, false, wide), "sm_90", config));
     }
   }
+}
+
+TEST_CASE("igemm_sm90_half: grouped layers of 32 channels a group or more, a block's columns in one group") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto half = [](Conv3dDesc d, Layout layout) {
+    d.dtype = DataType::BFloat16;
+    d.layout = layout;
+    return d;
+  };
+  for (const Layout layout : {Layout::NDHWC, Layout::NCDHW}) {
+    // 2 groups of 64 -> 48 (one column block a group), 4 of 32 -> 50 (threads' copies: a box of
+    // 64 channels would reach into the next group), 2 of 256 -> 256 with a residual.
+    const Conv3dDesc a = half(test::make(4, 128, {4, 28, 28}, 96, {3, 3, 3}, 1, 1, 1, 2, true), layout);
+    const Conv3dDesc b = half(test::make(2, 128, {8, 16, 16}, 200, {3, 5, 5}, 1, Dims3{1, 2, 2}, 1, 4), layout);
+    Conv3dDesc c = half(test::make(2, 512, {4, 14, 14}, 512, {1, 1, 1}, 1, 0, 1, 2, true), layout);
+    c.epilogue.residual = true;
+    for (const Conv3dDesc& d : {a, b, c}) {
+      DYNAMIC_SECTION(describe(d)) {
+        const detail::Problem prob = detail::make_problem(d);
+        const detail::Plan plan = detail::make_plan(prob, sm90);
+        REQUIRE(plan_family(d, "sm_90") == "igemm_sm90_half");
+        CHECK(plan.key.field("groups") == d.groups);
+        const int bn = plan.key.field("bn");
+        CHECK(bn < 2 * prob.k_per_group);  // no column block mostly past its group
+        const bool boxes = plan.key.field("im2col") == 1 || plan.key.field("mmajor") == 1;
+        CHECK(boxes == (prob.c_per_group % 64 == 0));
+        const long long positions = prob.out.d * prob.out.h * prob.out.w;
+        const long long rows = plan.key.field("mmajor") == 1 ? prob.out.n * ((positions + plan.key.field("bm") - 1) /
+                                                                             plan.key.field("bm"))
+                                                              : (prob.out.n * positions + plan.key.field("bm") - 1) /
+                                                                    plan.key.field("bm");
+        CHECK(plan.grid == rows * d.groups * ((prob.k_per_group + bn - 1) / bn));
+        check_compiles_clean(test::ptxas_report(d, "sm_90"));
+        // Forced tiles wider than a group compile too (their last columns are dropped).
+        check_compiles_clean(test::ptxas_report(d, "sm_90", "igemm_sm90_half:128,256"));
+      }
+    }
+  }
+  // Fewer than 32 channels or 16 output channels a group: the grouped kernel (FFMA); forced
+  // tiles with boxes need whole chunks a group.
+  const Conv3dDesc narrow = half(test::make(2, 256, {4, 14, 14}, 64, {3, 3, 3}, 1, 1, 1, 8), Layout::NDHWC);
+  CHECK(plan_family(narrow, "sm_90") != "igemm_sm90_half");
+  const Conv3dDesc few = half(test::make(2, 128, {4, 14, 14}, 16, {3, 3, 3}, 1, 1, 1, 2), Layout::NDHWC);
+  CHECK(plan_family(few, "sm_90") != "igemm_sm90_half");
+  CHECK_NOTHROW(detail::make_plan(detail::make_problem(few), sm90, "igemm_sm90_half:128,64"));
+  const Conv3dDesc b32 = half(test::make(2, 128, {8, 16, 16}, 200, {3, 3, 3}, 1, 1, 1, 4), Layout::NDHWC);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(b32), sm90, "igemm_sm90_half:128,64,3,1"), Error);
 }
 
 TEST_CASE("igemm_sm90_half: epilogues run in the copy-out and add no machine code per output") {

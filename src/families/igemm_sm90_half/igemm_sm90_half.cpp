@@ -1,5 +1,5 @@
 // igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors on Hopper's warpgroup tensor cores
-// (wgmma, sm_90a), groups == 1, C % 8 == 0: BM output positions x BN output channels a block,
+// (wgmma, sm_90a), C / groups % 8 == 0: BM output positions x BN output channels of one group a block,
 // chunks of 64 channels of one tap staged into a ring of 128-byte swizzled stages, each operand's
 // as one TMA box where a map can serve it (the input's in im2col mode), else by the threads'
 // copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in M-major
@@ -19,10 +19,10 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col = 0, mmajor = 0;
+  int bm, bn, stages, im2col = 0, mmajor = 0, groups = 1;
 };
 
-const ConfigTable<HalfSm90Config, 5> kTable{{{
+const ConfigTable<HalfSm90Config, 6> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
@@ -34,12 +34,16 @@ const ConfigTable<HalfSm90Config, 5> kTable{{{
       "1: A in M-major boxes straight from an NCDHW input (1x1x1, unit stride, no padding, D*H*W % 8 == 0), "
       "0: NCDHW inputs through the channels-last copy (default: 1 where the layer allows it)"},
      &HalfSm90Config::mmajor},
+    {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
 
+// Whether a box of 64 channels stays within one group's channels.
+bool group_boxes(const Problem& prob) { return prob.desc.groups == 1 || prob.c_per_group % geo::kChunk == 0; }
+
 // Whether prob's input can arrive as im2col boxes (geometry.cuh).
-bool im2col_fits(const Problem& prob) { return geo::im2col_fits(make_params(prob)); }
+bool im2col_fits(const Problem& prob) { return group_boxes(prob) && geo::im2col_fits(make_params(prob)); }
 
 // Whether prob's A can be read in M-major boxes straight from its NCDHW input: a pointwise layer
 // with unit strides and no padding (a GEMM per image), its planes a 16-byte multiple (a map's
@@ -48,19 +52,21 @@ bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3 none{0}, one{1};
   auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
-  return d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) && same(prob.pad.before, none) &&
+  return group_boxes(prob) && d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) && same(prob.pad.before, none) &&
          same(prob.pad.after, none) && (d.d * d.h * d.w) % 8 == 0;
 }
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
 // input, else im2col boxes where TMA can walk the windows, else the threads' copies.
 HalfSm90Config staged(HalfSm90Config c, const Problem& prob) {
+  c.groups = static_cast<int>(prob.desc.groups);
   c.mmajor = mmajor_fits(prob) ? 1 : 0;
   c.im2col = c.mmajor == 0 && im2col_fits(prob) ? 1 : 0;
   return c;
 }
 
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
+  if (c.groups != prob.desc.groups) return false;
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
   if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || !mmajor_fits(prob))) return false;
   if (c.bm != 64 && c.bm != 128) return false;
@@ -84,18 +90,19 @@ class HalfSm90Family final : public Family {
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
-    if (d.groups != 1) return "groups == 1";
     if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
-    if (prob.c_per_group % 8 != 0) return "input channels a multiple of 8 (16-byte pieces of a tap)";
+    if (prob.c_per_group % 8 != 0) return "input channels a group a multiple of 8 (16-byte pieces of a tap)";
     // Offsets inside one image are 32-bit.
     if (d.c * d.d * d.h * d.w >= (int64_t{1} << 31)) return "an image of fewer than 2^31 elements";
     return std::nullopt;
   }
 
   // Where a tap has at least 32 channels (a chunk is 64 channels: fewer would leave most of each
-  // wgmma's terms zero; igemm_sm80 packs small C densely): choose_tile's.
+  // wgmma's terms zero; igemm_sm80 packs small C densely) and, in grouped layers, a group has at
+  // least 16 output channels (a quarter of the narrowest column block; the grouped kernel's FFMA
+  // serves narrower groups): choose_tile's.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (prob.c_per_group < 32) return std::nullopt;
+    if (prob.c_per_group < 32 || prob.k_per_group < 16) return std::nullopt;
     return choose_tile(prob, limits);
   }
 
@@ -115,7 +122,7 @@ class HalfSm90Family final : public Family {
                                      {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
     for (const HalfSm90Config& other : others) {
       const HalfSm90Config c = staged(other, prob);
-      if (useful_width(prob.out.k, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
+      if (useful_width(prob.k_per_group, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
     }
     return distinct_plans(std::move(plans), count);
   }
@@ -202,7 +209,7 @@ class HalfSm90Family final : public Family {
   // 0.80 against 0.37. 64-row tiles only where 128 would make fewer than 128 blocks.
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
-    const long long k = prob.out.k;
+    const long long k = prob.k_per_group;
     if (k > 128) {
       // The width whose waves of one-a-SM blocks sum the fewest columns.
       auto columns = [&](int bn) { return ceil_div(blocks(prob, staged({128, bn, 4}, prob)), kWaveBlocks) * bn; };
@@ -234,7 +241,7 @@ class HalfSm90Family final : public Family {
 
   static long long blocks(const Problem& prob, const HalfSm90Config& c) {
     const long long positions = prob.out.d * prob.out.h * prob.out.w;
-    return geo::row_tiles(prob.out.n, positions, c.bm, c.mmajor == 1) * ceil_div(prob.out.k, c.bn);
+    return geo::row_tiles(prob.out.n, positions, c.bm, c.mmajor == 1) * prob.desc.groups * ceil_div(prob.k_per_group, c.bn);
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
