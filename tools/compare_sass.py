@@ -46,7 +46,7 @@ def normalize(text):
             return (name, cls, tuple(nums[:4]), tuple(cfg[:2]))
         while cfg and cfg[-1] == 0 and len(cfg) > 0: cfg.pop()
         return (name, cls, tuple(nums), tuple(cfg))
-    words = text.split()
+    words = [w for w in text.split() if w != 'groups=1']  # keys without the field are ungrouped
     name = words[0]
     # The element types and layout ("fp32 ncdhw", "bf16 ndhwc out=fp32"; the oldest texts have none).
     types = tuple(w for w in words[1:3] if '=' not in w) + tuple(w for w in words if w.startswith('out='))
