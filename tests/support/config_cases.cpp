@@ -114,6 +114,19 @@ ConfigCases config_cases() {
   };
   std::vector<Conv3dDesc> short_reduction_tf32 = short_reduction;
   for (Conv3dDesc& d : short_reduction_tf32) d.precision = Precision::Tf32;
+  // A network's output head: 1 to 3 output channels, most of a block's 8 masked (pointwise with
+  // 16-byte copies, padded, strided), in both classes and bf16.
+  std::vector<Conv3dDesc> heads = {
+      make(2, 32, {6, 10, 20}, 2, {1, 1, 1}, 1, 0, 1, 1, true),
+      make(1, 24, {5, 9, 13}, 3, {3, 3, 3}, 1, 1, 1, 1, true),
+      make(1, 16, {4, 7, 11}, 1, {3, 3, 3}, {1, 2, 2}, 1),
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    Conv3dDesc d = heads[i];
+    if (i == 2) d.dtype = DataType::BFloat16;
+    else d.precision = Precision::Tf32;
+    heads.push_back(d);
+  }
   // 64-column tiles of 3 rows: all but the strided C = 8 problem (its 129-column input rows don't fit).
   std::vector<Conv3dDesc> big_tiles = short_reduction;
   big_tiles.erase(big_tiles.begin() + 1);
@@ -265,7 +278,7 @@ ConfigCases config_cases() {
           {"sm90:2,64,64,512,1,0,2", pair_loads_tf32},
       },
       {dense, grouped, grouped_multi, grouped_aligned, grouped_tiled, depthwise, dense_tf32, short_reduction,
-       short_reduction_tf32, tma, tma_tf32}};
+       short_reduction_tf32, tma, tma_tf32, heads}};
 }
 
 std::vector<Epilogue> epilogue_cases() {

@@ -640,6 +640,22 @@ TEST_CASE("grouped layers whose group the grouped kernel cannot hold run on dire
   CHECK_THROWS_AS(plan_for(eight, "sm_90", "tiled:2,4,4,4,8"), Error);
 }
 
+TEST_CASE("output heads of 1 to 3 channels run on direct_tiled, not direct") {
+  // A U-Net's segmentation head (32 -> 2, 1 x 1 x 1), a VAE's output convolution (128 -> 3,
+  // 3 x 3 x 3), a single-channel regression head: float32 NCDHW in both classes.
+  for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    for (Conv3dDesc d : {test::make(2, 32, {64, 64, 64}, 2, {1, 1, 1}, 1, 0, 1, 1, true),
+                         test::make(1, 128, {8, 128, 128}, 3, {3, 3, 3}, 1, 1, 1, 1, true),
+                         test::make(1, 64, {16, 64, 64}, 1, {3, 3, 3}, 1, 1)}) {
+      d.precision = precision;
+      INFO(describe(d));
+      const detail::Plan plan = plan_for(d, "sm_90");
+      CHECK(kernel(plan.key) == "direct_tiled");
+      CHECK(kernel(plan_for(d, "sm_80").key) == "direct_tiled");
+    }
+  }
+}
+
 TEST_CASE("depthwise layers stream through registers, a row group per output row") {
   // The suite's depthwise layer: OW = 56 is 14 storing lanes plus one halo lane plus one for the
   // shift (padding 1: S = 3), so a warp holds two row groups of 2 rows; 56 rows are 14 warps,

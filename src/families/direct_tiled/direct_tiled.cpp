@@ -104,15 +104,18 @@ class TiledFamily final : public Family {
     return std::nullopt;
   }
 
-  // The best feasible configuration; nothing if the kernel cannot serve the problem.
+  // The best feasible configuration; nothing if the kernel cannot serve the problem. Layers of 1
+  // to 3 output channels (a network's output head) too: most of a block's 8 channels are masked,
+  // but it stages each input once and reuses it from shared memory, where direct reads it
+  // through L1 for every output channel.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (can_implement(prob, limits) || prob.out.k < 4) return std::nullopt;
+    if (can_implement(prob, limits)) return std::nullopt;
     const std::vector<TiledChoice> choices = ranked(prob, limits);
     if (choices.empty()) return std::nullopt;
     return plan(prob, limits, choices.front());
   }
 
-  // The best few feasible configurations, also for K < 4 (which choose() leaves to direct).
+  // The best few feasible configurations.
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
     if (can_implement(prob, limits)) return plans;
