@@ -507,7 +507,19 @@ TEST_CASE("grouped and depthwise NDHWC layers run on the grouped kernel and matc
     d.padding_mode = modes[i % 3];
     descs.push_back(d);
   }
-  check_planned(descs, [](const Conv3dDesc&) { return "grouped fp32 ndhwc"; });
+  // Groups of 8 and 16 channels whose natural tiles' rings do not fit two blocks an SM: smaller
+  // tiles (wide planes, mid-tile rows and columns), with a residual and in bf16.
+  for (Conv3dDesc d : {make(1, 64, {4, 40, 58}, 64, {3, 3, 3}, 1, 1, 1, 8, true),
+                       make(1, 64, {3, 19, 30}, 48, {3, 3, 3}, 1, 1, 1, 4, true)}) {
+    d.layout = Layout::NDHWC;
+    descs.push_back(d);
+    d.epilogue = epilogues[1];
+    d.dtype = DataType::BFloat16;
+    descs.push_back(d);
+  }
+  check_planned(descs, [](const Conv3dDesc& d) {
+    return d.dtype == DataType::BFloat16 ? "grouped bf16 ndhwc" : "grouped fp32 ndhwc";
+  });
 }
 
 TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy plans run their 4-byte twin") {

@@ -640,6 +640,28 @@ TEST_CASE("grouped layers whose group the grouped kernel cannot hold run on dire
   CHECK_THROWS_AS(plan_for(eight, "sm_90", "tiled:2,4,4,4,8"), Error);
 }
 
+TEST_CASE("grouped layers whose natural tiles' rings do not fit take smaller ones where only direct would serve") {
+  // 8 channels a group over 40 x 56, 16 over 19 x 30 (K / groups 12), a ResNeXt stage of 16.
+  const Conv3dDesc eight = test::make(1, 64, {4, 40, 56}, 64, {3, 3, 3}, 1, 1, 1, 8, true);
+  const Conv3dDesc sixteen = test::make(1, 64, {3, 19, 30}, 48, {3, 3, 3}, 1, 1, 1, 4, true);
+  const Conv3dDesc stage = test::make(8, 512, {8, 28, 28}, 512, {3, 3, 3}, 1, 1, 1, 32);
+  for (Conv3dDesc d : {eight, sixteen, stage}) {
+    d.layout = Layout::NDHWC;
+    INFO(describe(d));
+    const detail::Plan plan = plan_for(d, "sm_90");
+    REQUIRE(kernel(plan.key) == "grouped");
+    CHECK(plan.block >= 32);
+    CHECK(plan.block < 128);  // smaller than the natural tile's
+  }
+  // NCDHW: direct_tiled keeps the groups whose K is a multiple of 8; the others take the tiles.
+  CHECK(kernel(plan_for(eight, "sm_90").key) == "direct_tiled");
+  CHECK(kernel(plan_for(sixteen, "sm_90").key) == "grouped");
+  // 32 channels a group: no ring of a warp's tile fits two blocks an SM.
+  Conv3dDesc wide = test::make(8, 1024, {4, 14, 14}, 1024, {3, 3, 3}, 1, 1, 1, 32);
+  wide.layout = Layout::NDHWC;
+  CHECK(kernel(plan_for(wide, "sm_90").key) == "direct");
+}
+
 TEST_CASE("output heads of 1 to 3 channels run on direct_tiled, not direct") {
   // A U-Net's segmentation head (32 -> 2, 1 x 1 x 1), a VAE's output convolution (128 -> 3,
   // 3 x 3 x 3), a single-channel regression head: float32 NCDHW in both classes.

@@ -83,30 +83,16 @@ class GroupedFamily final : public Family {
   // KVOL <= 64, so that the kernel's 72-register budget holds them), about 128 threads, even
   // tiles. Two output planes' inputs in flight. Plane runs: the longest that still fills every
   // SM once (each run starts by waiting for its first planes; docs/kernels/grouped.md).
+  // Where two such rings do not fit an SM (many channels a group), smaller tiles: half and a
+  // quarter of the columns, 64 and 32 threads, never fewer than a warp's; only for layers no other
+  // family but direct takes (NDHWC ones, and NCDHW ones whose K / groups is no multiple of
+  // direct_tiled's 8 channels).
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (prob.desc.groups == 1) return std::nullopt;
-    GroupedConfig c{};
-    c.tw = 4;
-    const long long tiles_w = ceil_div(prob.out.w, 128);
-    c.bw = static_cast<int>(ceil_div(ceil_div(prob.out.w, tiles_w), c.tw) * c.tw);
-    const int segs = c.bw / c.tw;
-    const long long terms = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
-    c.pf = 2;
-    for (c.kb = 8; c.kb >= 1; c.kb /= 2) {
-      c.th = terms <= 64 ? std::max(1, 2 / c.kb) : std::max(1, 4 / c.kb);
-      const long long rowgroups = std::min(ceil_div(128, segs), ceil_div(prob.out.h, c.th));
-      const long long tiles_h = ceil_div(prob.out.h, rowgroups * c.th);
-      c.bh = static_cast<int>(ceil_div(ceil_div(prob.out.h, tiles_h), c.th) * c.th);
-      std::optional<Plan> shortest;
-      for (int64_t odb : {prob.out.d, int64_t{16}, int64_t{8}, int64_t{4}, int64_t{2}, int64_t{1}}) {
-        if (odb > prob.out.d) continue;
-        c.odb = static_cast<int>(odb);
-        const GroupedGeometry g = geometry(prob, c);
-        if (!fits(prob, c, g, limits)) continue;
-        if (blocks(prob, c) >= 1LL * kPlanningSms * per_sm(g, limits)) return plan(prob, c, g);
-        shortest = plan(prob, c, g);
-      }
-      if (shortest) return shortest;
+    if (auto plan = choose_tile(prob, limits, 1, 128)) return plan;
+    if (prob.desc.layout == Layout::NCDHW && prob.k_per_group % 8 == 0) return std::nullopt;
+    for (const auto& [split, threads] : {std::pair{1, 64}, {2, 64}, {2, 32}, {4, 32}}) {
+      if (auto plan = choose_tile(prob, limits, split, threads)) return plan;
     }
     return std::nullopt;
   }
@@ -125,6 +111,35 @@ class GroupedFamily final : public Family {
   }
 
  private:
+  // choose()'s tile with the columns of the natural one split `split` ways, about `threads`
+  // threads a block.
+  std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits, int split, int threads) const {
+    GroupedConfig c{};
+    c.tw = 4;
+    const long long tiles_w = ceil_div(prob.out.w, 128) * split;
+    c.bw = static_cast<int>(ceil_div(ceil_div(prob.out.w, tiles_w), c.tw) * c.tw);
+    const int segs = c.bw / c.tw;
+    const long long terms = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+    c.pf = 2;
+    for (c.kb = 8; c.kb >= 1; c.kb /= 2) {
+      c.th = terms <= 64 ? std::max(1, 2 / c.kb) : std::max(1, 4 / c.kb);
+      const long long rowgroups = std::min(ceil_div(threads, segs), ceil_div(prob.out.h, c.th));
+      const long long tiles_h = ceil_div(prob.out.h, rowgroups * c.th);
+      c.bh = static_cast<int>(ceil_div(ceil_div(prob.out.h, tiles_h), c.th) * c.th);
+      std::optional<Plan> shortest;
+      for (int64_t odb : {prob.out.d, int64_t{16}, int64_t{8}, int64_t{4}, int64_t{2}, int64_t{1}}) {
+        if (odb > prob.out.d) continue;
+        c.odb = static_cast<int>(odb);
+        const GroupedGeometry g = geometry(prob, c);
+        if (!fits(prob, c, g, limits) || (threads < 128 && g.threads < 32)) continue;
+        if (blocks(prob, c) >= 1LL * kPlanningSms * per_sm(g, limits)) return plan(prob, c, g);
+        shortest = plan(prob, c, g);
+      }
+      if (shortest) return shortest;
+    }
+    return std::nullopt;
+  }
+
   Plan plan(const Problem& prob, const GroupedConfig& c, const GroupedGeometry& g) const {
     Plan plan = new_plan(prob, *this, kTable, c, g.threads, g.shared_bytes);
     plan.grid = static_cast<unsigned>(blocks(prob, c));
