@@ -13,6 +13,19 @@
 #include "progress.hpp"
 
 namespace conv3djit::cli {
+
+std::string target_arch(const std::string& requested) {
+  if (!requested.empty()) {
+    check_arch(requested);  // before any description is read into a compile
+    return requested;
+  }
+  const std::optional<DeviceInfo> device = current_device();
+  if (!device) {
+    throw Error(ErrorCategory::NoDevice, "no CUDA device; pass --arch sm_XX to work without one");
+  }
+  return device->arch;
+}
+
 namespace {
 
 struct PrecompileOptions {
@@ -46,18 +59,6 @@ struct Row {
   int registers = -1, stack_bytes = -1;  // from the cubin
   long long code_bytes = -1;
 };
-
-std::string target_arch(const std::string& requested) {
-  if (!requested.empty()) {
-    check_arch(requested);  // before any description is read into a compile
-    return requested;
-  }
-  const std::optional<DeviceInfo> device = current_device();
-  if (!device) {
-    throw Error(ErrorCategory::NoDevice, "no CUDA device; pass --arch sm_XX to compile without one");
-  }
-  return device->arch;
-}
 
 // Engine::precompile is thread-safe and single-flight per key, so workers just take the next
 // description; identical keys compiled at once cost one compile.

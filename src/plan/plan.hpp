@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/common.cuh"
 #include "core/problem.hpp"
@@ -81,6 +82,18 @@ inline bool Plan::copies_input(bool aligned) const {
 /// heuristic's choice; empty means the heuristic. Throws Error(InvalidArgument) for a malformed or
 /// infeasible forced configuration.
 Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::string& forced = "");
+
+/// What one family of the registry made of a problem, in the planner's order.
+struct FamilyVerdict {
+  const Family* family = nullptr;
+  /// Why it passed the problem on: its types ("serves ..."), its rules ("needs ..."), or its
+  /// heuristic; empty for the family that took it.
+  std::string passed;
+};
+
+/// make_plan's walk of the registry for prob (no forced configuration), with every family's
+/// verdict up to the one that took it (the last in `verdicts`).
+Plan explain_plan(const Problem& prob, const DeviceLimits& limits, std::vector<FamilyVerdict>* verdicts);
 
 /// The plan of the fp64 reference kernel (Engine::run_reference).
 Plan make_reference_plan(const Problem& prob, const DeviceLimits& limits);

@@ -127,9 +127,22 @@ Plan make_plan(const Problem& prob, const DeviceLimits& limits, const std::strin
     if (Refusal why = config.family->can_implement(prob, limits)) refuse_config(config, *why);
     return config.family->force(prob, limits, config);
   }
+  return explain_plan(prob, limits, nullptr);
+}
+
+Plan explain_plan(const Problem& prob, const DeviceLimits& limits, std::vector<FamilyVerdict>* verdicts) {
   for (const Family* family : registry()) {
-    if (family->serves_types(prob)) continue;
-    if (auto plan = family->choose(prob, limits)) return std::move(*plan);
+    Refusal passed = family->serves_types(prob);
+    if (passed) {
+      passed = "serves " + *passed;
+    } else if (auto plan = family->choose(prob, limits)) {
+      if (verdicts) verdicts->push_back({family, ""});
+      return std::move(*plan);
+    } else if (verdicts) {  // (the reasons only where asked for: choose() checked the rules already)
+      passed = family->can_implement(prob, limits);
+      passed = passed ? "needs " + *passed : "its heuristic chose no configuration for this layer";
+    }
+    if (verdicts) verdicts->push_back({family, *passed});
   }
   // direct, last in the registry, serves every valid description.
   throw Error(ErrorCategory::Unsupported, "no kernel family serves this description");

@@ -678,6 +678,29 @@ TEST_CASE("output heads of 1 to 3 channels run on direct_tiled, not direct") {
   }
 }
 
+TEST_CASE("explain_plan walks the registry as make_plan does, a verdict for every family up to its pick") {
+  std::vector<Conv3dDesc> descs = test::random_ndhwc(300, 20261205);
+  for (const auto& list : test::config_cases().automatic) descs.insert(descs.end(), list.begin(), list.end());
+  const auto& families = detail::registry();
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    const detail::DeviceLimits limits = detail::limits_for_arch(arch);
+    for (const Conv3dDesc& d : descs) {
+      INFO(arch << " " << describe(d));
+      const detail::Problem prob = detail::make_problem(d);
+      std::vector<detail::FamilyVerdict> verdicts;
+      const detail::Plan plan = detail::explain_plan(prob, limits, &verdicts);
+      CHECK(detail::canonical_text(plan.key) == detail::canonical_text(detail::make_plan(prob, limits).key));
+      REQUIRE(!verdicts.empty());
+      CHECK(verdicts.back().family == plan.family);
+      CHECK(verdicts.back().passed.empty());
+      for (size_t i = 0; i < verdicts.size(); ++i) {
+        CHECK(verdicts[i].family == families[i]);  // the planner's order, none skipped
+        if (i + 1 < verdicts.size()) CHECK(!verdicts[i].passed.empty());
+      }
+    }
+  }
+}
+
 TEST_CASE("depthwise layers stream through registers, a row group per output row") {
   // The suite's depthwise layer: OW = 56 is 14 storing lanes plus one halo lane plus one for the
   // shift (padding 1: S = 3), so a warp holds two row groups of 2 rows; 56 rows are 14 warps,
