@@ -10,6 +10,7 @@
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
 #include "plan/plan.hpp"
+#include "tune/candidates.hpp"
 
 namespace conv3djit::cli {
 namespace {
@@ -19,6 +20,7 @@ struct PlanOptions {
   std::string manifest;
   std::string arch;
   std::string config;
+  int candidates = 0;  // > 0: also the configurations `tune` would time
   bool json = false;
 };
 
@@ -57,6 +59,12 @@ int run_plan(const PlanOptions& options) {
     const detail::Plan plan = options.config.empty() ? detail::explain_plan(prob, limits, &verdicts)
                                                      : detail::make_plan(prob, limits, options.config);
     const std::vector<PlanStep> steps = steps_of(plan);
+    std::vector<std::string> tuned;
+    if (options.candidates > 0) {
+      for (const detail::Candidate& c : detail::tuning_candidates(prob, limits, options.candidates)) {
+        tuned.push_back(c.config);
+      }
+    }
     if (options.json) {
       nlohmann::json j = {{"name", d.name},       {"description", describe(d.desc)},
                           {"kernel", detail::canonical_text(plan.key)},
@@ -74,6 +82,7 @@ int run_plan(const PlanOptions& options) {
         jv.push_back({{"family", v.family->kernel().name}, {"passed", v.passed.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.passed)}});
       }
       j["families"] = std::move(jv);
+      if (options.candidates > 0) j["candidates"] = tuned;
       plans.push_back(std::move(j));
       continue;
     }
@@ -88,6 +97,7 @@ int run_plan(const PlanOptions& options) {
     for (const detail::FamilyVerdict& v : verdicts) {
       fmt::print("  {:<16}{}\n", v.family->kernel().name, v.passed.empty() ? "takes it" : "passed: " + v.passed);
     }
+    for (const std::string& c : tuned) fmt::print("  tune    {}\n", c);
   }
   if (options.json) fmt::print("{}\n", nlohmann::json{{"arch", arch}, {"plans", std::move(plans)}}.dump());
   return kExitOk;
@@ -102,7 +112,11 @@ Command add_plan_command(CLI::App& app) {
               "before it passed (nothing is compiled)");
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   cmd->add_option("--arch", options->arch, "target like sm_90 or sm_80; needs no GPU (default: this GPU's)");
-  add_config_flag(*cmd, options->config);
+  CLI::Option* config = add_config_flag(*cmd, options->config);
+  cmd->add_option("--candidates", options->candidates,
+                  "also list the first N configurations `tune` would time (the planner's first), each a --config")
+      ->check(CLI::Range(1, 64))
+      ->excludes(config);
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
   return {cmd, [options] { return run_plan(*options); }};
 }
