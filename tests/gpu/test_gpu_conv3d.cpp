@@ -474,11 +474,24 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
     d.padding_mode = modes[i % 3];
     descs.push_back(d);
   }
+  // Epilogues over 128 columns or more run over the tf32 tiles' staged boxes (TH x TW tiles 64
+  // wide, and row tiles of bf16 outputs from a 3-channel input), a position's channels stored
+  // together; W and K end mid-tile.
+  for (Conv3dDesc d : {make(2, 3, {4, 20, 70}, 256, {1, 1, 1}, 1, 0, 1, 1, true),
+                       make(1, 16, {4, 9, 67}, 160, {3, 3, 3}, 1, 1, 1, 1, true),
+                       make(2, 3, {5, 11, 34}, 128, {3, 3, 3}, 1, 1, 1, 1, true)}) {
+    d = ndhwc(d, Precision::Tf32);
+    d.epilogue = epilogues[1];  // with the residual
+    if (d.out_channels == 128) d.dtype = DataType::BFloat16;
+    descs.push_back(d);
+    d.epilogue = epilogues[4];
+    descs.push_back(d);
+  }
   for (const Conv3dDesc& d : descs) {
     DYNAMIC_SECTION("auto " << describe(d)) {
       const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream);
       require_pass(r);
-      CHECK(r.kernel.rfind("igemm_sm90 fp32 ndhwc", 0) == 0);
+      CHECK(r.kernel.rfind("igemm_sm90 " + std::string(d.dtype == DataType::BFloat16 ? "bf16" : "fp32") + " ndhwc", 0) == 0);
       const KernelResources res = Engine::global().resources(d, stream.get(), true);
       INFO(res.kernel << " " << res.registers << " registers");
       CHECK(res.local_bytes == 0);
