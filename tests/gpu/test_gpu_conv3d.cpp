@@ -482,7 +482,7 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
                        make(2, 3, {5, 11, 34}, 128, {3, 3, 3}, 1, 1, 1, 1, true)}) {
     d = ndhwc(d, Precision::Tf32);
     d.epilogue = epilogues[1];  // with the residual
-    if (d.out_channels == 128) d.dtype = DataType::BFloat16;
+    if (d.k == 128) d.dtype = DataType::BFloat16;
     descs.push_back(d);
     d.epilogue = epilogues[4];
     descs.push_back(d);
