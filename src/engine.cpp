@@ -644,6 +644,42 @@ std::string Engine::kernel_for(const Conv3dDesc& desc, const std::string& arch) 
   return canonical_text(make_plan(prob, limits, impl_->options.kernel_config).key);
 }
 
+PlanExplanation Engine::explain(const Conv3dDesc& desc, const std::string& arch, int candidates) {
+  const Problem prob = make_problem(desc);
+  DeviceLimits limits;
+  target_arch(*impl_, arch, &limits);
+  PlanExplanation r;
+  std::vector<FamilyVerdict> verdicts;
+  // choose_plan's order, without tuning.
+  std::optional<Plan> plan;
+  if (!impl_->options.kernel_config.empty()) {
+    plan = make_plan(prob, limits, impl_->options.kernel_config);
+    r.source = "forced configuration";
+  } else if (arch.empty() && (plan = impl_->recorded_plan(prob, desc, call_context(nullptr)))) {
+    r.source = "tuned record";
+  } else {
+    plan = explain_plan(prob, limits, &verdicts);
+    r.source = "planner";
+  }
+  r.kernel = canonical_text(plan->key);
+  r.grid = plan->grid, r.block = plan->block, r.shared_bytes = plan->shared_bytes;
+  auto step = [&](const char* role, const PrepPlan& p) {
+    r.steps.push_back({role, canonical_text(p.key), p.grid, p.block, 0, p.workspace_bytes});
+  };
+  if (plan->prep) step("weights", *plan->prep);
+  if (plan->input_copy) step(plan->input_copy->every_call ? "input copy" : "input copy where needed", *plan->input_copy);
+  if (const Plan* twin = plan->unaligned.get()) {
+    r.steps.push_back({"unaligned input", canonical_text(twin->key), twin->grid, twin->block, twin->shared_bytes, 0});
+  }
+  for (const FamilyVerdict& v : verdicts) {
+    if (!v.passed.empty()) r.passed.emplace_back(v.family->kernel().name, v.passed);
+  }
+  if (candidates > 0) {
+    for (const Candidate& c : tuning_candidates(prob, limits, candidates)) r.candidates.push_back(c.config);
+  }
+  return r;
+}
+
 TuneResult Engine::tune(const Conv3dDesc& desc, Stream stream, bool retune) {
   const Problem prob = make_problem(desc);
   const auto cu_stream = static_cast<CUstream>(stream);

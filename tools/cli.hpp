@@ -47,7 +47,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global);
 Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 Command add_tune_command(CLI::App& app, const GlobalOptions& global);
 Command add_families_command(CLI::App& app);
-Command add_plan_command(CLI::App& app);
+Command add_plan_command(CLI::App& app, const GlobalOptions& global);
 
 /// `requested` (checked) or, if empty, this GPU's arch; throws Error(NoDevice) without either.
 std::string target_arch(const std::string& requested);

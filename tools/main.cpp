@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {add_precompile_command(app, global), add_verify_command(app, global),
                                    add_run_command(app, global), add_bench_command(app, global),
                                    add_tune_command(app, global),
-                                   add_families_command(app), add_plan_command(app)};
+                                   add_families_command(app), add_plan_command(app, global)};
   for (Command& command : add_cache_commands(app, global)) commands.push_back(std::move(command));
 
   if (argc == 1) {

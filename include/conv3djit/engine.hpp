@@ -151,6 +151,33 @@ struct CacheInfo {
   uint64_t limit_bytes = 0;
 };
 
+/// A kernel a plan launches around its convolution.
+struct PlanStep {
+  /// "weights" (prepared before the convolution reads them), "input copy" (made on every call),
+  /// "input copy where needed" (for rows that are no 16-byte multiples or an unaligned input), or
+  /// "unaligned input" (the plan's twin, launched instead for an input off a 16-byte boundary).
+  std::string role;
+  std::string kernel;  ///< its key, every field named
+  unsigned grid = 0, block = 0, shared_bytes = 0;
+  uint64_t scratch_bytes = 0;  ///< stream-ordered scratch memory it writes
+};
+
+/// Which kernel a description runs on and why (Engine::explain): nothing is compiled.
+struct PlanExplanation {
+  std::string kernel;  ///< its key, every field named
+  unsigned grid = 0, block = 0, shared_bytes = 0;  ///< launch: blocks, threads a block, dynamic shared memory
+  std::vector<PlanStep> steps;
+  /// What decided: "planner", "forced configuration" (EngineOptions::kernel_config) or "tuned
+  /// record" (Engine::tune; only on the current device).
+  std::string source;
+  /// With the planner: each family before the chosen one in its order, and why it passed the
+  /// description on (the types it serves, a rule it needs, or its heuristic).
+  std::vector<std::pair<std::string, std::string>> passed;
+  /// The configurations Engine::tune would time (the planner's first), each an
+  /// EngineOptions::kernel_config; as many as asked for, at most.
+  std::vector<std::string> candidates;
+};
+
 /// What the kernel a description runs on costs the device, from cuFuncGetAttribute.
 struct KernelResources {
   std::string kernel;          ///< the kernel's key, every field named
@@ -193,6 +220,11 @@ class CONV3DJIT_API Engine {
 
   /// The key of the kernel the planner picks for desc on `arch` (empty: current device), every field named.
   std::string kernel_for(const Conv3dDesc& desc, const std::string& arch = "");
+
+  /// The plan of kernel_for() in full: the kernel's launch, the kernels around it, what decided,
+  /// why each family before the chosen one passed, and up to `candidates` configurations that
+  /// tune() would time. Needs no GPU when arch is given; compiles nothing.
+  PlanExplanation explain(const Conv3dDesc& desc, const std::string& arch = "", int candidates = 0);
 
   /// The kernel run() launches for desc on `stream`'s device (loaded, compiled if needed) and its
   /// registers, local memory, shared memory and launch shape; with aligned_input = false, the one

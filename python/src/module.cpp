@@ -138,6 +138,10 @@ void bind_engine(nb::module_& m) {
            "Compiles (or finds in the disk cache) every kernel desc needs on `arch` ('sm_90', ...; empty: the "
            "current device's). Needs no GPU when arch is given.")
       .def("kernel_for", &Engine::kernel_for, "desc"_a, "arch"_a = "", Release())
+      .def("explain", &Engine::explain, "desc"_a, "arch"_a = "", "candidates"_a = 0, Release(),
+           "Which kernel desc runs on `arch` (empty: the current device's, where a tuned record counts) and why: "
+           "its launch, the kernels around it, what decided, why each family before it passed, and up to "
+           "`candidates` configurations tune() would time. Compiles nothing; needs no GPU when arch is given.")
       .def("resources",
            [](Engine& e, const Conv3dDesc& desc, nb::handle stream, bool aligned_input) {
              const Stream s = stream_of(stream);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -171,6 +172,31 @@ void bind_results(nb::module_& m) {
       .def("__repr__", [](const KernelResources& r) {
         return fmt::format("KernelResources(kernel={}, registers={}, local_bytes={}, grid={}, block={})",
                            quoted(r.kernel), r.registers, r.local_bytes, r.grid, r.block);
+      });
+  nb::class_<PlanStep>(m, "PlanStep", "A kernel a plan launches around its convolution.")
+      .def_ro("role", &PlanStep::role,
+              "'weights', 'input copy', 'input copy where needed' or 'unaligned input' (the twin launched instead)")
+      .def_ro("kernel", &PlanStep::kernel)
+      .def_ro("grid", &PlanStep::grid)
+      .def_ro("block", &PlanStep::block)
+      .def_ro("shared_bytes", &PlanStep::shared_bytes)
+      .def_ro("scratch_bytes", &PlanStep::scratch_bytes)
+      .def("__repr__", [](const PlanStep& s) {
+        return fmt::format("PlanStep(role={}, kernel={})", quoted(s.role), quoted(s.kernel));
+      });
+  nb::class_<PlanExplanation>(m, "PlanExplanation", "Which kernel a description runs on and why (Engine.explain).")
+      .def_ro("kernel", &PlanExplanation::kernel)
+      .def_ro("grid", &PlanExplanation::grid)
+      .def_ro("block", &PlanExplanation::block)
+      .def_ro("shared_bytes", &PlanExplanation::shared_bytes)
+      .def_ro("steps", &PlanExplanation::steps)
+      .def_ro("source", &PlanExplanation::source, "'planner', 'forced configuration' or 'tuned record'")
+      .def_ro("passed", &PlanExplanation::passed,
+              "(family, why) for each family before the chosen one in the planner's order")
+      .def_ro("candidates", &PlanExplanation::candidates, "configurations tune() would time, each a kernel_config")
+      .def("__repr__", [](const PlanExplanation& e) {
+        return fmt::format("PlanExplanation(kernel={}, source={}, {} steps, {} families passed)", quoted(e.kernel),
+                           quoted(e.source), e.steps.size(), e.passed.size());
       });
   nb::class_<DeviceInfo>(m, "DeviceInfo", "The GPU a context runs on.")
       .def_ro("ordinal", &DeviceInfo::ordinal)

@@ -234,6 +234,26 @@ def test_conv3d_checks_before_allocating():
         conv3djit.conv3d(x, w, out=np.zeros((1, 8, 4, 4, 4), np.float32), stream="fast")
 
 
+def test_explain_names_the_kernel_and_why_the_families_before_it_passed(engine):
+    # A grouped NDHWC layer: the tensor-core families before the grouped kernel pass it on, each
+    # saying why; nothing is compiled.
+    desc = Conv3dDesc((8, 256, 8, 28, 28), 256, 3, padding=1, groups=32, layout="ndhwc")
+    e = engine.explain(desc, "sm_90", candidates=2)
+    assert e.kernel == engine.kernel_for(desc, "sm_90") and e.kernel.startswith("grouped fp32 ndhwc ")
+    assert e.source == "planner" and e.block > 0 and e.grid > 0 and e.shared_bytes > 0
+    passed = dict(e.passed)
+    assert passed["igemm_sm90"] == "needs groups == 1"
+    assert passed["igemm_sm80"] == "serves float32 NCDHW tensors"
+    assert "grouped" not in passed and len(e.candidates) >= 1 and e.candidates[0].startswith("grouped:")
+    assert engine.stats().compiles == 0
+    # The reference problem: its input copy where rows need one; forced, no verdicts.
+    ref = Conv3dDesc((16, 3, 64, 64, 64), 64, (3, 5, 7))
+    steps = engine.explain(ref, "sm_90").steps
+    assert [s.role for s in steps] == ["input copy where needed"] and steps[0].kernel.startswith("pitch_rows ")
+    forced = conv3djit.Engine(kernel_config="igemm_sm80:bm=64,bn=32", disk_cache=False).explain(ref, "sm_90")
+    assert forced.source == "forced configuration" and forced.passed == [] and forced.kernel.startswith("igemm_sm80 ")
+
+
 def test_precompile_for_sm90_without_gpu(engine):
     desc = Conv3dDesc((2, 16, 8, 12, 12), 32, 3, padding=1, bias=True)
     result = conv3djit.precompile(desc, arch="sm_90", engine=engine)
