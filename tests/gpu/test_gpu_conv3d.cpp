@@ -491,7 +491,8 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
     DYNAMIC_SECTION("auto " << describe(d)) {
       const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream);
       require_pass(r);
-      CHECK(r.kernel.rfind("igemm_sm90 " + std::string(d.dtype == DataType::BFloat16 ? "bf16" : "fp32") + " ndhwc", 0) == 0);
+      const std::string type = d.dtype == DataType::BFloat16 ? "bf16" : "fp32";
+      CHECK(r.kernel.rfind("igemm_sm90 " + type + " ndhwc", 0) == 0);
       const KernelResources res = Engine::global().resources(d, stream.get(), true);
       INFO(res.kernel << " " << res.registers << " registers");
       CHECK(res.local_bytes == 0);

@@ -1,6 +1,7 @@
 // direct_tiled: register-blocked FFMA for NCDHW tensors of every element type, also for groups > 1
-// where a block's channels (BK, multiples of 8) lie in one group. Warps own channel groups (WK) x row bands (WS) of a tile; the weights of a channel chunk stay in shared memory while input tiles stream
-// through it (docs/kernels/direct_tiled.md).
+// where a block's channels (BK, multiples of 8) lie in one group. Warps own channel groups (WK) x
+// row bands (WS) of a tile; the weights of a channel chunk stay in shared memory while input tiles
+// stream through it (docs/kernels/direct_tiled.md).
 #include <algorithm>
 #include <memory>
 

@@ -52,8 +52,8 @@ bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3 none{0}, one{1};
   auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
-  return group_boxes(prob) && d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) && same(prob.pad.before, none) &&
-         same(prob.pad.after, none) && (d.d * d.h * d.w) % 8 == 0;
+  return group_boxes(prob) && d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) &&
+         same(prob.pad.before, none) && same(prob.pad.after, none) && (d.d * d.h * d.w) % 8 == 0;
 }
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
@@ -241,7 +241,8 @@ class HalfSm90Family final : public Family {
 
   static long long blocks(const Problem& prob, const HalfSm90Config& c) {
     const long long positions = prob.out.d * prob.out.h * prob.out.w;
-    return geo::row_tiles(prob.out.n, positions, c.bm, c.mmajor == 1) * prob.desc.groups * ceil_div(prob.k_per_group, c.bn);
+    return geo::row_tiles(prob.out.n, positions, c.bm, c.mmajor == 1) * prob.desc.groups *
+           ceil_div(prob.k_per_group, c.bn);
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
