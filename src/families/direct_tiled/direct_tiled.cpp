@@ -97,10 +97,15 @@ class TiledFamily final : public Family {
 
   // The best feasible configuration; nothing if the kernel cannot serve the problem.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (prob.desc.groups != 1 || prob.out.k < 4) return std::nullopt;
+    if (prob.desc.groups != 1 || declines(prob, limits)) return std::nullopt;
     const std::vector<TiledChoice> choices = ranked(prob, limits);
     if (choices.empty()) return std::nullopt;
     return plan(prob, limits, choices.front());
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.out.k < 4) return "fewer than 4 output channels: left to direct";
+    return std::nullopt;
   }
 
   // The best few feasible configurations, also for K < 4 (which choose() leaves to direct).

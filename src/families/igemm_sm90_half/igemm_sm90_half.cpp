@@ -92,11 +92,18 @@ class HalfSm90Family final : public Family {
     return std::nullopt;
   }
 
-  // Where a tap has at least 32 channels (a chunk is 64 channels: fewer would leave most of each
-  // wgmma's terms zero; igemm_sm80 packs small C densely): choose_tile's.
+  // Where a tap has at least 32 channels: choose_tile's.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (prob.c_per_group < 32) return std::nullopt;
+    if (declines(prob, limits)) return std::nullopt;
     return choose_tile(prob, limits);
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.c_per_group < 32) {
+      return "fewer than 32 input channels a group: a chunk is 64, most of each wgmma's terms would be zero "
+             "(igemm_sm80 packs small C densely)";
+    }
+    return std::nullopt;
   }
 
   // choose()'s pick, also for fewer than 32 channels; then the other tiles and rings that fit, of
