@@ -171,7 +171,8 @@ struct PlanExplanation {
   /// record" (Engine::tune; only on the current device).
   std::string source;
   /// With the planner: each family before the chosen one in its order, and why it passed the
-  /// description on (the types it serves, a rule it needs, or its heuristic).
+  /// description on (the types it serves, a rule it needs, its heuristic's rule, or no
+  /// configuration of it fitting).
   std::vector<std::pair<std::string, std::string>> passed;
   /// The configurations Engine::tune would time (the planner's first), each an
   /// EngineOptions::kernel_config; as many as asked for, at most.

@@ -45,6 +45,10 @@ class Family {
   /// The family's best plan for prob by its heuristic, or nothing where the planner should look
   /// further down the registry (it cannot serve prob, or another family is measured faster).
   virtual std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const = 0;
+  /// The rule of its heuristic by which choose() leaves a problem it could serve to a family
+  /// further down the registry (explain_plan names it); nothing where choose() searched and no
+  /// configuration fit. The default: no such rule.
+  virtual Refusal declines(const Problem& prob, const DeviceLimits& limits) const;
   /// Plans worth timing against the planner's choice (Engine::tune): the family's best few
   /// configurations for prob, best first, at most `count`, also those its heuristic leaves to a
   /// family further down the registry. Each must be the plan its configuration text forces

@@ -39,6 +39,8 @@ Refusal Family::serves_types(const Problem& prob) const {
   return std::nullopt;
 }
 
+Refusal Family::declines(const Problem&, const DeviceLimits&) const { return std::nullopt; }
+
 std::vector<Plan> Family::candidates(const Problem& prob, const DeviceLimits& limits, int count) const {
   std::vector<Plan> plans;
   if (count <= 0) return plans;
@@ -140,7 +142,11 @@ Plan explain_plan(const Problem& prob, const DeviceLimits& limits, std::vector<F
       return std::move(*plan);
     } else if (verdicts) {  // (the reasons only where asked for: choose() checked the rules already)
       passed = family->can_implement(prob, limits);
-      passed = passed ? "needs " + *passed : "its heuristic chose no configuration for this layer";
+      if (passed) {
+        passed = "needs " + *passed;
+      } else if (!(passed = family->declines(prob, limits))) {
+        passed = "no configuration of it fits this layer";
+      }
     }
     if (verdicts) verdicts->push_back({family, *passed});
   }

@@ -697,6 +697,12 @@ TEST_CASE("explain_plan walks the registry as make_plan does, a verdict for ever
         CHECK(verdicts[i].family == families[i]);  // the planner's order, none skipped
         if (i + 1 < verdicts.size()) CHECK(!verdicts[i].passed.empty());
       }
+      // A family that declines a problem it could serve offers no plan for it.
+      for (const detail::Family* f : families) {
+        if (f->serves_types(prob) || f->can_implement(prob, limits) || !f->declines(prob, limits)) continue;
+        INFO(f->kernel().name << ": " << *f->declines(prob, limits));
+        CHECK_FALSE(f->choose(prob, limits).has_value());
+      }
     }
   }
 }

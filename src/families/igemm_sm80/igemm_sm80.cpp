@@ -73,10 +73,18 @@ class Sm80Family final : public Family {
   // (whose columns would mostly be padding) stay on FFMA.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (half_inputs(prob)) return choose_half(prob, limits);
-    const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
-    if (prob.desc.groups != 1 || prob.out.k < 16) return std::nullopt;
-    if (!(prob.c_per_group >= 16 || kred >= 1000 || prob.desc.precision == Precision::Tf32)) return std::nullopt;
+    if (prob.desc.groups != 1 || declines(prob, limits)) return std::nullopt;
     return choose_float(prob, limits);
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (half_inputs(prob)) return std::nullopt;
+    const long long kred = prob.c_per_group * prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
+    if (prob.out.k < 16) return "fewer than 16 output channels: the FFMA kernels win there";
+    if (!(prob.c_per_group >= 16 || kred >= 1000 || prob.desc.precision == Precision::Tf32)) {
+      return "fewer than 16 input channels and under 1000 terms in the fp32 class: the FFMA kernels win there";
+    }
+    return std::nullopt;
   }
 
   // choose()'s tile, also where it leaves the layer to the FFMA kernels; then the other tiles that

@@ -54,15 +54,24 @@ class Sm90Family final : public Family {
   }
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (can_implement(prob, limits)) return std::nullopt;
-    const int64_t half_channels = prob.desc.layout == Layout::NCDHW ? kHalfChannels : kHalfNdhwcChannels - 1;
-    if (prob.desc.dtype != DataType::Float32 &&
-        (prob.c_per_group > half_channels || prob.input_elements > kHalfCopyElements)) {
-      return std::nullopt;
-    }
+    if (can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
     auto best = choose_sm90_shape(prob, limits);
     if (!best) return std::nullopt;
     return plan(best->first, limits, best->second);
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.desc.dtype != DataType::Float32) {
+      if (prob.desc.layout == Layout::NCDHW && prob.c_per_group > kHalfChannels) {
+        return "half NCDHW inputs of more than 32 channels a group: igemm_sm90_half's chunks are full there";
+      }
+      if (prob.desc.layout == Layout::NDHWC && prob.c_per_group >= kHalfNdhwcChannels) {
+        return "half NDHWC inputs of 8 channels or more: igemm_sm80 loads them without a copy";
+      }
+      if (prob.input_elements > kHalfCopyElements) return "half inputs past 2^28 elements: their float32 copy";
+    }
+    if (sm90_too_narrow(prob)) return "fewer than 16 output channels (NCDHW): a 32-column product would be mostly padding";
+    return std::nullopt;
   }
 
   // The planner's choice (or, where it leaves the layer to igemm_sm80 or the FFMA kernels, the

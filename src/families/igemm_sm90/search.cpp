@@ -61,6 +61,12 @@ Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w, int in
   return {rp, pp, cp, fewest};
 }
 
+bool sm90_too_narrow(const Problem& prob) {
+  // Most of each 32-column MMA would be padding: NCDHW layers go to direct_tiled (NDHWC ones have
+  // no other kernel than direct's FFMA, and keep the wgmma).
+  return prob.out.k < 16 && prob.desc.layout == Layout::NCDHW;
+}
+
 bool sm90_split(const Problem& prob) {
   return prob.desc.dtype == DataType::Float32 && prob.desc.precision == Precision::Fp32;
 }
@@ -240,9 +246,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // x 58 layer 0.375 -> 0.260, and the 3 % loss 0.665 -> 0.667.
   constexpr double kCopiesSpeed = 0.88;
   const long long k = prob.out.k;
-  // Most of each 32-column MMA would be padding: NCDHW layers go to direct_tiled (NDHWC ones have
-  // no other kernel than direct's FFMA, and keep the wgmma).
-  if (k < 16 && !filter.forced && prob.desc.layout == Layout::NCDHW) return std::nullopt;
+  if (!filter.forced && sm90_too_narrow(prob)) return std::nullopt;
   const int cg = static_cast<int>(prob.c_per_group);
   const long long kvol = prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w;
   std::vector<int> widths = {k <= 32 ? 32 : k <= 64 ? 64 : 128};

@@ -45,6 +45,9 @@ struct Sm90Filter {
 /// bf16 and fp16 inputs, exact in TF32, take one product.
 bool sm90_split(const Problem& prob);
 
+/// Whether the heuristic leaves prob to direct_tiled for its few output channels (NCDHW, K < 16).
+bool sm90_too_narrow(const Problem& prob);
+
 /// One configuration with its staging, or nothing where it cannot run (staging 1: TMA boxes,
 /// 0: cp.async, -1: TMA where it fits; half inputs are staged from their float32 copy either
 /// way; rows: row tiles; pl: output planes a tile).

@@ -97,13 +97,22 @@ class HalfSm90Family final : public Family {
     return std::nullopt;
   }
 
-  // Where a tap has at least 32 channels (a chunk is 64 channels: fewer would leave most of each
-  // wgmma's terms zero; igemm_sm80 packs small C densely) and, in grouped layers, a group has at
-  // least 16 output channels (a quarter of the narrowest column block; the grouped kernel's FFMA
-  // serves narrower groups): choose_tile's.
+  // Where a tap has at least 32 channels and a group 16 output channels: choose_tile's.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (prob.c_per_group < 32 || prob.k_per_group < 16) return std::nullopt;
+    if (declines(prob, limits)) return std::nullopt;
     return choose_tile(prob, limits);
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.c_per_group < 32) {
+      return "fewer than 32 input channels a group: a chunk is 64, most of each wgmma's terms would be zero "
+             "(igemm_sm80 packs small C densely)";
+    }
+    // A quarter of the narrowest column block; the grouped kernel's FFMA serves narrower groups.
+    if (prob.k_per_group < 16) {
+      return "fewer than 16 output channels a group: most of a 64-column block would be padding";
+    }
+    return std::nullopt;
   }
 
   // choose()'s pick, also for fewer than 32 channels; then the other tiles and rings that fit, of

@@ -61,10 +61,15 @@ class K16Family final : public Family {
   // Layers of C <= 32 with K >= 16: K's channels in blocks of 64 (or 128 where K > 64) where the
   // box and the weights fit; else nothing (igemm_sm90 then serves them).
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
-    if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
-    if (prob.c_per_group > kMaxChannels || prob.out.k < 16) return std::nullopt;
+    if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
     const int bn = default_bn(prob);
     return plan_of(prob, limits, default_wgs(bn), bn);
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.c_per_group > kMaxChannels) return "more than 32 input channels: igemm_sm90_half's 64-channel chunks win there";
+    if (prob.out.k < 16) return "fewer than 16 output channels: most of a 64-column product would be padding";
+    return std::nullopt;
   }
 
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
