@@ -1,6 +1,7 @@
 #pragma once
 // Hopper warpgroup MMA for 16-bit inputs (wgmma, sm_90a): D(64 x N, fp32 registers) += A(64 x 16) *
-// B(16 x N), both operands bf16 (or both fp16) in shared memory, K-major, 128-byte swizzled.
+// B(16 x N), both operands bf16 (or both fp16) in shared memory, K-major, 128-byte swizzled; and
+// the same with TF32 operands in shared memory, 8 terms a step (the same 32 bytes of a row).
 // Beside common/wgmma.cuh (TF32, A from registers), whose fence / commit / wait / settle these
 // kernels use too.
 //
@@ -30,6 +31,13 @@ __device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
 // 2048 bytes further, one 64-row operand needs no LBO).
 template <int N, bool BF16, bool M_MAJOR = false>
 __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a, unsigned long long b,
+                                         bool accumulate);
+
+// d = (accumulate ? d : 0) + A * B, N = 64, 96, 128, 192 or 256 columns, A(64 x 8) and B(8 x N) TF32
+// in shared memory, both K-major (TF32 has no transposed operands), laid out as mma_half's: a k8
+// step is the same 32 bytes of a 128-byte row. The tensor cores read an operand's top 19 bits.
+template <int N>
+__device__ __forceinline__ void mma_tf32(float (&d)[N / 2], unsigned long long a, unsigned long long b,
                                          bool accumulate);
 
 // d = (accumulate ? d : 0) + A * B with A from registers, N = 64 or 128: a[0] = (row 16w + g,
@@ -82,6 +90,15 @@ __device__ __forceinline__ void mma_half_regs(float (&d)[N / 2], const unsigned 
                  : __VA_ARGS__                                                                            \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)));            \
   }
+#define CONV3DJIT_WGMMA_TF32(N, D_REGS, DESCS, FLAG, ...)                                                 \
+  template <>                                                                                             \
+  __device__ __forceinline__ void mma_tf32<N>(float(&d)[N / 2], unsigned long long a, unsigned long long b, \
+                                              bool accumulate) {                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FLAG ", 0;\n"                                        \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" D_REGS "}, " DESCS ", p, 1, 1;\n}\n" \
+                 : __VA_ARGS__                                                                            \
+                 : "l"(a), "l"(b), "r"(int(accumulate)));                                                 \
+  }
 // Both orders of A for one width and type.
 #define CONV3DJIT_WGMMA_HALF(N, BF16, TYPE, D_REGS, DESCS, FLAG, ...)                            \
   CONV3DJIT_WGMMA_HALF_T(N, BF16, false, "0", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)           \
@@ -121,6 +138,11 @@ CONV3DJIT_HALF_N192(true, "bf16")
 CONV3DJIT_HALF_N192(false, "f16")
 CONV3DJIT_HALF_N256(true, "bf16")
 CONV3DJIT_HALF_N256(false, "f16")
+CONV3DJIT_WGMMA_TF32(64, CONV3DJIT_L64, "%32, %33", "%34", CONV3DJIT_O64)
+CONV3DJIT_WGMMA_TF32(96, CONV3DJIT_L96, "%48, %49", "%50", CONV3DJIT_O96)
+CONV3DJIT_WGMMA_TF32(128, CONV3DJIT_L128, "%64, %65", "%66", CONV3DJIT_O128)
+CONV3DJIT_WGMMA_TF32(192, CONV3DJIT_L192, "%96, %97", "%98", CONV3DJIT_O192)
+CONV3DJIT_WGMMA_TF32(256, CONV3DJIT_L256, "%128, %129", "%130", CONV3DJIT_O256)
 #undef CONV3DJIT_HALF_N256
 #undef CONV3DJIT_HALF_N192
 #undef CONV3DJIT_HALF_N128
@@ -128,6 +150,7 @@ CONV3DJIT_HALF_N256(false, "f16")
 #undef CONV3DJIT_HALF_N64
 #undef CONV3DJIT_WGMMA_HALF
 #undef CONV3DJIT_WGMMA_HALF_T
+#undef CONV3DJIT_WGMMA_TF32
 #undef CONV3DJIT_WGMMA_HALF_REGS
 #undef CONV3DJIT_L64
 #undef CONV3DJIT_O64

@@ -1,15 +1,19 @@
 #pragma once
 #include "common/common.cuh"
-// igemm_sm90_half's tile arithmetic, shared by the kernel and its family's planner.
+// igemm_sm90_half's tile arithmetic, shared by the kernel and its family's planner. A chunk of the
+// reduction is one 128-byte row of A and of B whatever the element: 64 bf16 / fp16 channels, or
+// 32 float32 ones (the tf32 class).
 
 namespace conv3djit::igemm_sm90_half_geometry {
 
-/// Reduction terms a chunk: 64 channels of one tap, 128 bytes a row of A and of B.
-inline constexpr int kChunk = 64;
 /// Bytes a staged row (output position of A, output channel of B).
 inline constexpr int kRowBytes = 128;
+/// Reduction terms a chunk: the channels of one tap in a 128-byte row of A and of B.
+CONV3DJIT_HOST_DEVICE constexpr int chunk_channels(int element_bytes) { return kRowBytes / element_bytes; }
 /// Chunks of one tap: the channels rounded up to whole chunks (the last one zero-filled).
-CONV3DJIT_HOST_DEVICE constexpr int chunks_per_tap(int cg) { return (cg + kChunk - 1) / kChunk; }
+CONV3DJIT_HOST_DEVICE constexpr int chunks_per_tap(int cg, int element_bytes) {
+  return (cg + chunk_channels(element_bytes) - 1) / chunk_channels(element_bytes);
+}
 /// Threads a block: one warpgroup (128 threads) per 64 output positions.
 CONV3DJIT_HOST_DEVICE constexpr int threads(int bm) { return bm / 64 * 128; }
 /// Bytes of one ring stage: BM rows of A and BN rows of B.
@@ -35,27 +39,28 @@ CONV3DJIT_HOST_DEVICE constexpr long long im2col_upper(long long out, int stride
 CONV3DJIT_HOST_DEVICE constexpr long long row_tiles(long long n, long long positions, int bm, bool per_image) {
   return per_image ? n * ((positions + bm - 1) / bm) : (n * positions + bm - 1) / bm;
 }
-/// Positions of A's M-major boxes (64 positions x 64 channels of the NCDHW input).
+/// Positions of A's M-major boxes (64 positions x 64 channels of a 16-bit NCDHW input).
 inline constexpr int kMajorBox = 64;
 /// Whether an im2col corner is within a 5-D map's range.
 CONV3DJIT_HOST_DEVICE constexpr bool corner_fits(long long corner) { return corner >= -16 && corner <= 15; }
-/// Whether a layer's input can arrive as TMA im2col boxes (BM window origins x 64 channels, zeros
-/// outside the input, which is zero padding; Spec::im2col): zero padding, strides TMA can step
-/// (at most 8), and each axis's corners within a 5-D map's range. The map also needs a 16-byte
-/// aligned input (C % 8 == 0 makes every stride a 16-byte multiple): other inputs run the plan's
-/// twin, which stages A by the threads' copies.
+/// Whether a layer's input can arrive as TMA im2col boxes (BM window origins x a chunk's channels,
+/// zeros outside the input, which is zero padding; Spec::im2col): zero padding, strides TMA can
+/// step (at most 8), and each axis's corners within a 5-D map's range. The map also needs a
+/// 16-byte aligned input (whole 16-byte pieces of channels make every stride a 16-byte multiple):
+/// other inputs run the plan's twin, which stages A by the threads' copies.
 CONV3DJIT_HOST_DEVICE constexpr bool im2col_fits(const ConvParams& p) {
   return p.pad_mode == 0 /* zeros */ && p.sd <= 8 && p.sh <= 8 && p.sw <= 8 && corner_fits(-p.pad_d) &&
          corner_fits(-p.pad_h) && corner_fits(-p.pad_w) && corner_fits(im2col_upper(p.od, p.sd, p.pad_d, p.d)) &&
          corner_fits(im2col_upper(p.oh, p.sh, p.pad_h, p.h)) && corner_fits(im2col_upper(p.ow, p.sw, p.pad_w, p.w));
 }
 /// Chunks between the accumulators' restarts when partial sums are kept apart (float32 outputs
-/// of long reductions): 8 chunks, 512 terms.
+/// of long 16-bit reductions): 8 chunks, 512 terms.
 inline constexpr int kBlockedChunks = 8;
-/// Whether a reduction of `cg` channels and `taps` taps with float32 outputs keeps partial sums
-/// apart (then the accumulators are doubled: BN at most 128).
-CONV3DJIT_HOST_DEVICE constexpr bool blocked(int cg, int taps, bool fp32_output) {
-  return fp32_output && chunks_per_tap(cg) * taps > 2 * kBlockedChunks;
+/// Whether a reduction of `cg` channels and `taps` taps keeps partial sums apart (then the
+/// accumulators are doubled: BN at most 128): float32 outputs of 16-bit inputs (a 1e-5 class),
+/// not the tf32 class, whose 5e-4 the TF32 products' own rounding sets.
+CONV3DJIT_HOST_DEVICE constexpr bool blocked(int cg, int taps, bool fp32_output, int element_bytes) {
+  return fp32_output && element_bytes == 2 && chunks_per_tap(cg, element_bytes) * taps > 2 * kBlockedChunks;
 }
 
 }  // namespace conv3djit::igemm_sm90_half_geometry

@@ -1,5 +1,5 @@
-// Implicit-GEMM convolution of bf16 / fp16 tensors on Hopper's warpgroup MMA (wgmma, sm_90a),
-// output in the input type or float32 (Spec::out_element). The input and weight are
+// Implicit-GEMM convolution of bf16 / fp16 tensors, and of float32 NDHWC ones in the tf32 class, on
+// Hopper's warpgroup MMA (wgmma, sm_90a), output in the input type or float32 (Spec::out_element). The input and weight are
 // read channels-last (NDHWC); for an NCDHW layer they are the channels_last copies the call makes
 // first, and the output and residual are NCDHW (Spec::ndhwc 0).
 //
@@ -38,13 +38,22 @@
 // the input, from channel group * CG; boxes then need CG % 64 == 0, so that a chunk never reaches
 // into the next group's channels (the threads' copies zero them).
 //
-// Accuracy: float32 outputs of long reductions (geometry.cuh's blocked()) keep partial sums of
-// 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
+// Accuracy: float32 outputs of long 16-bit reductions (geometry.cuh's blocked()) keep partial sums
+// of 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
+//
+// Float32 elements (the tf32 class): a chunk is 32 channels, the same 128 bytes a row, and four
+// wgmma m64nBNk8 .tf32 a chunk. The tensor cores truncate an operand to TF32, which alone would
+// cost about twice the class's error (rel-L2 6.9e-4 against its 5e-4 bound on random data), so
+// both operands arrive rounded to nearest: B from the weight that the plan's tf32_weights step
+// rounded, A rounded in shared memory by its warpgroup once the chunk has landed (A's bytes are a
+// fifth of a 128 x 256 stage's; rounding B there too would cost more shared-memory bandwidth than
+// the wgmmas leave).
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/padding.cuh"
+#include "common/tf32.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma_half.cuh"
 #include "igemm_sm90_half/geometry.cuh"
@@ -53,16 +62,24 @@ namespace conv3djit {
 namespace sm90_half {
 
 // 16 bytes from global `src` to shared address `dst`, zero where !valid (src is then not read);
-// by cp.async where `vector` (src 16-byte aligned), else by 2-byte loads and one 16-byte store.
+// by cp.async where `vector` (src 16-byte aligned), else by element loads (T's size) and one
+// 16-byte store.
+template <class T>
 __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid, bool vector) {
   if (vector) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
   } else {
-    const auto* s = static_cast<const unsigned short*>(src);
     unsigned w[4] = {0u, 0u, 0u, 0u};
     if (valid) {
+      if constexpr (sizeof(T) == 4) {
+        const auto* s = static_cast<const unsigned*>(src);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) w[i] = unsigned(__ldg(s + 2 * i)) | (unsigned(__ldg(s + 2 * i + 1)) << 16);
+        for (int i = 0; i < 4; ++i) w[i] = __ldg(s + i);
+      } else {
+        const auto* s = static_cast<const unsigned short*>(src);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = unsigned(__ldg(s + 2 * i)) | (unsigned(__ldg(s + 2 * i + 1)) << 16);
+      }
     }
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
                  "r"(w[3]));
@@ -95,11 +112,33 @@ __device__ __forceinline__ void finish_run16(typename Spec::out_element* out, lo
   *reinterpret_cast<uint4*>(out + offset) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
 }
 
+// Rounds this warpgroup's 64 rows of A in a stage (8 KB at `rows`) to TF32 in place, 64 bytes a
+// thread, and makes them visible to its wgmmas: tf32_operand's bias of half a TF32 ulp, which the
+// tensor cores' truncation turns into rounding to nearest. Padding's zeros stay zeros.
+__device__ __forceinline__ void round_rows_tf32(unsigned rows, int wg_tid, int wg) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const unsigned at = rows + static_cast<unsigned>((wg_tid + 128 * u) * 16);
+    unsigned v[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(at));
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = tf32_operand(__uint_as_float(v[e]));
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]));
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  // The warpgroup's named barrier (immediate ids: a register id would reserve all 16).
+  if (wg == 0) {
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  } else {
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  }
+}
+
 }  // namespace sm90_half
 
 template <class Spec>
 __global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm),
-                         Spec::bn <= 128 && !igemm_sm90_half_geometry::blocked(Spec::cg, Spec::kd * Spec::kh * Spec::kw, sizeof(typename Spec::out_element) == 4) ? 2 : 1)
+                         Spec::bn <= 128 && !igemm_sm90_half_geometry::blocked(Spec::cg, Spec::kd * Spec::kh * Spec::kw, sizeof(typename Spec::out_element) == 4, sizeof(typename Spec::element)) ? 2 : 1)
 igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
                 const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
                 ConvParams p, const __grid_constant__ TensorMap weight_map,
@@ -111,22 +150,24 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int CIN = GROUPS * CG;  // input channels, the channels-last input's row
   constexpr int SD = Spec::sd, SH = Spec::sh, SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw;
   constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, MODE = Spec::pad_mode;
-  constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
+  constexpr int ES = sizeof(T), CHUNK = chunk_channels(ES), PIECE = 16 / ES;  // channels a chunk, a 16-byte piece
+  constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG, ES), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
   constexpr int KRED = CG * KVOL, STAGE = stage_bytes(BM, BN);
   constexpr int RPP = THREADS / 8;  // rows one pass of the threads stages (8 pieces a row)
   constexpr int A_COPIES = BM / RPP, B_COPIES = BN / RPP;
   constexpr int R = BN / 2;  // accumulators a thread
-  constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4);
-  constexpr bool BF16 = kIsBf16<T>;
+  constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4, ES);
+  constexpr bool BF16 = kIsBf16<T>, TF32 = ES == 4;
   constexpr bool A_BOX = Spec::im2col != 0, A_MN = Spec::mmajor != 0, A_MAPPED = A_BOX || A_MN;
-  static_assert(CG % 8 == 0, "16-byte pieces of one tap's channels");
+  static_assert(CG % PIECE == 0, "16-byte pieces of one tap's channels");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
   static_assert(!A_MN || (!A_BOX && KVOL == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
                 "M-major boxes: pointwise NCDHW layers with unit strides");
-  static_assert(GROUPS == 1 || !A_MAPPED || CG % kChunk == 0, "a group's boxes stay in its channels");
+  static_assert(!TF32 || (!A_MN && Spec::ndhwc != 0), "tf32 wgmma reads K-major operands: NDHWC layers");
+  static_assert(GROUPS == 1 || !A_MAPPED || CG % CHUNK == 0, "a group's boxes stay in its channels");
 
   extern __shared__ uint4 shared_half_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
@@ -205,10 +246,10 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // Chunk q (tap q / CPT, channels from 64 * (q % CPT)) into stage s.
   auto load_chunk = [&](int q, int s) {
-    const int tap = q / CPT, c0 = (q - tap * CPT) * kChunk;
+    const int tap = q / CPT, c0 = (q - tap * CPT) * CHUNK;
     const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
-    const int c = c0 + cj * 8;
-    const bool c_ok = CG % kChunk == 0 || c < CG;
+    const int c = c0 + cj * PIECE;
+    const bool c_ok = CG % CHUNK == 0 || c < CG;
     const unsigned a_stage = ring + static_cast<unsigned>(s * STAGE) + piece;
     const unsigned b_stage = a_stage + BM * kRowBytes;
     if constexpr (!A_MAPPED) {
@@ -225,14 +266,14 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           ok = c_ok && a_ok[i];
           at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CIN + c;
         }
-        sm90_half::copy16(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
+        sm90_half::copy16<T>(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
       }
     }
     if (!b_box) {
 #pragma unroll
       for (int i = 0; i < B_COPIES; ++i) {
         const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
-        sm90_half::copy16(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
+        sm90_half::copy16<T>(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
       }
     }
     if ((A_MAPPED || b_box) && tid == 0) {
@@ -278,11 +319,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
     if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
+    if constexpr (TF32) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
     wgmma::fence();
 #pragma unroll
-    for (int ks = 0; ks < kChunk / 16; ++ks) {
-      wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_sw128(a_stage + (A_MN ? 16 * kRowBytes : 32) * ks),
-                                      wgmma::descriptor_sw128(b_stage + 32 * ks), true);
+    for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32
+      if constexpr (TF32) {
+        wgmma::mma_tf32<BN>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks), wgmma::descriptor_sw128(b_stage + 32 * ks),
+                            true);
+      } else {
+        wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_sw128(a_stage + (A_MN ? 16 * kRowBytes : 32) * ks),
+                                        wgmma::descriptor_sw128(b_stage + 32 * ks), true);
+      }
     }
     wgmma::commit();
     wgmma::wait<1>();

@@ -1,4 +1,5 @@
-// GPU: igemm_sm90_half (bf16 / fp16 on wgmma, sm_90 only; NCDHW through channels_last copies)
+// GPU: igemm_sm90_half (bf16 / fp16 on wgmma, sm_90 only; NCDHW through channels_last copies; float32
+// NDHWC in the tf32 class)
 // against the float64 reference on
 // fresh random data with NaN-poisoned outputs: the planner's tiles and forced ones, both output
 // types, C and K that end mid-tile, mid-tile extents, padding and padding modes, strides and
@@ -235,6 +236,35 @@ std::vector<Case> grouped_cases() {
   return out;
 }
 
+// Float32 NDHWC layers in the tf32 class: the shapes above (C = 72: a chunk of 32 channels twice
+// and one of 8; C = 40 past a chunk), a long reduction (C = 256, 6912 terms), forced tiles and the
+// threads' copies, an epilogue with the residual, a padding mode, grouped layers with boxes (32
+// a group) and with copies (48 a group).
+std::vector<Case> tf32_cases() {
+  auto tf32 = [](Conv3dDesc d) {
+    d.layout = Layout::NDHWC;
+    d.precision = Precision::Tf32;
+    return d;
+  };
+  std::vector<Case> out;
+  int i = 0;
+  for (const Conv3dDesc& d : shapes())
+    for (const std::string& config : kForced)
+      if ((i++ % 3) == 0 || config.empty()) out.push_back({config, tf32(d)});
+  out.push_back({"", tf32(make(1, 256, {4, 10, 12}, 96, {3, 3, 3}, 1, 1, 1, 1, true))});
+  Conv3dDesc e = tf32(shapes()[0]);
+  e.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  e.epilogue.residual = true;
+  out.push_back({"", e});
+  out.push_back({"igemm_sm90_half:128,256,4,0", e});
+  Conv3dDesc m = tf32(shapes()[1]);
+  m.padding_mode = PaddingMode::Circular;
+  out.push_back({"", m});
+  out.push_back({"", tf32(make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true))});
+  out.push_back({"", tf32(make(1, 96, {3, 5, 7}, 64, {3, 3, 3}, {1, 2, 1}, 1, 1, 2, true))});
+  return out;
+}
+
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -291,6 +321,11 @@ TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") 
   check_all(grouped_cases(), true);
 }
 
+TEST_CASE("igemm_sm90_half: float32 NDHWC layers in the tf32 class") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  check_all(tf32_cases(), true);
+}
+
 TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copies A by the threads") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
@@ -298,8 +333,9 @@ TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copi
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     Conv3dDesc pointwise = mmajor_cases()[0].desc;
     pointwise.dtype = type;
+    Conv3dDesc tf32 = tf32_cases()[0].desc;
     for (const Conv3dDesc& d : {ndhwc(shapes()[0], type, type == DataType::Float16),
-                                ndhwc(shapes()[1], type, type == DataType::Float16), pointwise}) {
+                                ndhwc(shapes()[1], type, type == DataType::Float16), pointwise, tf32}) {
       DYNAMIC_SECTION(describe(d)) {
         const KernelResources aligned = Engine::global().resources(d, stream.get(), true);
         const KernelResources twin = Engine::global().resources(d, stream.get(), false);
@@ -321,7 +357,8 @@ TEST_CASE("igemm_sm90_half: no local memory") {
   cli::Stream stream;
   std::vector<Case> all = kernel_cases();
   for (const auto& list :
-       {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases(), grouped_cases()})
+       {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases(), grouped_cases(),
+        tf32_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());

@@ -356,3 +356,75 @@ TEST_CASE("igemm_sm90_half: epilogues run in the copy-out and add no machine cod
     }
   }
 }
+
+TEST_CASE("igemm_sm90_half: float32 NDHWC layers of the tf32 class with rounded weights and 32-channel chunks") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto tf32 = [](Conv3dDesc d, Layout layout = Layout::NDHWC) {
+    d.precision = Precision::Tf32;
+    d.layout = layout;
+    return d;
+  };
+  const Conv3dDesc wide = tf32(test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1));
+  const Conv3dDesc mid = tf32(test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1));
+  SECTION("which layers it takes") {
+    CHECK(plan_family(wide, "sm_90") == "igemm_sm90_half");
+    CHECK(plan_family(mid, "sm_90") == "igemm_sm90_half");
+    CHECK(plan_family(tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3})), "sm_90") == "igemm_sm90_half");
+    // The fp32 class (3xTF32), NCDHW (TF32 operands are K-major only), fewer than 32 channels, and
+    // channels off 16-byte pieces stay on igemm_sm90.
+    Conv3dDesc fp32 = wide;
+    fp32.precision = Precision::Fp32;
+    CHECK(plan_family(fp32, "sm_90") == "igemm_sm90");
+    CHECK(plan_family(tf32(test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1), Layout::NCDHW), "sm_90") ==
+          "igemm_sm90");
+    CHECK(plan_family(tf32(test::make(2, 24, {5, 8, 9}, 64, {3, 3, 3}, 1, 1)), "sm_90") == "igemm_sm90");
+    CHECK(plan_family(tf32(test::make(2, 34, {5, 8, 9}, 64, {3, 3, 3}, 1, 1)), "sm_90") == "igemm_sm90");
+    // Every call rounds the weight into scratch, which the kernel reads instead (by its map).
+    const detail::Plan plan = detail::make_plan(detail::make_problem(wide), sm90);
+    REQUIRE(plan.prep);
+    CHECK(std::string(plan.prep->key.kernel->name) == "tf32_weights");
+    CHECK(plan.prep->workspace_bytes == 256ull * 256 * 27 * 4);
+    CHECK_FALSE(plan.input_copy);
+    REQUIRE(plan.unaligned);
+    CHECK(plan.unaligned->prep);
+    CHECK(plan.key.field("im2col") == 1);
+    std::vector<detail::FamilyVerdict> verdicts;
+    detail::explain_plan(detail::make_problem(wide), sm90, &verdicts);
+    REQUIRE(verdicts.size() == 3);
+    CHECK(verdicts[1].passed.find("igemm_sm90_half takes") != std::string::npos);
+    // A box is 32 channels: grouped layers with 32 a group take boxes, 48 a group the copies.
+    Conv3dDesc g32 = tf32(test::make(2, 64, {5, 8, 9}, 64, {3, 3, 3}, 1, 1));
+    g32.groups = 2;
+    CHECK(detail::make_plan(detail::make_problem(g32), sm90).key.field("im2col") == 1);
+    Conv3dDesc g48 = tf32(test::make(2, 96, {5, 8, 9}, 64, {3, 3, 3}, 1, 1));
+    g48.groups = 2;
+    CHECK(detail::make_plan(detail::make_problem(g48), sm90).key.field("im2col") == 0);
+  }
+  for (const Conv3dDesc& d : {wide, mid, tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3}))}) {
+    DYNAMIC_SECTION(describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }
+  }
+  SECTION("epilogue with residual") {
+    Conv3dDesc e = mid;
+    e.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+    e.epilogue.residual = true;
+    check_compiles_clean(test::ptxas_report(e, "sm_90"));
+    check_compiles_clean(test::ptxas_report(e, "sm_90", "igemm_sm90_half:128,256,4"));
+  }
+  for (const PaddingMode mode : {PaddingMode::Reflect, PaddingMode::Circular}) {
+    Conv3dDesc h = mid;
+    h.padding_mode = mode;
+    DYNAMIC_SECTION("padding " << padding_mode_name(mode)) { check_compiles_clean(test::ptxas_report(h, "sm_90")); }
+  }
+  for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256,4,0", "igemm_sm90_half:128,192,4",
+                             "igemm_sm90_half:128,128,3,0", "igemm_sm90_half:bm=128,bn=64,stages=6"}) {
+    DYNAMIC_SECTION(config) { check_compiles_clean(test::ptxas_report(wide, "sm_90", config)); }
+  }
+  SECTION("the weight's rounding") {
+    const detail::Plan plan = detail::make_plan(detail::make_problem(mid), sm90);
+    detail::GeneratedKernel gen = detail::generate(plan.prep->key, "sm_90");
+    gen.options.push_back("--ptxas-options=-v");
+    const std::string log = detail::nvrtc_compile(gen).notes;
+    INFO(log);
+    CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+  }
+}

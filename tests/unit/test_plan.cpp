@@ -1018,7 +1018,8 @@ TEST_CASE("causal, replicate and reflect padding add no pass and no scratch memo
 
 TEST_CASE("float32 NDHWC layers with long kernels take narrower igemm_sm90 columns, not direct") {
   // 3xTF32's chunk weights of a 5 x 5 x 5 kernel at 128 columns need 262 KB for two buffers; the
-  // tf32 class's 7 x 7 x 7 at 128 as well. NCDHW layers keep declining (igemm_sm80 serves them).
+  // tf32 class's 7 x 7 x 7 at 128 as well (of fewer than 32 channels: igemm_sm90_half takes more).
+  // NCDHW layers keep declining (igemm_sm80 serves them).
   struct Case {
     Conv3dDesc desc;
     Precision precision;
@@ -1026,7 +1027,7 @@ TEST_CASE("float32 NDHWC layers with long kernels take narrower igemm_sm90 colum
   };
   for (Case c : {Case{test::make(1, 48, {4, 28, 28}, 128, {5, 5, 5}, 1, 2), Precision::Fp32, 32},
                  Case{test::make(2, 96, {4, 56, 63}, 96, {4, 7, 5}, 1, Dims3{2, 3, 2}), Precision::Fp32, 32},
-                 Case{test::make(2, 96, {16, 28, 28}, 512, {7, 7, 7}, 1, 3), Precision::Tf32, 64}}) {
+                 Case{test::make(2, 24, {16, 28, 28}, 512, {7, 7, 7}, 1, 3), Precision::Tf32, 64}}) {
     c.desc.layout = Layout::NDHWC;
     c.desc.precision = c.precision;
     INFO(describe(c.desc));
@@ -1043,7 +1044,9 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
   // layer (a flat plane) and a reflect-padded one with W % 4 != 0, in both float32 classes: the
   // NCDHW twin's tiles where it has no output staging (a padding mode may take boxes where the
   // twin has none: the copy is made anyway), an input copy on every call (the kernel
-  // reads NCDHW rows of W rounded up to 4 floats), and no output staging.
+  // reads NCDHW rows of W rounded up to 4 floats), and no output staging. In the tf32 class,
+  // layers of 32 channels or more run on igemm_sm90_half instead, reading the input in place and
+  // the weight rounded.
   Conv3dDesc odd = test::make(2, 5, {7, 9, 11}, 33, {3, 3, 3}, 1, 1);
   odd.padding_mode = PaddingMode::Reflect;
   for (const Conv3dDesc& base : {reference_problem(), test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
@@ -1056,6 +1059,13 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
       ncdhw.layout = Layout::NCDHW;
       const detail::Plan plan = plan_for(d, "sm_90"), twin = plan_for(ncdhw, "sm_90");
       INFO(describe(d) << ": " << detail::canonical_text(plan.key));
+      if (precision == Precision::Tf32 && d.c >= 32) {
+        CHECK(kernel(plan.key) == "igemm_sm90_half");
+        CHECK_FALSE(plan.input_copy);
+        REQUIRE(plan.prep);
+        CHECK(kernel(plan.prep->key) == "tf32_weights");
+        continue;
+      }
       REQUIRE(kernel(plan.key) == "igemm_sm90");
       CHECK(plan.key.layout == Layout::NDHWC);
       CHECK(plan.store_channels == 0);
@@ -1117,8 +1127,10 @@ TEST_CASE("random NDHWC descriptions of every type plan on sm_90 and sm_80, one 
     const detail::Plan planned = plan_for(d, "sm_90");
     REQUIRE_NOTHROW(plan_for(d, "sm_80"));
     ++families[kernel(planned.key)];
-    // Float32 layers of one group on sm_90: igemm_sm90 wherever its search finds a tile.
-    if (d.groups == 1 && d.dtype == DataType::Float32 && kernel(planned.key) != "igemm_sm90") {
+    // Float32 layers of one group on sm_90: igemm_sm90 wherever its search finds a tile, but for
+    // the tf32 class's that igemm_sm90_half reads in place.
+    if (d.groups == 1 && d.dtype == DataType::Float32 && kernel(planned.key) != "igemm_sm90" &&
+        kernel(planned.key) != "igemm_sm90_half") {
       const auto& all = detail::registry();
       const auto sm90 = std::find_if(all.begin(), all.end(),
                                      [](const detail::Family* f) { return f->kernel().name == std::string("igemm_sm90"); });

@@ -10,6 +10,9 @@
 #include "plan/forced_config.hpp"
 
 namespace conv3djit::detail {
+
+const Family& igemm_sm90_half_family();  // plan/registry.cpp's order: after this family
+
 namespace {
 
 struct WeightsConfig {
@@ -60,7 +63,13 @@ class Sm90Family final : public Family {
     return plan(best->first, limits, best->second);
   }
 
-  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+  Refusal declines(const Problem& prob, const DeviceLimits& limits) const override {
+    const Conv3dDesc& d = prob.desc;
+    if (d.dtype == DataType::Float32 && d.precision == Precision::Tf32 && d.layout == Layout::NDHWC &&
+        igemm_sm90_half_family().choose(prob, limits)) {
+      return "tf32 NDHWC layers that igemm_sm90_half takes (32 channels a group or more): it reads them "
+             "channels-last as they are, where igemm_sm90 transposes a copy first";
+    }
     if (prob.desc.dtype != DataType::Float32) {
       if (prob.desc.layout == Layout::NCDHW && prob.c_per_group > kHalfChannels) {
         return "half NCDHW inputs of more than 32 channels a group: igemm_sm90_half's chunks are full there";

@@ -1,14 +1,16 @@
-// igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors on Hopper's warpgroup tensor cores
-// (wgmma, sm_90a), C / groups % 8 == 0: BM output positions x BN output channels of one group a block,
-// chunks of 64 channels of one tap staged into a ring of 128-byte swizzled stages, each operand's
-// as one TMA box where a map can serve it (the input's in im2col mode), else by the threads'
-// copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in M-major
-// boxes; other NCDHW layers read channels_last copies of their input and weight, made on every
-// call; both store NCDHW.
+// igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors, and of float32 NDHWC ones in the tf32
+// class, on Hopper's warpgroup tensor cores (wgmma, sm_90a), whole 16-byte pieces of channels a
+// group: BM output positions x BN output channels of one group a block, chunks of one tap's
+// channels (128 bytes: 64 halves, 32 floats) staged into a ring of 128-byte swizzled stages, each
+// operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
+// threads' copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in
+// M-major boxes; other NCDHW layers read channels_last copies of their input and weight, made on
+// every call; both store NCDHW. Float32 weights are rounded to TF32 on every call (tf32_weights).
 #include <memory>
 
 #include "driver/tensor_map.hpp"
 #include "families/channels_last/channels_last.hpp"
+#include "families/tf32_weights/tf32_weights.hpp"
 #include "igemm_sm90_half/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -39,20 +41,23 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
 
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
 
-// Whether a box of 64 channels stays within one group's channels.
-bool group_boxes(const Problem& prob) { return prob.desc.groups == 1 || prob.c_per_group % geo::kChunk == 0; }
+// Channels of a chunk (a 128-byte row) of prob's element type.
+int chunk(DataType dtype) { return geo::chunk_channels(element_bytes(dtype)); }
+
+// Whether a box of a chunk's channels stays within one group's channels.
+bool group_boxes(const Problem& prob) { return prob.desc.groups == 1 || prob.c_per_group % chunk(prob.desc.dtype) == 0; }
 
 // Whether prob's input can arrive as im2col boxes (geometry.cuh).
 bool im2col_fits(const Problem& prob) { return group_boxes(prob) && geo::im2col_fits(make_params(prob)); }
 
-// Whether prob's A can be read in M-major boxes straight from its NCDHW input: a pointwise layer
-// with unit strides and no padding (a GEMM per image), its planes a 16-byte multiple (a map's
-// stride).
+// Whether prob's A can be read in M-major boxes straight from its NCDHW input: a 16-bit pointwise
+// layer (TF32 operands are K-major only) with unit strides and no padding (a GEMM per image), its
+// planes a 16-byte multiple (a map's stride).
 bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3 none{0}, one{1};
   auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
-  return group_boxes(prob) && d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) &&
+  return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) &&
          same(prob.pad.before, none) && same(prob.pad.after, none) && (d.d * d.h * d.w) % 8 == 0;
 }
 
@@ -72,7 +77,9 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config&
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
-  if (geo::blocked(static_cast<int>(prob.c_per_group), taps(prob), prob.out_dtype == DataType::Float32) && c.bn > 128) {
+  if (geo::blocked(static_cast<int>(prob.c_per_group), taps(prob), prob.out_dtype == DataType::Float32,
+                   element_bytes(prob.desc.dtype)) &&
+      c.bn > 128) {
     return false;
   }
   return geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
@@ -84,14 +91,20 @@ class HalfSm90Family final : public Family {
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
   Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.dtype == DataType::Float32) return "bf16 / fp16 tensors";
+    const Conv3dDesc& d = prob.desc;
+    if (d.dtype == DataType::Float32 && (d.precision != Precision::Tf32 || d.layout != Layout::NDHWC)) {
+      return "bf16 / fp16 tensors, and float32 NDHWC ones in the tf32 class";
+    }
     return std::nullopt;
   }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
     if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
-    if (prob.c_per_group % 8 != 0) return "input channels a group a multiple of 8 (16-byte pieces of a tap)";
+    if (prob.c_per_group % (16 / element_bytes(d.dtype)) != 0) {
+      return d.dtype == DataType::Float32 ? "input channels a group a multiple of 4 (16-byte pieces of a tap)"
+                                          : "input channels a group a multiple of 8 (16-byte pieces of a tap)";
+    }
     // Offsets inside one image are 32-bit.
     if (d.c * d.d * d.h * d.w >= (int64_t{1} << 31)) return "an image of fewer than 2^31 elements";
     return std::nullopt;
@@ -105,8 +118,8 @@ class HalfSm90Family final : public Family {
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
     if (prob.c_per_group < 32) {
-      return "fewer than 32 input channels a group: a chunk is 64, most of each wgmma's terms would be zero "
-             "(igemm_sm80 packs small C densely)";
+      return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
+             "terms would be zero (igemm_sm80 and igemm_sm90 pack small C densely)";
     }
     // A quarter of the narrowest column block; the grouped kernel's FFMA serves narrower groups.
     if (prob.k_per_group < 16) {
@@ -152,7 +165,7 @@ class HalfSm90Family final : public Family {
       *weight_map = last.get(plan.key, weight, {p.k, kred}, [&] {
         const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
         const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * element_bytes(plan.key.dtype)};
-        const cuuint32_t box[2] = {geo::kChunk, static_cast<cuuint32_t>(c.bn)};
+        const cuuint32_t box[2] = {static_cast<cuuint32_t>(chunk(plan.key.dtype)), static_cast<cuuint32_t>(c.bn)};
         const cuuint32_t element_strides[2] = {1, 1};
         return encode_tiled_map(type, 2, weight, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
@@ -166,7 +179,7 @@ class HalfSm90Family final : public Family {
                                     static_cast<cuuint64_t>(p.n)};
         const cuuint64_t strides[2] = {dims[0] * element_bytes(plan.key.dtype),
                                        dims[0] * dims[1] * element_bytes(plan.key.dtype)};
-        const cuuint32_t box[3] = {geo::kMajorBox, geo::kChunk, 1};
+        const cuuint32_t box[3] = {geo::kMajorBox, static_cast<cuuint32_t>(chunk(plan.key.dtype)), 1};
         const cuuint32_t element_strides[3] = {1, 1, 1};
         return encode_tiled_map(type, 3, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
@@ -187,7 +200,7 @@ class HalfSm90Family final : public Family {
                               static_cast<int>(geo::im2col_upper(p.od, p.sd, p.pad_d, p.d))};
         const cuuint32_t element_strides[5] = {1, static_cast<cuuint32_t>(p.sw), static_cast<cuuint32_t>(p.sh),
                                                static_cast<cuuint32_t>(p.sd), 1};
-        return encode_im2col_map(type, input, dims, strides, lower, upper, geo::kChunk,
+        return encode_im2col_map(type, input, dims, strides, lower, upper, chunk(plan.key.dtype),
                                  static_cast<unsigned>(c.bm), element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
       });
@@ -198,7 +211,7 @@ class HalfSm90Family final : public Family {
     const HalfSm90Config c = kTable.apply(staged({128, 128, 3}, prob), forced);
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256 (at most 128 for float32 outputs of "
-                            "reductions past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, "
+                            "16-bit reductions past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, "
                             "im2col 0 or 1, and 1 only with zero padding, strides up to 8 and padding within 16 "
                             "of the extents, mmajor 0 or 1, and 1 only with im2col 0 on pointwise NCDHW layers "
                             "without strides or padding");
@@ -262,6 +275,7 @@ class HalfSm90Family final : public Family {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
       plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
     }
+    if (prob.desc.dtype == DataType::Float32) plan.prep = tf32_weights_plan(plan.params, limits);
     if ((c.im2col == 1 && !ncdhw) || c.mmajor == 1) {
       // A map of the caller's input needs it 16-byte aligned: the twin stages A by the threads,
       // from the channels-last copy for NCDHW (whose own im2col map reads the aligned copy).
