@@ -1,13 +1,17 @@
-// A 16-bit NCDHW tensor rewritten channels-last, for igemm_sm90_half, whose A and B rows are one
-// tap's channels: the input [N][C][D·H·W] -> [N][D·H·W][C] (Spec::weights 0) or the weight
+// An NCDHW tensor rewritten channels-last, for igemm_sm90_half, whose A and B rows are one tap's
+// channels: the input [N][C][D·H·W] -> [N][D·H·W][C] (Spec::weights 0) or the weight
 // [K][C][KD·KH·KW] -> [K][KD·KH·KW][C] (1). Shape-generic: one cubin per element type and tensor.
-// C is a multiple of 8 (the consumer's rule), so every output row is whole 16-byte pieces.
+// C is a multiple of 8 for 16-bit elements and of 4 for float32 ones (the consumer's rule), so
+// every output row is whole 16-byte pieces. Float32 values (the tf32 class) are rounded to TF32 on
+// the way (tf32_operand: the consumer's tensor cores would truncate them).
 //
 // A block transposes 64 x 64 tiles (channels x positions) through shared memory: reads run along
-// positions (2 bytes a lane, 64 consecutive lanes a channel row), writes along channels (16 bytes
-// a lane, 8 lanes a position's 64 channels). Arguments as the convolution's; `out` is the scratch.
+// positions (one element a lane, 64 consecutive lanes a channel row), writes along channels (16
+// bytes a lane: 8 lanes a position's 64 halves, 16 lanes its 64 floats). Arguments as the
+// convolution's; `out` is the scratch.
 #pragma once
 #include "common/element.cuh"
+#include "common/tf32.cuh"
 
 namespace conv3djit {
 
@@ -15,10 +19,12 @@ template <class Spec>
 __global__ void __launch_bounds__(256)
 channels_last(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
               const typename Spec::element* __restrict__, typename Spec::element* __restrict__ out, ConvParams p) {
-  static_assert(sizeof(typename Spec::element) == 2, "16-bit elements");
-  constexpr int kTile = 64, kPitch = kTile + 2;  // an odd word pitch: a channel row a bank apart
-  __shared__ unsigned short tile[kTile][kPitch];  // [channel][position]
-  const auto* src = reinterpret_cast<const unsigned short*>(Spec::weights ? wt : in);
+  constexpr bool kWords = sizeof(typename Spec::element) == 4;
+  using Bits = select_t<kWords, unsigned, unsigned short>;
+  // An odd word pitch: a channel row a bank apart.
+  constexpr int kTile = 64, kPitch = kTile + (kWords ? 1 : 2);
+  __shared__ Bits tile[kTile][kPitch];  // [channel][position]
+  const auto* src = reinterpret_cast<const Bits*>(Spec::weights ? wt : in);
   const long long batches = Spec::weights ? p.k : p.n;
   const long long c_total = Spec::weights ? p.c_per_group : p.c;
   const long long s_total = Spec::weights ? static_cast<long long>(p.kd) * p.kh * p.kw : p.d * p.h * p.w;
@@ -32,7 +38,7 @@ channels_last(const typename Spec::element* __restrict__ in, const typename Spec
     {
       const int s = tid & 63;
       const bool s_ok = s0 + s < s_total;
-      const unsigned short* row = src + (b * c_total + c0) * s_total + s0 + s;
+      const Bits* row = src + (b * c_total + c0) * s_total + s0 + s;
 #pragma unroll
       for (int i = 0; i < kTile / 4; ++i) {
         const int c = 4 * i + (tid >> 6);
@@ -40,6 +46,22 @@ channels_last(const typename Spec::element* __restrict__ in, const typename Spec
       }
     }
     __syncthreads();
+    if constexpr (kWords) {
+      // 16 lanes a position: 4 channels a lane, 16 positions a pass.
+      const int piece = tid & 15;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int s = (tid >> 4) + 16 * r;
+        if (s0 + s >= s_total || c0 + 4 * piece >= c_total) continue;
+        unsigned w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w[e] = tf32_operand(__uint_as_float(tile[4 * piece + e][s]));
+        *reinterpret_cast<uint4*>(out + ((b * s_total + s0 + s) * c_total + c0 + 4 * piece)) =
+            make_uint4(w[0], w[1], w[2], w[3]);
+      }
+      __syncthreads();
+      continue;
+    }
     const int piece = tid & 7;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -1,7 +1,8 @@
-// Implicit-GEMM convolution of bf16 / fp16 tensors, and of float32 NDHWC ones in the tf32 class, on
-// Hopper's warpgroup MMA (wgmma, sm_90a), output in the input type or float32 (Spec::out_element). The input and weight are
-// read channels-last (NDHWC); for an NCDHW layer they are the channels_last copies the call makes
-// first, and the output and residual are NCDHW (Spec::ndhwc 0).
+// Implicit-GEMM convolution of bf16 / fp16 tensors, and of float32 NDHWC ones in the tf32 class,
+// on Hopper's warpgroup MMA (wgmma, sm_90a), output in the input type or float32
+// (Spec::out_element). The input and weight are read channels-last (NDHWC); for an NCDHW layer
+// they are the channels_last copies the call makes first, and the output and residual are NCDHW
+// (Spec::ndhwc 0).
 //
 // GEMM view: rows M = N * OD * OH * OW output positions, columns = K output channels, reduction
 // in the NDHWC weight's order (kd, kh, kw, c), so that B is the weight as stored (K-major). A
@@ -44,10 +45,11 @@
 // Float32 elements (the tf32 class): a chunk is 32 channels, the same 128 bytes a row, and four
 // wgmma m64nBNk8 .tf32 a chunk. The tensor cores truncate an operand to TF32, which alone would
 // cost about twice the class's error (rel-L2 6.9e-4 against its 5e-4 bound on random data), so
-// both operands arrive rounded to nearest: B from the weight that the plan's tf32_weights step
-// rounded, A rounded in shared memory by its warpgroup once the chunk has landed (A's bytes are a
-// fifth of a 128 x 256 stage's; rounding B there too would cost more shared-memory bandwidth than
-// the wgmmas leave).
+// both operands arrive rounded to nearest: B from the weight that the plan's step rounded
+// (tf32_weights, or for NCDHW the channels_last copy), A from NCDHW's channels_last copy, which
+// rounds it too, or for NDHWC rounded in shared memory by its warpgroup once the chunk has landed
+// (A's bytes are a fifth of a 128 x 256 stage's; rounding B there too would cost more
+// shared-memory bandwidth than the wgmmas leave).
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/element.cuh"
@@ -166,7 +168,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
   static_assert(!A_MN || (!A_BOX && KVOL == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
                 "M-major boxes: pointwise NCDHW layers with unit strides");
-  static_assert(!TF32 || (!A_MN && Spec::ndhwc != 0), "tf32 wgmma reads K-major operands: NDHWC layers");
+  static_assert(!TF32 || !A_MN, "tf32 wgmma reads K-major operands only");
   static_assert(GROUPS == 1 || !A_MAPPED || CG % CHUNK == 0, "a group's boxes stay in its channels");
 
   extern __shared__ uint4 shared_half_ring[];
@@ -244,7 +246,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     __syncthreads();  // initialised before any thread waits
   }
 
-  // Chunk q (tap q / CPT, channels from 64 * (q % CPT)) into stage s.
+  // Chunk q (tap q / CPT, channels from CHUNK * (q % CPT)) into stage s.
   auto load_chunk = [&](int q, int s) {
     const int tap = q / CPT, c0 = (q - tap * CPT) * CHUNK;
     const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
@@ -319,7 +321,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
     if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
-    if constexpr (TF32) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
+    if constexpr (TF32 && Spec::ndhwc != 0) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32

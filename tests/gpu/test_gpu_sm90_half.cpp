@@ -236,10 +236,11 @@ std::vector<Case> grouped_cases() {
   return out;
 }
 
-// Float32 NDHWC layers in the tf32 class: the shapes above (C = 72: a chunk of 32 channels twice
-// and one of 8; C = 40 past a chunk), a long reduction (C = 256, 6912 terms), forced tiles and the
-// threads' copies, an epilogue with the residual, a padding mode, grouped layers with boxes (32
-// a group) and with copies (48 a group).
+// Float32 layers in the tf32 class: NDHWC ones of the shapes above (C = 72: a chunk of 32 channels
+// twice and one of 8; C = 40 past a chunk), a long reduction (C = 256, 6912 terms), forced tiles
+// and the threads' copies, an epilogue with the residual, a padding mode, grouped layers with
+// boxes (32 a group) and with copies (48 a group); NCDHW ones forced through the channels_last
+// copies, with and without im2col boxes of the copy, and with an epilogue.
 std::vector<Case> tf32_cases() {
   auto tf32 = [](Conv3dDesc d) {
     d.layout = Layout::NDHWC;
@@ -262,6 +263,17 @@ std::vector<Case> tf32_cases() {
   out.push_back({"", m});
   out.push_back({"", tf32(make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true))});
   out.push_back({"", tf32(make(1, 96, {3, 5, 7}, 64, {3, 3, 3}, {1, 2, 1}, 1, 1, 2, true))});
+  // NCDHW through the channels_last copies (forced: the planner leaves them to igemm_sm90).
+  for (const std::string& config : {"igemm_sm90_half:128,128", "igemm_sm90_half:64,64,3,0"}) {
+    for (const Conv3dDesc& d : {shapes()[0], shapes()[2]}) {
+      Conv3dDesc n = tf32(d);
+      n.layout = Layout::NCDHW;
+      out.push_back({config, n});
+    }
+  }
+  Conv3dDesc ne = e;
+  ne.layout = Layout::NCDHW;
+  out.push_back({"igemm_sm90_half:128,256,4", ne});
   return out;
 }
 
@@ -321,7 +333,7 @@ TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") 
   check_all(grouped_cases(), true);
 }
 
-TEST_CASE("igemm_sm90_half: float32 NDHWC layers in the tf32 class") {
+TEST_CASE("igemm_sm90_half: float32 layers in the tf32 class") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   check_all(tf32_cases(), true);
 }

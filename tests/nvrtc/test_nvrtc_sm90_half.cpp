@@ -13,6 +13,7 @@
 #include "jit/nvrtc_compiler.hpp"
 #include "plan/plan.hpp"
 #include "ptxas_report.hpp"
+#include "tune/candidates.hpp"
 
 using namespace conv3djit;
 using test::PtxasReport;
@@ -357,7 +358,7 @@ TEST_CASE("igemm_sm90_half: epilogues run in the copy-out and add no machine cod
   }
 }
 
-TEST_CASE("igemm_sm90_half: float32 NDHWC layers of the tf32 class with rounded weights and 32-channel chunks") {
+TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operands and 32-channel chunks") {
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   auto tf32 = [](Conv3dDesc d, Layout layout = Layout::NDHWC) {
     d.precision = Precision::Tf32;
@@ -419,12 +420,41 @@ TEST_CASE("igemm_sm90_half: float32 NDHWC layers of the tf32 class with rounded 
                              "igemm_sm90_half:128,128,3,0", "igemm_sm90_half:bm=128,bn=64,stages=6"}) {
     DYNAMIC_SECTION(config) { check_compiles_clean(test::ptxas_report(wide, "sm_90", config)); }
   }
-  SECTION("the weight's rounding") {
+  // NCDHW: through channels_last copies of input and weight (which round them), offered to tuning
+  // but not the planner's pick.
+  const Conv3dDesc ncdhw = tf32(test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1), Layout::NCDHW);
+  SECTION("NCDHW through channels-last copies when forced or tuned") {
+    const detail::Problem prob = detail::make_problem(ncdhw);
+    const detail::Plan plan = detail::make_plan(prob, sm90, "igemm_sm90_half:128,128");
+    REQUIRE(plan.input_copy);
+    REQUIRE(plan.prep);
+    CHECK(std::string(plan.input_copy->key.kernel->name) == "channels_last");
+    CHECK(std::string(plan.prep->key.kernel->name) == "channels_last");
+    CHECK(plan.input_copy->workspace_bytes == 2ull * 72 * 5 * 8 * 9 * 4);
+    bool offered = false;
+    for (const detail::Candidate& c : detail::tuning_candidates(prob, sm90, 12)) {
+      offered = offered || c.config.rfind("igemm_sm90_half:", 0) == 0;
+    }
+    CHECK(offered);
+  }
+  for (const char* config : {"igemm_sm90_half:128,128", "igemm_sm90_half:128,256,4"}) {
+    DYNAMIC_SECTION("NCDHW " << config) { check_compiles_clean(test::ptxas_report(ncdhw, "sm_90", config)); }
+  }
+  SECTION("NCDHW epilogue with residual") {
+    Conv3dDesc e = ncdhw;
+    e.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+    e.epilogue.residual = true;
+    check_compiles_clean(test::ptxas_report(e, "sm_90", "igemm_sm90_half:128,128"));
+  }
+  SECTION("the rounding steps") {
     const detail::Plan plan = detail::make_plan(detail::make_problem(mid), sm90);
-    detail::GeneratedKernel gen = detail::generate(plan.prep->key, "sm_90");
-    gen.options.push_back("--ptxas-options=-v");
-    const std::string log = detail::nvrtc_compile(gen).notes;
-    INFO(log);
-    CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+    const detail::Plan copies = detail::make_plan(detail::make_problem(ncdhw), sm90, "igemm_sm90_half:128,128");
+    for (const detail::PrepPlan* step : {&*plan.prep, &*copies.prep, &*copies.input_copy}) {
+      detail::GeneratedKernel gen = detail::generate(step->key, "sm_90");
+      gen.options.push_back("--ptxas-options=-v");
+      const std::string log = detail::nvrtc_compile(gen).notes;
+      INFO(log);
+      CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+    }
   }
 }

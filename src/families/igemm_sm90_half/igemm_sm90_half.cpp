@@ -5,7 +5,9 @@
 // operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
 // threads' copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in
 // M-major boxes; other NCDHW layers read channels_last copies of their input and weight, made on
-// every call; both store NCDHW. Float32 weights are rounded to TF32 on every call (tf32_weights).
+// every call; both store NCDHW. Float32 operands are rounded to TF32 on every call: NDHWC weights
+// by tf32_weights, NCDHW tensors by their channels_last copies, NDHWC inputs in shared memory.
+// The planner leaves float32 NCDHW layers to igemm_sm90; tuning offers this family's tiles.
 #include <memory>
 
 #include "driver/tensor_map.hpp"
@@ -92,8 +94,8 @@ class HalfSm90Family final : public Family {
 
   Refusal serves_types(const Problem& prob) const override {
     const Conv3dDesc& d = prob.desc;
-    if (d.dtype == DataType::Float32 && (d.precision != Precision::Tf32 || d.layout != Layout::NDHWC)) {
-      return "bf16 / fp16 tensors, and float32 NDHWC ones in the tf32 class";
+    if (d.dtype == DataType::Float32 && d.precision != Precision::Tf32) {
+      return "bf16 / fp16 tensors, and float32 ones in the tf32 class";
     }
     return std::nullopt;
   }
@@ -117,6 +119,10 @@ class HalfSm90Family final : public Family {
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.desc.dtype == DataType::Float32 && prob.desc.layout == Layout::NCDHW) {
+      return "float32 NCDHW layers: igemm_sm90 gathers them in place, where this family reads channels-last "
+             "copies of input and weight made on every call (`conv3djit tune` times both)";
+    }
     if (prob.c_per_group < 32) {
       return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
              "terms would be zero (igemm_sm80 and igemm_sm90 pack small C densely)";
@@ -275,7 +281,7 @@ class HalfSm90Family final : public Family {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
       plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
     }
-    if (prob.desc.dtype == DataType::Float32) plan.prep = tf32_weights_plan(plan.params, limits);
+    if (prob.desc.dtype == DataType::Float32 && !ncdhw) plan.prep = tf32_weights_plan(plan.params, limits);
     if ((c.im2col == 1 && !ncdhw) || c.mmajor == 1) {
       // A map of the caller's input needs it 16-byte aligned: the twin stages A by the threads,
       // from the channels-last copy for NCDHW (whose own im2col map reads the aligned copy).
