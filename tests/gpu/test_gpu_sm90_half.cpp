@@ -240,7 +240,8 @@ std::vector<Case> grouped_cases() {
 // twice and one of 8; C = 40 past a chunk), a long reduction (C = 256, 6912 terms), forced tiles
 // and the threads' copies, an epilogue with the residual, a padding mode, grouped layers with
 // boxes (32 a group) and with copies (48 a group); NCDHW ones forced through the channels_last
-// copies, with and without im2col boxes of the copy, and with an epilogue.
+// copies, with and without im2col boxes of the copy, and with an epilogue, and a grouped one that
+// the planner sends there.
 std::vector<Case> tf32_cases() {
   auto tf32 = [](Conv3dDesc d) {
     d.layout = Layout::NDHWC;
@@ -274,6 +275,9 @@ std::vector<Case> tf32_cases() {
   Conv3dDesc ne = e;
   ne.layout = Layout::NCDHW;
   out.push_back({"igemm_sm90_half:128,256,4", ne});
+  Conv3dDesc grouped = tf32(make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true));  // the planner's pick
+  grouped.layout = Layout::NCDHW;
+  out.push_back({"", grouped});
   return out;
 }
 

@@ -400,6 +400,15 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     Conv3dDesc g48 = tf32(test::make(2, 96, {5, 8, 9}, 64, {3, 3, 3}, 1, 1));
     g48.groups = 2;
     CHECK(detail::make_plan(detail::make_problem(g48), sm90).key.field("im2col") == 0);
+    // Grouped NCDHW layers have no other tensor-core kernel: the planner takes this one, through
+    // the copies; in the fp32 class they stay on FFMA.
+    Conv3dDesc g_ncdhw = g32;
+    g_ncdhw.layout = Layout::NCDHW;
+    const detail::Plan grouped = detail::make_plan(detail::make_problem(g_ncdhw), sm90);
+    CHECK(detail::canonical_text(grouped.key).rfind("igemm_sm90_half ", 0) == 0);
+    CHECK(grouped.input_copy);
+    g_ncdhw.precision = Precision::Fp32;
+    CHECK(plan_family(g_ncdhw, "sm_90") != "igemm_sm90_half");
   }
   for (const Conv3dDesc& d : {wide, mid, tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3}))}) {
     DYNAMIC_SECTION(describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }

@@ -1,7 +1,7 @@
 #pragma once
-// channels_last: a 16-bit NCDHW input or weight rewritten with the channels innermost, for
-// kernels that read one tap's channels as a row (igemm_sm90_half on NCDHW tensors). Shape-generic:
-// one kernel for every plan of an element type and tensor.
+// channels_last: an NCDHW input or weight rewritten with the channels innermost, for kernels that
+// read one tap's channels as a row (igemm_sm90_half on NCDHW tensors; float32 values rounded to
+// TF32 on the way). Shape-generic: one kernel for every plan of an element type and tensor.
 #include "plan/plan.hpp"
 
 namespace conv3djit::detail {

@@ -7,7 +7,8 @@
 // M-major boxes; other NCDHW layers read channels_last copies of their input and weight, made on
 // every call; both store NCDHW. Float32 operands are rounded to TF32 on every call: NDHWC weights
 // by tf32_weights, NCDHW tensors by their channels_last copies, NDHWC inputs in shared memory.
-// The planner leaves float32 NCDHW layers to igemm_sm90; tuning offers this family's tiles.
+// The planner leaves ungrouped float32 NCDHW layers to igemm_sm90; tuning offers this family's
+// tiles there.
 #include <memory>
 
 #include "driver/tensor_map.hpp"
@@ -119,9 +120,10 @@ class HalfSm90Family final : public Family {
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
-    if (prob.desc.dtype == DataType::Float32 && prob.desc.layout == Layout::NCDHW) {
-      return "float32 NCDHW layers: igemm_sm90 gathers them in place, where this family reads channels-last "
-             "copies of input and weight made on every call (`conv3djit tune` times both)";
+    // Grouped ones have no other tensor-core kernel: they come here, copies and all.
+    if (prob.desc.dtype == DataType::Float32 && prob.desc.layout == Layout::NCDHW && prob.desc.groups == 1) {
+      return "float32 NCDHW layers of one group: igemm_sm90 gathers them in place, where this family reads "
+             "channels-last copies of input and weight made on every call (`conv3djit tune` times both)";
     }
     if (prob.c_per_group < 32) {
       return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
