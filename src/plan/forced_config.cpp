@@ -71,7 +71,8 @@ std::string config_forms() {
   return text;
 }
 
-// The element types and layouts a family serves, as its serves_types() answers for each.
+// The element types and layouts a family serves, as its serves_types() answers for each (float32
+// named "tf32" where only that class is served).
 std::string served_types(const Family& f) {
   std::vector<std::string> served;
   for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Float16}) {
@@ -82,8 +83,10 @@ std::string served_types(const Family& f) {
         d.dtype = t;
         d.fp32_output = wide;
         d.layout = l;
-        if (!f.serves_types(make_problem(d))) {
-          served.push_back(fmt::format("{}{} {}", dtype_name(t), wide ? "->fp32" : "", layout_name(l)));
+        const bool serves = !f.serves_types(make_problem(d));
+        d.precision = Precision::Tf32;
+        if (serves || (t == DataType::Float32 && !f.serves_types(make_problem(d)))) {
+          served.push_back(fmt::format("{}{} {}", serves ? dtype_name(t) : "tf32", wide ? "->fp32" : "", layout_name(l)));
         }
       }
     }
