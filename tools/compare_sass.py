@@ -50,7 +50,7 @@ def normalize(text):
     name = words[0]
     # The element types and layout ("fp32 ncdhw", "bf16 ndhwc out=fp32"; the oldest texts have none).
     types = tuple(w for w in words[1:3] if '=' not in w) + tuple(w for w in words if w.startswith('out='))
-    if name in ('pitch_rows', 'reference_fp64', 'channels_last', 'tf32_weights'):
+    if name in ('pitch_rows', 'reference_fp64', 'channels_last'):
         return (name,) + types + tuple(w for w in words if w.startswith('weights='))
     cls = next(w[6:] for w in words if w.startswith('class='))
     labels = tuple(w for w in words if re.match(r'^(epi|pad)=', w))  # the epilogue, a padding mode

@@ -3,7 +3,7 @@
 // [K][C][KD·KH·KW] -> [K][KD·KH·KW][C] (1). Shape-generic: one cubin per element type and tensor.
 // C is a multiple of 8 for 16-bit elements and of 4 for float32 ones (the consumer's rule), so
 // every output row is whole 16-byte pieces. Float32 values (the tf32 class) are rounded to TF32 on
-// the way (tf32_operand: the consumer's tensor cores would truncate them).
+// the way (the consumer's tensor cores would truncate them).
 //
 // A block transposes 64 x 64 tiles (channels x positions) through shared memory: reads run along
 // positions (one element a lane, 64 consecutive lanes a channel row), writes along channels (16
@@ -55,7 +55,7 @@ channels_last(const typename Spec::element* __restrict__ in, const typename Spec
         if (s0 + s >= s_total || c0 + 4 * piece >= c_total) continue;
         unsigned w[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) w[e] = tf32_operand(__uint_as_float(tile[4 * piece + e][s]));
+        for (int e = 0; e < 4; ++e) w[e] = __float_as_uint(to_tf32(__uint_as_float(tile[4 * piece + e][s])));
         *reinterpret_cast<uint4*>(out + ((b * s_total + s0 + s) * c_total + c0 + 4 * piece)) =
             make_uint4(w[0], w[1], w[2], w[3]);
       }

@@ -43,13 +43,13 @@
 // of 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
 //
 // Float32 elements (the tf32 class): a chunk is 32 channels, the same 128 bytes a row, and four
-// wgmma m64nBNk8 .tf32 a chunk. The tensor cores truncate an operand to TF32, which alone would
-// cost about twice the class's error (rel-L2 6.9e-4 against its 5e-4 bound on random data), so
-// both operands arrive rounded to nearest: B from the weight that the plan's step rounded
-// (tf32_weights, or for NCDHW the channels_last copy), A from NCDHW's channels_last copy, which
-// rounds it too, or for NDHWC rounded in shared memory by its warpgroup once the chunk has landed
-// (A's bytes are a fifth of a 128 x 256 stage's; rounding B there too would cost more
-// shared-memory bandwidth than the wgmmas leave).
+// wgmma m64nBNk8 .tf32 a chunk. The tensor cores truncate an operand to TF32, which would cost
+// about twice the class's error (rel-L2 6.9e-4 against its 5e-4 bound on random data), so both
+// operands arrive rounded to nearest: boxes from maps of the TFLOAT32 type, which the TMA rounds
+// as it loads them; NCDHW's channels_last copies, rounded as they are made; pieces the threads
+// load into registers (a weight or input off 16 bytes), rounded there; and pieces they copy by
+// cp.async (an NDHWC A without im2col boxes), rounded in shared memory by the warpgroup that
+// reads them once the chunk has landed.
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/element.cuh"
@@ -65,7 +65,7 @@ namespace sm90_half {
 
 // 16 bytes from global `src` to shared address `dst`, zero where !valid (src is then not read);
 // by cp.async where `vector` (src 16-byte aligned), else by element loads (T's size) and one
-// 16-byte store.
+// 16-byte store, float32 elements rounded to TF32.
 template <class T>
 __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid, bool vector) {
   if (vector) {
@@ -76,7 +76,7 @@ __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid
       if constexpr (sizeof(T) == 4) {
         const auto* s = static_cast<const unsigned*>(src);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) w[i] = __ldg(s + i);
+        for (int i = 0; i < 4; ++i) w[i] = __float_as_uint(to_tf32(__uint_as_float(__ldg(s + i))));
       } else {
         const auto* s = static_cast<const unsigned short*>(src);
 #pragma unroll
@@ -115,8 +115,8 @@ __device__ __forceinline__ void finish_run16(typename Spec::out_element* out, lo
 }
 
 // Rounds this warpgroup's 64 rows of A in a stage (8 KB at `rows`) to TF32 in place, 64 bytes a
-// thread, and makes them visible to its wgmmas: tf32_operand's bias of half a TF32 ulp, which the
-// tensor cores' truncation turns into rounding to nearest. Padding's zeros stay zeros.
+// thread, and makes them visible to its wgmmas. to_tf32 leaves a value it has rounded as it is
+// (the twin's rows arrive rounded), and padding's zeros stay zeros.
 __device__ __forceinline__ void round_rows_tf32(unsigned rows, int wg_tid, int wg) {
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -124,7 +124,7 @@ __device__ __forceinline__ void round_rows_tf32(unsigned rows, int wg_tid, int w
     unsigned v[4];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(at));
 #pragma unroll
-    for (int e = 0; e < 4; ++e) v[e] = tf32_operand(__uint_as_float(v[e]));
+    for (int e = 0; e < 4; ++e) v[e] = __float_as_uint(to_tf32(__uint_as_float(v[e])));
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]));
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -321,7 +321,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
     if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
-    if constexpr (TF32 && Spec::ndhwc != 0) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
+    if constexpr (TF32 && Spec::ndhwc != 0 && !A_BOX) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32

@@ -8,6 +8,8 @@
 #include "config_cases.hpp"
 #include "conv3djit/engine.hpp"
 #include "core/problem.hpp"
+#include "driver/driver_api.hpp"
+#include "plan/family.hpp"
 #include "igemm_sm90_half/geometry.cuh"
 #include "jit/codegen.hpp"
 #include "jit/nvrtc_compiler.hpp"
@@ -380,14 +382,12 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
           "igemm_sm90");
     CHECK(plan_family(tf32(test::make(2, 24, {5, 8, 9}, 64, {3, 3, 3}, 1, 1)), "sm_90") == "igemm_sm90");
     CHECK(plan_family(tf32(test::make(2, 34, {5, 8, 9}, 64, {3, 3, 3}, 1, 1)), "sm_90") == "igemm_sm90");
-    // Every call rounds the weight into scratch, which the kernel reads instead (by its map).
+    // Input and weight are read in place (the TMA rounds them as it loads them): no step before.
     const detail::Plan plan = detail::make_plan(detail::make_problem(wide), sm90);
-    REQUIRE(plan.prep);
-    CHECK(std::string(plan.prep->key.kernel->name) == "tf32_weights");
-    CHECK(plan.prep->workspace_bytes == 256ull * 256 * 27 * 4);
+    CHECK_FALSE(plan.prep);
     CHECK_FALSE(plan.input_copy);
     REQUIRE(plan.unaligned);
-    CHECK(plan.unaligned->prep);
+    CHECK(plan.unaligned->key.field("im2col") == 0);
     CHECK(plan.key.field("im2col") == 1);
     std::vector<detail::FamilyVerdict> verdicts;
     detail::explain_plan(detail::make_problem(wide), sm90, &verdicts);
@@ -409,6 +409,38 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     CHECK(grouped.input_copy);
     g_ncdhw.precision = Precision::Fp32;
     CHECK(plan_family(g_ncdhw, "sm_90") != "igemm_sm90_half");
+  }
+  SECTION("float32 maps are of the TFLOAT32 type: the TMA rounds what it loads") {
+    // A driver that records the maps' element types (nothing runs).
+    static std::vector<CUtensorMapDataType> types;
+    detail::DriverApi api;
+    api.cuTensorMapEncodeTiled = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t, void*, const cuuint64_t*,
+                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+      types.push_back(type);
+      return CUDA_SUCCESS;
+    };
+    api.cuTensorMapEncodeIm2col = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t, void*, const cuuint64_t*,
+                                     const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t,
+                                     const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+      types.push_back(type);
+      return CUDA_SUCCESS;
+    };
+    detail::set_driver_for_testing(&api);
+    alignas(256) static float tensors[2][64];  // stand-ins: only their addresses are read
+    CUtensorMap weight_map{}, input_map{};
+    for (const Conv3dDesc& d : {wide, ndhwc(DataType::BFloat16, false, test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1))}) {
+      types.clear();
+      const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
+      plan.family->tensor_maps(plan, tensors[0], tensors[1], nullptr, &weight_map, &input_map);
+      REQUIRE(types.size() == 2);  // the weight's and the input's im2col map
+      const CUtensorMapDataType want =
+          d.dtype == DataType::Float32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      CHECK(types[0] == want);
+      CHECK(types[1] == want);
+    }
+    detail::set_driver_for_testing(nullptr);
   }
   for (const Conv3dDesc& d : {wide, mid, tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3}))}) {
     DYNAMIC_SECTION(describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }
@@ -455,10 +487,9 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     e.epilogue.residual = true;
     check_compiles_clean(test::ptxas_report(e, "sm_90", "igemm_sm90_half:128,128"));
   }
-  SECTION("the rounding steps") {
-    const detail::Plan plan = detail::make_plan(detail::make_problem(mid), sm90);
+  SECTION("the rounding copies") {
     const detail::Plan copies = detail::make_plan(detail::make_problem(ncdhw), sm90, "igemm_sm90_half:128,128");
-    for (const detail::PrepPlan* step : {&*plan.prep, &*copies.prep, &*copies.input_copy}) {
+    for (const detail::PrepPlan* step : {&*copies.prep, &*copies.input_copy}) {
       detail::GeneratedKernel gen = detail::generate(step->key, "sm_90");
       gen.options.push_back("--ptxas-options=-v");
       const std::string log = detail::nvrtc_compile(gen).notes;

@@ -5,15 +5,14 @@
 // operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
 // threads' copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in
 // M-major boxes; other NCDHW layers read channels_last copies of their input and weight, made on
-// every call; both store NCDHW. Float32 operands are rounded to TF32 on every call: NDHWC weights
-// by tf32_weights, NCDHW tensors by their channels_last copies, NDHWC inputs in shared memory.
+// every call; both store NCDHW. Float32 operands are rounded to TF32 as they arrive: by the TMA
+// (maps of the TFLOAT32 type), by NCDHW's channels_last copies, or by the threads that stage them.
 // The planner leaves ungrouped float32 NCDHW layers to igemm_sm90; tuning offers this family's
 // tiles there.
 #include <memory>
 
 #include "driver/tensor_map.hpp"
 #include "families/channels_last/channels_last.hpp"
-#include "families/tf32_weights/tf32_weights.hpp"
 #include "igemm_sm90_half/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -166,7 +165,10 @@ class HalfSm90Family final : public Family {
                    CUtensorMap* weight_map, CUtensorMap* input_map) const override {
     const ConvParams& p = plan.params;
     const HalfSm90Config c = kTable.load(plan.key.config);
-    const CUtensorMapDataType type = tensor_map_type(plan.key.dtype);
+    // Float32 maps of the TFLOAT32 type: the TMA rounds each element to TF32 (to nearest) as it
+    // loads it, where the tensor cores would truncate it.
+    const CUtensorMapDataType type =
+        plan.key.dtype == DataType::Float32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : tensor_map_type(plan.key.dtype);
     if (geo::weight_boxes(reinterpret_cast<unsigned long long>(weight))) {
       thread_local LastTensorMap last;
       const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
@@ -283,7 +285,6 @@ class HalfSm90Family final : public Family {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
       plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
     }
-    if (prob.desc.dtype == DataType::Float32 && !ncdhw) plan.prep = tf32_weights_plan(plan.params, limits);
     if ((c.im2col == 1 && !ncdhw) || c.mmajor == 1) {
       // A map of the caller's input needs it 16-byte aligned: the twin stages A by the threads,
       // from the channels-last copy for NCDHW (whose own im2col map reads the aligned copy).
