@@ -55,7 +55,10 @@
 // round-to-nearest FADD; past 512 terms that sum joins a separate total every 512 terms (blocked
 // summation: without it a 13824-term reduction reached 7.4e-7 rel-L2 and failed allclose on
 // near-zero outputs).
-// SPLIT = 0 (tf32 class): one TF32 product, one chain.
+// SPLIT = 0 (tf32 class): one TF32 product, one chain. The gather rounds each operand to TF32
+// (tf32_operand) unless it arrives rounded: a TMA box of the TFLOAT32 map type with zero padding
+// (the TMA rounds as it loads; other padding modes rewrite border cells from the input), or a
+// half layer's values (exact in TF32).
 // bf16 and fp16 layers (sm90_split_of: SPLIT = 0, their values are exact in TF32, so every product
 // is exact and sums in fp32 as the half kernels' do) read a float32 copy of the input that
 // pitch_rows makes on every call, and the weights and bias converted as they are loaded; outputs
@@ -127,6 +130,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr bool PATTERN = PAT.groups > 0;
   // Paired rows (sm90_paired): a thread's A rows are positions p and p + STEP.
   constexpr bool PAIRED = sm90_paired(CC, KH, KW, SW, DW, ROW, PL, TMA);
+  // A operands that need no rounding in the gather (SPLIT = 0 above).
+  constexpr bool ROUNDED =
+      !SPLIT && (sizeof(typename Spec::element) == 2 || (TMA && Spec::pad_mode == padding::kZeros));
   constexpr int STEP = PAIRED ? 1 : 8;
   // ... and where they load their inputs in pairs (sm90_pair_loads), PARITY is the box shift's.
   constexpr bool PAIR_LOADS = sm90_pair_loads(CC, KH, KW, SW, DW, ROW, PL, TMA);
@@ -630,7 +636,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
               frag[j][0][e] = __float_as_uint(big);
               frag[j][PARTS - 1][e] = tf32_operand(x[e] - big);
             } else {
-              frag[j][0][e] = tf32_operand(x[e]);
+              frag[j][0][e] = ROUNDED ? __float_as_uint(x[e]) : tf32_operand(x[e]);
             }
           }
         }

@@ -410,38 +410,6 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     g_ncdhw.precision = Precision::Fp32;
     CHECK(plan_family(g_ncdhw, "sm_90") != "igemm_sm90_half");
   }
-  SECTION("float32 maps are of the TFLOAT32 type: the TMA rounds what it loads") {
-    // A driver that records the maps' element types (nothing runs).
-    static std::vector<CUtensorMapDataType> types;
-    detail::DriverApi api;
-    api.cuTensorMapEncodeTiled = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t, void*, const cuuint64_t*,
-                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
-      types.push_back(type);
-      return CUDA_SUCCESS;
-    };
-    api.cuTensorMapEncodeIm2col = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t, void*, const cuuint64_t*,
-                                     const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t,
-                                     const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
-      types.push_back(type);
-      return CUDA_SUCCESS;
-    };
-    detail::set_driver_for_testing(&api);
-    alignas(256) static float tensors[2][64];  // stand-ins: only their addresses are read
-    CUtensorMap weight_map{}, input_map{};
-    for (const Conv3dDesc& d : {wide, ndhwc(DataType::BFloat16, false, test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1))}) {
-      types.clear();
-      const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
-      plan.family->tensor_maps(plan, tensors[0], tensors[1], nullptr, &weight_map, &input_map);
-      REQUIRE(types.size() == 2);  // the weight's and the input's im2col map
-      const CUtensorMapDataType want =
-          d.dtype == DataType::Float32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-      CHECK(types[0] == want);
-      CHECK(types[1] == want);
-    }
-    detail::set_driver_for_testing(nullptr);
-  }
   for (const Conv3dDesc& d : {wide, mid, tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3}))}) {
     DYNAMIC_SECTION(describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }
   }
@@ -497,4 +465,51 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
       CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("tf32-class maps are of the TFLOAT32 type so that the TMA rounds what it loads") {
+  // A driver that records the maps' element types (nothing runs).
+  static std::vector<CUtensorMapDataType> types;
+  detail::DriverApi api;
+  api.cuTensorMapEncodeTiled = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    types.push_back(type);
+    return CUDA_SUCCESS;
+  };
+  api.cuTensorMapEncodeIm2col = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    types.push_back(type);
+    return CUDA_SUCCESS;
+  };
+  detail::set_driver_for_testing(&api);
+  alignas(256) static float tensors[2][64];  // stand-ins: only their addresses are read
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto maps_of = [&](const Conv3dDesc& d) {
+    types.clear();
+    const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
+    CUtensorMap first{}, second{};
+    plan.family->tensor_maps(plan, tensors[0], tensors[1], nullptr, &first, &second);
+    INFO(describe(d) << ": " << detail::canonical_text(plan.key));
+    CHECK_FALSE(types.empty());
+    return types;
+  };
+  // igemm_sm90_half: the weight's tiles and the input's im2col boxes.
+  Conv3dDesc wide = test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
+  wide.layout = Layout::NDHWC;
+  wide.precision = Precision::Tf32;
+  CHECK(maps_of(wide) == std::vector<CUtensorMapDataType>(2, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32));
+  CHECK(maps_of(ndhwc(DataType::BFloat16, false, wide)) ==
+        std::vector<CUtensorMapDataType>(2, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16));
+  // igemm_sm90: the input's boxes (the first map; the fp32 class splits full float32 values), and
+  // the output's staged boxes, stored as they are.
+  Conv3dDesc reference = test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7});
+  reference.precision = Precision::Tf32;
+  CHECK(maps_of(reference) ==
+        std::vector<CUtensorMapDataType>{CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_DATA_TYPE_FLOAT32});
+  reference.precision = Precision::Fp32;
+  CHECK(maps_of(reference).front() == CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  detail::set_driver_for_testing(nullptr);
 }
