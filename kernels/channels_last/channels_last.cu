@@ -46,33 +46,23 @@ channels_last(const typename Spec::element* __restrict__ in, const typename Spec
       }
     }
     __syncthreads();
-    if constexpr (kWords) {
-      // 16 lanes a position: 4 channels a lane, 16 positions a pass.
-      const int piece = tid & 15;
+    // A 16-byte piece a lane: 8 halves (8 lanes a position) or 4 floats (16 lanes), rounded to TF32.
+    constexpr int kShift = kWords ? 4 : 3, kLanes = 1 << kShift, kPiece = kTile / kLanes;
+    const int piece = tid & (kLanes - 1);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int s = (tid >> 4) + 16 * r;
-        if (s0 + s >= s_total || c0 + 4 * piece >= c_total) continue;
-        unsigned w[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) w[e] = __float_as_uint(to_tf32(__uint_as_float(tile[4 * piece + e][s])));
-        *reinterpret_cast<uint4*>(out + ((b * s_total + s0 + s) * c_total + c0 + 4 * piece)) =
-            make_uint4(w[0], w[1], w[2], w[3]);
-      }
-      __syncthreads();
-      continue;
-    }
-    const int piece = tid & 7;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int s = (tid >> 3) + 32 * r;
-      if (s0 + s >= s_total || c0 + 8 * piece >= c_total) continue;
+    for (int r = 0; r < kTile * kLanes / 256; ++r) {
+      const int s = (tid >> kShift) + (256 >> kShift) * r;
+      if (s0 + s >= s_total || c0 + kPiece * piece >= c_total) continue;
       unsigned w[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        w[e] = unsigned(tile[8 * piece + 2 * e][s]) | (unsigned(tile[8 * piece + 2 * e + 1][s]) << 16);
+        if constexpr (kWords) {
+          w[e] = __float_as_uint(to_tf32(__uint_as_float(tile[4 * piece + e][s])));
+        } else {
+          w[e] = unsigned(tile[8 * piece + 2 * e][s]) | (unsigned(tile[8 * piece + 2 * e + 1][s]) << 16);
+        }
       }
-      *reinterpret_cast<uint4*>(out + ((b * s_total + s0 + s) * c_total + c0 + 8 * piece)) =
+      *reinterpret_cast<uint4*>(out + ((b * s_total + s0 + s) * c_total + c0 + kPiece * piece)) =
           make_uint4(w[0], w[1], w[2], w[3]);
     }
     __syncthreads();

@@ -36,6 +36,15 @@ void check_compiles_clean(const PtxasReport& r) {
   CHECK(r.log.find("C7510") == std::string::npos);  // wgmma serialised
 }
 
+// A step before the kernel (a copy) compiles for sm_90 without local memory.
+void check_step_clean(const detail::PrepPlan& step) {
+  detail::GeneratedKernel gen = detail::generate(step.key, "sm_90");
+  gen.options.push_back("--ptxas-options=-v");
+  const std::string log = detail::nvrtc_compile(gen).notes;
+  INFO(log);
+  CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+}
+
 std::string plan_family(const Conv3dDesc& d, const char* arch) {
   const detail::Plan plan = detail::make_plan(detail::make_problem(d), detail::limits_for_arch(arch));
   const std::string text = detail::canonical_text(plan.key);
@@ -270,11 +279,7 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     n.layout = Layout::NCDHW;
     const detail::Plan plan = detail::make_plan(detail::make_problem(n), detail::limits_for_arch("sm_90"));
     for (const detail::PrepPlan* step : {&*plan.input_copy, &*plan.prep}) {
-      detail::GeneratedKernel gen = detail::generate(step->key, "sm_90");
-      gen.options.push_back("--ptxas-options=-v");
-      const std::string log = detail::nvrtc_compile(gen).notes;
-      INFO(log);
-      CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+      check_step_clean(*step);
     }
   }
   for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256", "igemm_sm90_half:64,256,3",
@@ -458,11 +463,7 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
   SECTION("the rounding copies") {
     const detail::Plan copies = detail::make_plan(detail::make_problem(ncdhw), sm90, "igemm_sm90_half:128,128");
     for (const detail::PrepPlan* step : {&*copies.prep, &*copies.input_copy}) {
-      detail::GeneratedKernel gen = detail::generate(step->key, "sm_90");
-      gen.options.push_back("--ptxas-options=-v");
-      const std::string log = detail::nvrtc_compile(gen).notes;
-      INFO(log);
-      CHECK(log.find(" 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+      check_step_clean(*step);
     }
   }
 }
