@@ -431,7 +431,7 @@ TEST_CASE("the kernels the planner picks keep every value in registers: no local
   }
 }
 
-TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in both classes") {
+TEST_CASE("float32 NDHWC layers run on igemm_sm90 or in the tf32 class igemm_sm90_half and match the reference in both classes") {
   // Every tile form of the planner in NDHWC (its input transposed into an NCDHW copy, outputs
   // stored channels innermost): row tiles with two planes (the tf32 reference), streamed chunks
   // of 128 and 256 columns, a pointwise layer, W ending mid-tile with K past one column tile, an
@@ -491,8 +491,10 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 and match the reference in bot
     DYNAMIC_SECTION("auto " << describe(d)) {
       const test::GpuCheck r = test::check_against_reference(Engine::global(), d, seeds(), stream);
       require_pass(r);
+      // The tf32 class's layers of 32 channels or more: igemm_sm90_half, reading them in place.
       const std::string type = d.dtype == DataType::BFloat16 ? "bf16" : "fp32";
-      CHECK(r.kernel.rfind("igemm_sm90 " + type + " ndhwc", 0) == 0);
+      const bool in_place = d.dtype == DataType::Float32 && d.precision == Precision::Tf32 && d.c >= 32;
+      CHECK(r.kernel.rfind((in_place ? "igemm_sm90_half " : "igemm_sm90 ") + type + " ndhwc", 0) == 0);
       const KernelResources res = Engine::global().resources(d, stream.get(), true);
       INFO(res.kernel << " " << res.registers << " registers");
       CHECK(res.local_bytes == 0);
