@@ -1,5 +1,5 @@
-// Implicit-GEMM convolution of bf16 / fp16 tensors, and of float32 NDHWC ones in the tf32 class,
-// on Hopper's warpgroup MMA (wgmma, sm_90a), output in the input type or float32
+// Implicit-GEMM convolution of bf16 / fp16 tensors, and of float32 ones in the tf32 class, on
+// Hopper's warpgroup MMA (wgmma, sm_90a), output in the input type or float32
 // (Spec::out_element). The input and weight are read channels-last (NDHWC); for an NCDHW layer
 // they are the channels_last copies the call makes first, and the output and residual are NCDHW
 // (Spec::ndhwc 0).
@@ -36,8 +36,8 @@
 // Grouped layers (Spec::groups > 1) are one such GEMM a group: a block's BN columns lie in one
 // group (each group's K / groups channels in column blocks of their own; the columns of the last
 // one past the group are computed and dropped), and its A rows are that group's CG channels of
-// the input, from channel group * CG; boxes then need CG % 64 == 0, so that a chunk never reaches
-// into the next group's channels (the threads' copies zero them).
+// the input, from channel group * CG; boxes then need CG to be whole chunks, so that a chunk never
+// reaches into the next group's channels (the threads' copies zero them).
 //
 // Accuracy: float32 outputs of long 16-bit reductions (geometry.cuh's blocked()) keep partial sums
 // of 8 chunks (512 terms) apart and add them with a round-to-nearest FADD, as igemm_sm80 does.
