@@ -63,4 +63,13 @@ CONV3DJIT_HOST_DEVICE constexpr bool blocked(int cg, int taps, bool fp32_output,
   return fp32_output && element_bytes == 2 && chunks_per_tap(cg, element_bytes) * taps > 2 * kBlockedChunks;
 }
 
+/// Blocks an SM the kernel's registers are budgeted for (__launch_bounds__): two up to 128
+/// columns (128 registers), one for wider tiles, blocked sums, and float32 tiles of 128 columns
+/// whose A the threads stage (their addresses and the TF32 rounding spilled 8-24 bytes at 128).
+CONV3DJIT_HOST_DEVICE constexpr int blocks_an_sm(int bn, int cg, int taps, bool fp32_output, int element_bytes,
+                                                  bool a_mapped) {
+  if (bn > 128 || blocked(cg, taps, fp32_output, element_bytes)) return 1;
+  return element_bytes == 4 && !a_mapped && bn == 128 ? 1 : 2;
+}
+
 }  // namespace conv3djit::igemm_sm90_half_geometry
