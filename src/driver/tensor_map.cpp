@@ -15,6 +15,11 @@ CUtensorMapDataType tensor_map_type(DataType type) {
   throw Error(ErrorCategory::Unsupported, "tensor map: no TMA data type for this element type");
 }
 
+CUtensorMapDataType operand_map_type(DataType type, Precision precision) {
+  return type == DataType::Float32 && precision == Precision::Tf32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32
+                                                                   : tensor_map_type(type);
+}
+
 CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void* base, const cuuint64_t* dims,
                              const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t* element_strides,
                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {

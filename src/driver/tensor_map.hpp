@@ -14,6 +14,11 @@ namespace conv3djit::detail {
 /// The TMA element type of a tensor element type. Throws Error(Unsupported) for none.
 CUtensorMapDataType tensor_map_type(DataType type);
 
+/// The TMA element type of a map whose boxes the tensor cores read as they land: float32 in the
+/// tf32 class as TFLOAT32, which the TMA rounds to TF32 (to nearest) as it loads it, where the
+/// tensor cores would truncate it; every other type and class as tensor_map_type.
+CUtensorMapDataType operand_map_type(DataType type, Precision precision);
+
 /// A tensor of `rank` dimensions (innermost first; `strides` in bytes of dims 1..rank-1) copied
 /// in boxes of `box` elements, out-of-bounds elements zero. Throws Error(DriverError) if the
 /// driver refuses the map.

@@ -29,13 +29,12 @@ CUtensorMap encode(const Plan& plan, const void* input) {
   const cuuint32_t box[5] = {static_cast<cuuint32_t>(c.rp), static_cast<cuuint32_t>(c.pp / c.rp), planes,
                              static_cast<cuuint32_t>(c.cc), 1};
   const cuuint32_t element_strides[5] = {1, 1, static_cast<cuuint32_t>(k.dd), 1, 1};
-  // The tf32 class's float32 inputs through the TFLOAT32 type: the TMA rounds each element to
-  // TF32 as it loads it, and the gather hands the tile's values to the tensor cores as they are.
-  // The fp32 class splits the full value; a half input's float32 copy is exact in TF32.
-  const bool rounds = k.dtype == DataType::Float32 && k.precision == Precision::Tf32;
-  return encode_tiled_map(rounds ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : tensor_map_type(DataType::Float32), 5, input,
-                          dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_NONE,
-                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  // The tf32 class's float32 inputs arrive rounded (operand_map_type), and the gather hands the
+  // tile's values on as they are; the fp32 class splits the full value, and a half input's float32
+  // copy is exact in TF32.
+  const Precision precision = k.dtype == DataType::Float32 ? k.precision : Precision::Fp32;
+  return encode_tiled_map(operand_map_type(DataType::Float32, precision), 5, input, dims, strides, box,
+                          element_strides, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 CUtensorMap encode_output(const Plan& plan, const void* output) {

@@ -1,5 +1,5 @@
-// igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors, and of float32 NDHWC ones in the tf32
-// class, on Hopper's warpgroup tensor cores (wgmma, sm_90a), whole 16-byte pieces of channels a
+// igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors, and of float32 ones in the tf32 class,
+// on Hopper's warpgroup tensor cores (wgmma, sm_90a), whole 16-byte pieces of channels a
 // group: BM output positions x BN output channels of one group a block, chunks of one tap's
 // channels (128 bytes: 64 halves, 32 floats) staged into a ring of 128-byte swizzled stages, each
 // operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
@@ -9,6 +9,8 @@
 // (maps of the TFLOAT32 type), by NCDHW's channels_last copies, or by the threads that stage them.
 // The planner leaves ungrouped float32 NCDHW layers to igemm_sm90; tuning offers this family's
 // tiles there.
+#include <fmt/format.h>
+
 #include <memory>
 
 #include "driver/tensor_map.hpp"
@@ -59,8 +61,9 @@ bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3 none{0}, one{1};
   auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
-  return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && same(d.kernel, one) && same(d.stride, one) &&
-         same(prob.pad.before, none) && same(prob.pad.after, none) && (d.d * d.h * d.w) % 8 == 0;
+  return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && same(d.kernel, one) &&
+         same(d.stride, one) && same(prob.pad.before, none) && same(prob.pad.after, none) &&
+         (d.d * d.h * d.w) % 8 == 0;
 }
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
@@ -103,9 +106,8 @@ class HalfSm90Family final : public Family {
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
     if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
-    if (prob.c_per_group % (16 / element_bytes(d.dtype)) != 0) {
-      return d.dtype == DataType::Float32 ? "input channels a group a multiple of 4 (16-byte pieces of a tap)"
-                                          : "input channels a group a multiple of 8 (16-byte pieces of a tap)";
+    if (const int piece = 16 / element_bytes(d.dtype); prob.c_per_group % piece != 0) {
+      return fmt::format("input channels a group a multiple of {} (16-byte pieces of a tap)", piece);
     }
     // Offsets inside one image are 32-bit.
     if (d.c * d.d * d.h * d.w >= (int64_t{1} << 31)) return "an image of fewer than 2^31 elements";
@@ -165,10 +167,8 @@ class HalfSm90Family final : public Family {
                    CUtensorMap* weight_map, CUtensorMap* input_map) const override {
     const ConvParams& p = plan.params;
     const HalfSm90Config c = kTable.load(plan.key.config);
-    // Float32 maps of the TFLOAT32 type: the TMA rounds each element to TF32 (to nearest) as it
-    // loads it, where the tensor cores would truncate it.
-    const CUtensorMapDataType type =
-        plan.key.dtype == DataType::Float32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : tensor_map_type(plan.key.dtype);
+    // Float32 here is the tf32 class's: the TMA rounds its boxes.
+    const CUtensorMapDataType type = operand_map_type(plan.key.dtype, plan.key.precision);
     if (geo::weight_boxes(reinterpret_cast<unsigned long long>(weight))) {
       thread_local LastTensorMap last;
       const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
