@@ -210,7 +210,7 @@ std::vector<Case> grouped_cases() {
   };
   const Conv3dDesc a = make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true);              // 32 -> 40
   const Conv3dDesc b = make(1, 256, {3, 5, 7}, 200, {3, 3, 3}, {1, 2, 1}, 1, 1, 4, true);    // 64 -> 50
-  const Conv3dDesc c = make(2, 128, {3, 4, 5}, 66, {2, 3, 3}, 1, Dims3{1, 0, 1}, {1, 2, 1}, 2);  // 64 -> 33
+  const Conv3dDesc c = make(2, 128, {3, 6, 5}, 66, {2, 3, 3}, 1, Dims3{1, 0, 1}, {1, 2, 1}, 2);  // 64 -> 33
   const Conv3dDesc pw = make(2, 192, {2, 4, 8}, 300, {1, 1, 1}, 1, 0, 1, 3, true);            // 64 -> 100
   std::vector<Case> out;
   int i = 0;
@@ -252,7 +252,8 @@ std::vector<Case> tf32_cases() {
   int i = 0;
   for (const Conv3dDesc& d : shapes())
     for (const std::string& config : kForced)
-      if ((i++ % 3) == 0 || config.empty()) out.push_back({config, tf32(d)});
+      // The planner leaves fewer than 64 output channels to igemm_sm90: those are forced only.
+      if ((i++ % 3) == 0 || (config.empty() && d.k >= 64)) out.push_back({config, tf32(d)});
   out.push_back({"", tf32(make(1, 256, {4, 10, 12}, 96, {3, 3, 3}, 1, 1, 1, 1, true))});
   Conv3dDesc e = tf32(shapes()[0]);
   e.epilogue = test::epilogue_cases()[3];  // GELU, scaled

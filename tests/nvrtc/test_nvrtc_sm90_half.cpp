@@ -377,9 +377,10 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
   SECTION("which layers it takes") {
     CHECK(plan_family(wide, "sm_90") == "igemm_sm90_half");
     CHECK(plan_family(mid, "sm_90") == "igemm_sm90_half");
-    CHECK(plan_family(tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3})), "sm_90") == "igemm_sm90_half");
-    // The fp32 class (3xTF32), NCDHW (TF32 operands are K-major only), fewer than 32 channels, and
-    // channels off 16-byte pieces stay on igemm_sm90.
+    CHECK(plan_family(tf32(test::make(2, 36, {5, 8, 9}, 64, {1, 3, 3})), "sm_90") == "igemm_sm90_half");
+    // The fp32 class (3xTF32), NCDHW (TF32 operands are K-major only), fewer than 32 channels or 64
+    // output channels, and channels off 16-byte pieces stay on igemm_sm90.
+    CHECK(plan_family(tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3})), "sm_90") == "igemm_sm90");
     Conv3dDesc fp32 = wide;
     fp32.precision = Precision::Fp32;
     CHECK(plan_family(fp32, "sm_90") == "igemm_sm90");
@@ -415,7 +416,7 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     g_ncdhw.precision = Precision::Fp32;
     CHECK(plan_family(g_ncdhw, "sm_90") != "igemm_sm90_half");
   }
-  for (const Conv3dDesc& d : {wide, mid, tf32(test::make(2, 36, {5, 8, 9}, 40, {1, 3, 3}))}) {
+  for (const Conv3dDesc& d : {wide, mid, tf32(test::make(2, 36, {5, 8, 9}, 64, {1, 3, 3}))}) {
     DYNAMIC_SECTION(describe(d)) { check_compiles_clean(test::ptxas_report(d, "sm_90")); }
   }
   SECTION("epilogue with residual") {

@@ -102,7 +102,8 @@ def test_channels_last_float32_and_few_channel_half_layers_plan_wgmma_for_sm90(e
     """Float32 channels_last_3d layers of one group (both classes), and half ones of fewer than 8
     channels, run igemm_sm90 on Hopper from a transposed copy of the input, not the generic kernel;
     precompile builds the copy too. Grouped NDHWC layers run the grouped kernel. tf32-class layers of
-    32 channels or more run igemm_sm90_half, which reads them in place."""
+    32 input and 64 output channels or more run igemm_sm90_half, which reads them in place; narrower
+    outputs stay with igemm_sm90's 32-column tiles."""
     dense = dict(SHAPE, groups=1, layout="ndhwc")
     for changes in (dict(precision="fp32"), dict(precision="tf32"), dict(dtype="bf16", input_shape=(2, 3, 5, 6, 7))):
         desc = Conv3dDesc(**{**dense, **changes})
@@ -111,8 +112,10 @@ def test_channels_last_float32_and_few_channel_half_layers_plan_wgmma_for_sm90(e
         kernels = [k.kernel for k in conv3djit.precompile(desc, arch="sm_90", engine=engine).kernels]
         assert any(k.startswith("pitch_rows ") and " ndhwc" in k for k in kernels), kernels
     assert engine.kernel_for(_desc(layout="ndhwc"), "sm_90").startswith("grouped ")
-    wide = Conv3dDesc(**{**dense, "precision": "tf32", "input_shape": (2, 64, 5, 6, 7), "out_channels": 32})
+    wide = Conv3dDesc(**{**dense, "precision": "tf32", "input_shape": (2, 64, 5, 6, 7), "out_channels": 64})
     assert engine.kernel_for(wide, "sm_90").startswith("igemm_sm90_half fp32 ndhwc ")
+    narrow = Conv3dDesc(**{**dense, "precision": "tf32", "input_shape": (2, 64, 5, 6, 7), "out_channels": 32})
+    assert engine.kernel_for(narrow, "sm_90").startswith("igemm_sm90 fp32 ndhwc ")
     kernels = [k.kernel for k in conv3djit.precompile(wide, arch="sm_90", engine=engine).kernels]
     assert len(kernels) == 2 and all(k.startswith("igemm_sm90_half ") for k in kernels), kernels  # and its twin
 

@@ -130,6 +130,12 @@ class HalfSm90Family final : public Family {
       return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
              "terms would be zero (igemm_sm80 and igemm_sm90 pack small C densely)";
     }
+    // Measured on H200 against igemm_sm90's 32-column tiles: 0.39x at 32 output channels, 0.50x at
+    // 16, 1.00x at 64 (docs/kernels/igemm_sm90_half.md).
+    if (prob.desc.dtype == DataType::Float32 && prob.desc.groups == 1 && prob.k_per_group < 64) {
+      return "float32 layers of one group with fewer than 64 output channels: igemm_sm90's 32-column tiles "
+             "waste less of each product";
+    }
     // A quarter of the narrowest column block; the grouped kernel's FFMA serves narrower groups.
     if (prob.k_per_group < 16) {
       return "fewer than 16 output channels a group: most of a 64-column block would be padding";
