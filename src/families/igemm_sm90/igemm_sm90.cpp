@@ -65,10 +65,12 @@ class Sm90Family final : public Family {
 
   Refusal declines(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
-    if (d.dtype == DataType::Float32 && d.precision == Precision::Tf32 && d.layout == Layout::NDHWC &&
-        igemm_sm90_half_family().choose(prob, limits)) {
-      return "tf32 NDHWC layers that igemm_sm90_half takes (32 channels a group or more): it reads them "
-             "channels-last as they are, where igemm_sm90 transposes a copy first";
+    if (d.dtype == DataType::Float32 && d.precision == Precision::Tf32 && igemm_sm90_half_family().choose(prob, limits)) {
+      return d.layout == Layout::NDHWC
+                 ? "tf32 NDHWC layers that igemm_sm90_half takes (32 channels a group or more): it reads them "
+                   "channels-last as they are, where igemm_sm90 transposes a copy first"
+                 : "tf32 NCDHW layers of 256 channels or more in and out with several taps: igemm_sm90_half's "
+                   "wider tiles outrun the gather, channels-last copies and all";
     }
     if (prob.desc.dtype != DataType::Float32) {
       if (prob.desc.layout == Layout::NCDHW && prob.c_per_group > kHalfChannels) {
