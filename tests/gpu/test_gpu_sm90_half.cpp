@@ -279,9 +279,13 @@ std::vector<Case> tf32_cases() {
   Conv3dDesc grouped = tf32(make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true));  // the planner's pick
   grouped.layout = Layout::NCDHW;
   out.push_back({"", grouped});
-  Conv3dDesc many = tf32(make(1, 256, {3, 5, 7}, 256, {3, 3, 3}, 1, 1, 1, 1, true));  // the planner's pick
-  many.layout = Layout::NCDHW;
-  out.push_back({"", many});
+  // Wide NCDHW layers: the planner's pick.
+  for (const Conv3dDesc& d : {make(1, 256, {3, 5, 7}, 256, {3, 3, 3}, 1, 1, 1, 1, true),
+                              make(2, 512, {2, 3, 5}, 2048, {1, 1, 1}, 1, 0, 1, 1, true)}) {
+    Conv3dDesc wide = tf32(d);
+    wide.layout = Layout::NCDHW;
+    out.push_back({"", wide});
+  }
   return out;
 }
 

@@ -378,8 +378,10 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     CHECK(plan_family(wide, "sm_90") == "igemm_sm90_half");
     CHECK(plan_family(mid, "sm_90") == "igemm_sm90_half");
     CHECK(plan_family(tf32(test::make(2, 36, {5, 8, 9}, 64, {1, 3, 3})), "sm_90") == "igemm_sm90_half");
-    // NCDHW of 256 channels in and out with several taps, through channels-last copies.
+    // NCDHW of 256 channels or more in and out with K x taps >= 2048, through channels-last copies.
     CHECK(plan_family(tf32(test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1), Layout::NCDHW), "sm_90") ==
+          "igemm_sm90_half");
+    CHECK(plan_family(tf32(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), Layout::NCDHW), "sm_90") ==
           "igemm_sm90_half");
     // The fp32 class (3xTF32), other NCDHW layers (igemm_sm90 gathers them in place), fewer than 32
     // channels or 64 output channels, and channels off 16-byte pieces stay on igemm_sm90.
@@ -391,7 +393,8 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     CHECK(plan_family(fp32, "sm_90") == "igemm_sm90");
     for (const Conv3dDesc& n : {test::make(1, 128, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
                                 test::make(1, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1),
-                                test::make(1, 256, {8, 28, 28}, 256, {1, 1, 1})}) {
+                                test::make(1, 256, {8, 28, 28}, 256, {1, 1, 1}),
+                                test::make(1, 256, {8, 28, 28}, 256, {3, 1, 1}, 1, Dims3{1, 0, 0})}) {
       CHECK(plan_family(tf32(n, Layout::NCDHW), "sm_90") == "igemm_sm90");
     }
     CHECK(plan_family(tf32(test::make(2, 24, {5, 8, 9}, 64, {3, 3, 3}, 1, 1)), "sm_90") == "igemm_sm90");

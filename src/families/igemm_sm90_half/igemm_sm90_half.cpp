@@ -45,8 +45,13 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
 
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
 
-// Float32 NCDHW layers of one group that this family takes through channels-last copies.
-bool many_channel_taps(const Problem& prob) { return prob.desc.c >= 256 && prob.desc.k >= 256 && taps(prob) > 1; }
+// Float32 NCDHW layers of one group that this family takes through channels-last copies: wide
+// ones, where igemm_sm90's tiles run slowest, with K x taps >= 2048 multiply-adds an input element,
+// so that copying it (8 bytes of traffic) costs under about a fifth of the products' time at the
+// TF32 rate.
+bool copies_pay_off(const Problem& prob) {
+  return prob.desc.c >= 256 && prob.desc.k >= 256 && prob.desc.k * taps(prob) >= 2048;
+}
 
 // Channels of a chunk (a 128-byte row) of prob's element type.
 int chunk(DataType dtype) { return geo::chunk_channels(element_bytes(dtype)); }
@@ -125,14 +130,14 @@ class HalfSm90Family final : public Family {
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
     // Grouped ones have no other tensor-core kernel: they come here, copies and all. Of one group,
-    // igemm_sm90's gather reads NCDHW in place; the copies pay off where its tiles run slowest, at
-    // 256 channels in and out with several taps (c3d_conv3b tf32: igemm_sm90 0.60 ms, this kernel
-    // 0.41 on the NDHWC tensors, the input's copy about 0.03).
+    // igemm_sm90's gather reads NCDHW in place; the copies pay off where its tiles run slowest
+    // (c3d_conv3b tf32: igemm_sm90 0.60 ms, this kernel 0.41 on the NDHWC tensors, the input's
+    // copy about 0.03).
     if (prob.desc.dtype == DataType::Float32 && prob.desc.layout == Layout::NCDHW && prob.desc.groups == 1 &&
-        !many_channel_taps(prob)) {
-      return "float32 NCDHW layers of one group, unless 256 channels or more in and out with several taps: "
-             "igemm_sm90 gathers them in place, where this family reads channels-last copies of input and "
-             "weight made on every call (`conv3djit tune` times both)";
+        !copies_pay_off(prob)) {
+      return "float32 NCDHW layers of one group, unless of 256 channels or more in and out and K x taps >= "
+             "2048: igemm_sm90 gathers them in place, where this family reads channels-last copies of input "
+             "and weight made on every call (`conv3djit tune` times both)";
     }
     if (prob.c_per_group < 32) {
       return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
