@@ -7,8 +7,8 @@
 // M-major boxes; other NCDHW layers read channels_last copies of their input and weight, made on
 // every call; both store NCDHW. Float32 operands are rounded to TF32 as they arrive: by the TMA
 // (maps of the TFLOAT32 type), by NCDHW's channels_last copies, or by the threads that stage them.
-// The planner leaves ungrouped float32 NCDHW layers to igemm_sm90; tuning offers this family's
-// tiles there.
+// The planner leaves ungrouped float32 NCDHW layers to igemm_sm90 but for wide ones
+// (copies_pay_off); tuning offers this family's tiles there.
 #include <fmt/format.h>
 
 #include <memory>
