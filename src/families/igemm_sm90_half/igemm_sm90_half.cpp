@@ -132,7 +132,7 @@ class HalfSm90Family final : public Family {
     // Grouped ones have no other tensor-core kernel: they come here, copies and all. Of one group,
     // igemm_sm90's gather reads NCDHW in place; the copies pay off where its tiles run slowest
     // (c3d_conv3b tf32: igemm_sm90 0.60 ms, this kernel 0.41 on the NDHWC tensors, the input's
-    // copy about 0.03).
+    // copy about 0.03 by its bytes, not timed).
     if (prob.desc.dtype == DataType::Float32 && prob.desc.layout == Layout::NCDHW && prob.desc.groups == 1 &&
         !copies_pay_off(prob)) {
       return "float32 NCDHW layers of one group, unless of 256 channels or more in and out and K x taps >= "
