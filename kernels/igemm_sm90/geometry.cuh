@@ -26,18 +26,16 @@ constexpr int kSm90MaxStages = 4;
 /// inputs not 16-byte aligned) spilled 44 bytes storing from registers, none staged.
 constexpr int kSm90StoreWarpFloats[2] = {1024, 512};
 
-/// Which tiles may stage their outputs (sm90_geometry's `staged`): row tiles of plain NCDHW
-/// outputs; row tiles and TH x TW tiles whose warps' 16 positions lie in one output row (TW % 16 ==
-/// 0), for epilogues other than the plain one: their epilogue then runs over the box in a rolled
-/// loop, where from registers it was unrolled for every accumulator (a tf32 384 -> 256 GELU
-/// kernel: 0.48 s of its 1.0 s compile). NDHWC outputs leave from registers (a thread's two
-/// channels are adjacent there, and a warp's store fills whole 32-byte sectors), but for epilogues
-/// other than the plain one over 128 columns or more (64 accumulators a thread and up: tf32 256
-/// columns with a residual and ReLU 773 -> 307 ms of compile on the build machine).
+/// Which tiles may stage their outputs (sm90_geometry's `staged`): none (NDHWC outputs); row
+/// tiles; row tiles and TH x TW tiles of 256 columns whose warps' 16 positions lie in one output
+/// row (TW % 16 == 0), for epilogues other than the plain one: their epilogue then runs over the
+/// box in a rolled loop, where from registers it was unrolled for every accumulator (a tf32 384 ->
+/// 256 GELU kernel: 0.48 s of its 1.0 s compile). Narrower TH x TW tiles store from registers: staged,
+/// layers of short reductions ran 0.73-0.96x as fast (H200; docs/kernels/igemm_sm90.md), and
+/// their register epilogues compile in under 0.7 s.
 enum : int { kSm90StageNone = 0, kSm90StageRows = 1, kSm90StageRuns = 2 };
-CONV3DJIT_HOST_DEVICE constexpr int sm90_staging(bool ndhwc, bool plain_epilogue, int bn) {
-  return ndhwc ? (plain_epilogue || bn < 128 ? kSm90StageNone : kSm90StageRuns)
-               : plain_epilogue ? kSm90StageRows : kSm90StageRuns;
+CONV3DJIT_HOST_DEVICE constexpr int sm90_staging(bool ndhwc, bool plain_epilogue) {
+  return ndhwc ? kSm90StageNone : plain_epilogue ? kSm90StageRows : kSm90StageRuns;
 }
 
 /// Channels of a staging box of `floats` (a multiple of 8 dividing BN), 0 where none fits.
@@ -61,9 +59,10 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floa
 /// gather table (4 words per slice of 8 terms, two 16-bit offsets each; PL > 1: one kd's slices, none with a gather pattern),
 /// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
-/// plane when the padding terms need it; then, where the outputs are staged (sm90_staging: row
-/// tiles of plain NCDHW outputs, and TH x TW tiles too with another epilogue, NDHWC ones of 128
-/// columns or more among them), each warp's output staging box.
+/// plane when the padding terms need it; then, for row tiles of NCDHW outputs (`staged`; TH x TW
+/// tiles of 256 columns too with an epilogue other than the plain one, sm90_staging),
+/// each warp's output staging box (NDHWC outputs leave from registers: a thread's two channels
+/// are adjacent there, and a warp's store fills whole 32-byte sectors).
 /// The stages are the items whose copies are in flight
 /// while one is computed, plus that one: two, or where a block has the SM to itself, up to four
 /// when its reduction streams in chunks (more bytes in flight: such kernels wait on their copies,
@@ -273,7 +272,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Output staging where it fits without costing a block an SM: the largest box.
   auto stage_outputs = [&] {
-    const bool stages = row > 0 ? staged != kSm90StageNone : staged == kSm90StageRuns && tw % 16 == 0;
+    const bool stages = row > 0 ? staged != kSm90StageNone : staged == kSm90StageRuns && tw % 16 == 0 && bn >= 256;
     for (int i = 0; i < 2 && stages && split == 0 && g.store_channels == 0; ++i) {
       const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
       if (channels == 0) continue;
@@ -403,7 +402,7 @@ template <class S>
 CONV3DJIT_HOST_DEVICE constexpr auto sm90_geometry_of() {
   return sm90_geometry(S::cg, S::kd, S::kh, S::kw, S::sh, S::sw, S::dh, S::dw, S::th, S::tw, S::bn, S::cc, S::cp,
                        sm90_split_of<S>(), S::rows, S::planes,
-                       sm90_staging(S::ndhwc != 0, S::act == 0 && S::scaled == 0 && S::residual == 0, S::bn));
+                       sm90_staging(S::ndhwc != 0, S::act == 0 && S::scaled == 0 && S::residual == 0));
 }
 
 }  // namespace conv3djit

@@ -117,7 +117,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr bool NDHWC = Spec::ndhwc != 0;
   constexpr Sm90Geometry G =
       sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL,
-                    sm90_staging(NDHWC, epilogue::plain<Spec>, Spec::bn));
+                    sm90_staging(NDHWC, epilogue::plain<Spec>));
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -227,8 +227,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
-  const bool bulk =
-      STAGED && !NDHWC && ROW > 0 && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
+  const bool bulk = STAGED && ROW > 0 && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -849,41 +848,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
             }
           }
         }
-        // NDHWC outputs (never plain here): box element j in the output's order, a position's
-        // channels one after the other (adjacent in the output): its index in the box, its offset
-        // in the output, and whether it lies inside it.
-        auto ndhwc_output = [&](int j, int& at, long long& offset) {
-          const int c = j % BOXC, pos = j / BOXC % 16, d = j / (16 * BOXC), k = kb * BN + r * BOXC + c;
-          at = (c * PL + d) * 16 + pos;
-          offset = ((static_cast<long long>(o.n) * OD + o.od + d) * OH * OW + first + pos) * K + k;
-          return in_run(pos) && o.od + d < OD && k < K;
-        };
-        if constexpr (NDHWC) {
-          // Each lane takes every 32nd output, the residuals of a batch read before any is used
-          // (as below).
-          __syncwarp();
-          constexpr int PER = BOX / 32, BATCH = PER < 8 ? PER : 8;
-          static_assert(BOX % 32 == 0 && PER % BATCH == 0, "whole batches of box elements");
-#pragma unroll 1
-          for (int b0 = lane; b0 < BOX; b0 += 32 * BATCH) {
-            float res[BATCH];
-            int at[BATCH];
-            long long offset[BATCH];
-            bool inside[BATCH];
-#pragma unroll
-            for (int q = 0; q < BATCH; ++q) {
-              inside[q] = ndhwc_output(b0 + 32 * q, at[q], offset[q]);
-              res[q] = epilogue::residual<Spec, float>(offset[q], inside[q], p);
-            }
-#pragma unroll
-            for (int q = 0; q < BATCH; ++q) {
-              if (inside[q]) {
-                box[at[q]] = epilogue::apply_read<Spec>(box[at[q]], bias_s[r * BOXC + (b0 + 32 * q) % BOXC], res[q], p);
-              }
-            }
-          }
-          __syncwarp();
-        } else if constexpr (!epilogue::plain<Spec>) {
+        if constexpr (!epilogue::plain<Spec>) {
           // Box row y = c * PL + d holds positions first .. first + 15 of channel k0 + c, plane
           // o.od + d: each lane takes every 32nd of them, in order (conflict-free, and the
           // residual's reads are 64-byte runs), in batches whose residuals are read before any
@@ -938,16 +903,6 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
               tma::store_box(out_map, box, first, o.od, kb * BN + r * BOXC, o.n);
             }
             tma::commit_stores();
-          }
-        } else if constexpr (NDHWC) {
-          // One output a lane in the output's order: consecutive lanes store a position's adjacent
-          // channels.
-          __syncwarp();
-#pragma unroll 1
-          for (int j = lane; j < BOX; j += 32) {
-            int at;
-            long long offset;
-            if (ndhwc_output(j, at, offset)) store_float(out + offset, box_value(at));
           }
         } else {
           // Box row y = c * PL + d (channel c of the round, plane d) holds 16 positions, a lane

@@ -474,9 +474,8 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 or in the tf32 class igemm_sm9
     d.padding_mode = modes[i % 3];
     descs.push_back(d);
   }
-  // Epilogues over 128 columns or more run over the tf32 tiles' staged boxes (TH x TW tiles 64
-  // wide, and row tiles of bf16 outputs from a 3-channel input), a position's channels stored
-  // together; W and K end mid-tile.
+  // Epilogues over 128 columns or more, stored from registers (TH x TW tiles 64 wide, and row
+  // tiles of bf16 outputs from a 3-channel input); W and K end mid-tile.
   for (Conv3dDesc d : {make(2, 3, {4, 20, 70}, 256, {1, 1, 1}, 1, 0, 1, 1, true),
                        make(1, 16, {4, 9, 67}, 160, {3, 3, 3}, 1, 1, 1, 1, true),
                        make(2, 3, {5, 11, 34}, 128, {3, 3, 3}, 1, 1, 1, 1, true)}) {

@@ -117,6 +117,11 @@ TEST_CASE("output staging: the largest box that fits beside the stages, channels
   const Sm90Geometry c8 = sm90_geometry(8, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 8, CP, 0, 64, 1);
   CHECK(c8.store_channels == 64);
   CHECK(c8.stages == 2);
+  // Epilogues other than the plain one: TH x TW tiles 64 wide stage at 256 columns only (narrower
+  // ones ran slower staged and compile fast from registers).
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1, kSm90StageRuns).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 128, 4, CP, 0, 0, 1, kSm90StageRuns).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, kSm90StageRuns).store_channels > 0);
 }
 
 TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and dilation along D, KD >= PL") {

@@ -80,8 +80,7 @@ Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int 
                        sm90_split(prob) ? 1 : 0, row, pl,
                        sm90_staging(prob.desc.layout == Layout::NDHWC,
                                     e.activation == Activation::Identity && e.alpha == 1.f && e.gamma == 1.f &&
-                                        !e.residual,
-                                    bn));
+                                        !e.residual));
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).

@@ -56,7 +56,7 @@ const CUtensorMap& input_tensor_map(const Plan& plan, const void* input) {
 
 // Row tiles' staged boxes only: TH x TW tiles copy theirs out (the kernel's `bulk`).
 bool uses_output_map(const Plan& plan, const void* output) {
-  return plan.store_channels > 0 && plan.key.layout == Layout::NCDHW && kSm90Table.load(plan.key.config).rows > 0 &&
+  return plan.store_channels > 0 && kSm90Table.load(plan.key.config).rows > 0 &&
          sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output),
                            element_bytes(plan.key.out_dtype));
 }
