@@ -378,10 +378,9 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     CHECK(plan_family(wide, "sm_90") == "igemm_sm90_half");
     CHECK(plan_family(mid, "sm_90") == "igemm_sm90_half");
     CHECK(plan_family(tf32(test::make(2, 36, {5, 8, 9}, 64, {1, 3, 3})), "sm_90") == "igemm_sm90_half");
-    // NCDHW of 256 channels or more in and out with K x taps >= 2048, through channels-last copies.
-    CHECK(plan_family(tf32(test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1), Layout::NCDHW), "sm_90") ==
-          "igemm_sm90_half");
-    CHECK(plan_family(tf32(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), Layout::NCDHW), "sm_90") ==
+    // NCDHW of 256 channels or more in and out, several taps, K x taps >= 2048 and 16384 output
+    // positions or more (C3D conv3b), through channels-last copies.
+    CHECK(plan_family(tf32(test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1), Layout::NCDHW), "sm_90") ==
           "igemm_sm90_half");
     // The fp32 class (3xTF32), other NCDHW layers (igemm_sm90 gathers them in place), fewer than 32
     // channels or 64 output channels, and channels off 16-byte pieces stay on igemm_sm90.
@@ -391,10 +390,13 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     CHECK(plan_family(fp32, "sm_90") == "igemm_sm90");
     fp32.layout = Layout::NCDHW;
     CHECK(plan_family(fp32, "sm_90") == "igemm_sm90");
-    for (const Conv3dDesc& n : {test::make(1, 128, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
-                                test::make(1, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1),
-                                test::make(1, 256, {8, 28, 28}, 256, {1, 1, 1}),
-                                test::make(1, 256, {8, 28, 28}, 256, {3, 1, 1}, 1, Dims3{1, 0, 0})}) {
+    for (const Conv3dDesc& n : {test::make(8, 128, {8, 28, 28}, 256, {3, 3, 3}, 1, 1),
+                                test::make(8, 256, {8, 28, 28}, 128, {3, 3, 3}, 1, 1),
+                                test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}),
+                                test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}),
+                                test::make(8, 256, {8, 28, 28}, 256, {3, 1, 1}, 1, Dims3{1, 0, 0}),
+                                test::make(1, 512, {5, 32, 32}, 512, {3, 3, 3}, 1, 1),
+                                test::make(4, 256, {8, 14, 14}, 256, {3, 3, 3}, 1, 1)}) {
       CHECK(plan_family(tf32(n, Layout::NCDHW), "sm_90") == "igemm_sm90");
     }
     CHECK(plan_family(tf32(test::make(2, 24, {5, 8, 9}, 64, {3, 3, 3}, 1, 1)), "sm_90") == "igemm_sm90");
@@ -459,8 +461,8 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     DYNAMIC_SECTION(config) { check_compiles_clean(test::ptxas_report(wide, "sm_90", config)); }
   }
   // NCDHW: through channels_last copies of input and weight (which round them), offered to tuning;
-  // the planner's pick only at 256 channels in and out with several taps, where igemm_sm90's gather
-  // is the tuning's alternative.
+  // the planner's pick only at 256 channels in and out with several taps and 16384 output positions,
+  // where igemm_sm90's gather is the tuning's alternative.
   const Conv3dDesc ncdhw = tf32(test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1), Layout::NCDHW);
   SECTION("NCDHW through channels-last copies when forced or tuned") {
     const detail::Problem prob = detail::make_problem(ncdhw);
@@ -475,7 +477,8 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
       offered = offered || c.config.rfind("igemm_sm90_half:", 0) == 0;
     }
     CHECK(offered);
-    const detail::Problem many = detail::make_problem(tf32(test::make(1, 256, {4, 6, 8}, 256, {3, 3, 3}, 1, 1), Layout::NCDHW));
+    const detail::Problem many =
+        detail::make_problem(tf32(test::make(1, 256, {4, 64, 64}, 256, {3, 3, 3}, 1, 1), Layout::NCDHW));
     CHECK(detail::make_plan(many, sm90).input_copy);
     bool gather = false;
     for (const detail::Candidate& c : detail::tuning_candidates(many, sm90, 12)) {

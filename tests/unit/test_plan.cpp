@@ -514,7 +514,7 @@ TEST_CASE("pointwise tf32 layers with K > 128 take 256 columns; conflict-free ch
   // a load on one bank.
   Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
   d.precision = Precision::Tf32;
-  const detail::Plan plan = sm90_pick(d);  // the planner's is igemm_sm90_half's, tune times both
+  const detail::Plan plan = plan_for(d, "sm_90");
   REQUIRE(kernel(plan.key) == "igemm_sm90");
   CHECK(plan.key.field("th") * plan.key.field("tw") == 128);  // 2 warpgroups: 128 accumulators each
   CHECK(plan.key.field("bn") == 256);

@@ -69,8 +69,9 @@ class Sm90Family final : public Family {
       return d.layout == Layout::NDHWC
                  ? "tf32 NDHWC layers that igemm_sm90_half takes (32 channels a group or more): it reads them "
                    "channels-last as they are, where igemm_sm90 transposes a copy first"
-                 : "tf32 NCDHW layers of 256 channels or more in and out and K x taps >= 2048: "
-                   "igemm_sm90_half's wider tiles outrun the gather, channels-last copies and all";
+                 : "tf32 NCDHW layers of 256 channels or more in and out, several taps and 16384 output "
+                   "positions or more: igemm_sm90_half's wider tiles outrun the gather, channels-last "
+                   "copies and all";
     }
     if (prob.desc.dtype != DataType::Float32) {
       if (prob.desc.layout == Layout::NCDHW && prob.c_per_group > kHalfChannels) {

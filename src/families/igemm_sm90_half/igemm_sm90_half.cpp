@@ -46,11 +46,14 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
 int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
 
 // Float32 NCDHW layers of one group that this family takes through channels-last copies: wide
-// ones, where igemm_sm90's tiles run slowest, with K x taps >= 2048 multiply-adds an input element,
-// so that copying it (8 bytes of traffic) costs under about a fifth of the products' time at the
-// TF32 rate.
+// ones with several taps and many output positions, where igemm_sm90's tiles run slowest. Measured
+// (H200, against igemm_sm90's gather): C3D conv3b (256 -> 256, 3^3, 50 176 positions) 1.27x, with
+// ReLU and a residual 1.28x; at 4 608-6 272 positions 0.94-1.03x (512 -> 512 and 256 -> 256,
+// 3^3), and pointwise 512 -> 2048 0.42x (the copies cost more than the products there).
 bool copies_pay_off(const Problem& prob) {
-  return prob.desc.c >= 256 && prob.desc.k >= 256 && prob.desc.k * taps(prob) >= 2048;
+  const int64_t positions = prob.output_elements / prob.desc.k;
+  return prob.desc.c >= 256 && prob.desc.k >= 256 && taps(prob) > 1 && prob.desc.k * taps(prob) >= 2048 &&
+         positions >= 16384;
 }
 
 // Channels of a chunk (a 128-byte row) of prob's element type.
@@ -131,13 +134,13 @@ class HalfSm90Family final : public Family {
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
     // Grouped ones have no other tensor-core kernel: they come here, copies and all. Of one group,
     // igemm_sm90's gather reads NCDHW in place; the copies pay off where its tiles run slowest
-    // (c3d_conv3b tf32: igemm_sm90 0.60 ms, this kernel 0.41 on the NDHWC tensors, the input's
-    // copy about 0.03 by its bytes, not timed).
+    // (c3d_conv3b tf32: igemm_sm90 0.60 ms, this kernel with its copies 0.48).
     if (prob.desc.dtype == DataType::Float32 && prob.desc.layout == Layout::NCDHW && prob.desc.groups == 1 &&
         !copies_pay_off(prob)) {
-      return "float32 NCDHW layers of one group, unless of 256 channels or more in and out and K x taps >= "
-             "2048: igemm_sm90 gathers them in place, where this family reads channels-last copies of input "
-             "and weight made on every call (`conv3djit tune` times both)";
+      return "float32 NCDHW layers of one group, unless of 256 channels or more in and out, several taps, K x "
+             "taps >= 2048 and 16384 output positions or more: igemm_sm90 gathers them in place, where this "
+             "family reads channels-last copies of input and weight made on every call (`conv3djit tune` "
+             "times both)";
     }
     if (prob.c_per_group < 32) {
       return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
