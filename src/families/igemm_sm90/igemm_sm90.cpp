@@ -37,6 +37,14 @@ constexpr int64_t kHalfNdhwcChannels = 8;
 // ... and at most this many input elements: the float32 copy, twice the input's size, stays within
 // 1 GiB of scratch memory (larger inputs stay in place, read by igemm_sm80).
 constexpr int64_t kHalfCopyElements = int64_t{1} << 28;
+// Half NDHWC layers of one group with 32 channels or more that igemm_sm90 keeps although
+// igemm_sm90_half would take them: at most 32 output channels leave its 64-column blocks half
+// empty, against igemm_sm90's 32 columns from the float32 copy (H200, `conv3djit tune`, bf16):
+// 384 -> 32, 5^3 1.578 -> 1.065 ms; 128 -> 16, 3 x 5 x 7 0.390 -> 0.377.
+bool half_narrow_ndhwc(const Problem& prob) {
+  return prob.desc.dtype != DataType::Float32 && prob.desc.layout == Layout::NDHWC && prob.desc.groups == 1 &&
+         prob.c_per_group >= 32 && prob.out.k <= 32;
+}
 
 class Sm90Family final : public Family {
  public:
@@ -77,12 +85,17 @@ class Sm90Family final : public Family {
       if (prob.desc.layout == Layout::NCDHW && prob.c_per_group > kHalfChannels) {
         return "half NCDHW inputs of more than 32 channels a group: igemm_sm90_half's chunks are full there";
       }
-      if (prob.desc.layout == Layout::NDHWC && prob.c_per_group >= kHalfNdhwcChannels) {
-        return "half NDHWC inputs of 8 channels or more: igemm_sm80 loads them without a copy";
+      if (prob.desc.layout == Layout::NDHWC && prob.c_per_group >= kHalfNdhwcChannels &&
+          !(half_narrow_ndhwc(prob) && igemm_sm90_half_family().choose(prob, limits))) {
+        return "half NDHWC inputs of 8 channels or more: igemm_sm80 loads them without a copy (igemm_sm90 keeps "
+               "those of 32 channels or more with at most 32 output channels, which igemm_sm90_half declines)";
       }
       if (prob.input_elements > kHalfCopyElements) return "half inputs past 2^28 elements: their float32 copy";
     }
-    if (sm90_too_narrow(prob)) return "fewer than 16 output channels (NCDHW): a 32-column product would be mostly padding";
+    if (sm90_too_narrow(prob)) {
+      return "fewer than 16 output channels (NCDHW; 8 in the tf32 class): a 32-column product would be mostly "
+             "padding";
+    }
     return std::nullopt;
   }
 

@@ -63,8 +63,11 @@ Sm90Pitches sm90_pitches(const Problem& prob, int cc, int in_h, int in_w, int in
 
 bool sm90_too_narrow(const Problem& prob) {
   // Most of each 32-column MMA would be padding: NCDHW layers go to direct_tiled (NDHWC ones have
-  // no other kernel than direct's FFMA, and keep the wgmma).
-  return prob.out.k < 16 && prob.desc.layout == Layout::NCDHW;
+  // no other kernel than direct's FFMA, and keep the wgmma). A single TF32 product still outruns
+  // FFMA at 8 columns of 32: slowfast_fast_stem_tf32 (C = 3, K = 8, 5 x 7 x 7) 0.86 ms against
+  // direct_tiled's 1.74 (H200, `conv3djit tune`); with 3xTF32 only 1.63 against 1.74, not taken.
+  const bool tf32 = prob.desc.dtype == DataType::Float32 && prob.desc.precision == Precision::Tf32;
+  return prob.out.k < (tf32 ? 8 : 16) && prob.desc.layout == Layout::NCDHW;
 }
 
 bool sm90_split(const Problem& prob) {
@@ -311,6 +314,21 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
     }
   };
   search(widths);
+  // Where no tile of the natural width is staged by TMA, half-width column blocks may be: each
+  // gathers the input again, but by boxes (H200, i3d_r3d_stem_tf32, K = 64, 7^3 stride 2: 64
+  // columns by cp.async 1.189 ms, two blocks of 32 by TMA 0.726; `conv3djit tune`). Only a boxed
+  // tile of them replaces the choice.
+  if (best && !best->boxed && !filter.forced && widths.front() >= 64 && filter.tma.value_or(-1) != 0) {
+    const std::optional<Sm90Choice> copies = best;
+    const double copies_eff = best_eff;
+    best.reset();
+    best_eff = 0;
+    search({widths.front() / 2});
+    if (!best || !best->boxed) {
+      best = copies;
+      best_eff = copies_eff;
+    }
+  }
   // NDHWC layers where no tile of the natural width fits (3xTF32's chunk weights of long kernels:
   // 5 x 5 x 5 at 128 columns, 262 KB for a chunk's two buffers) take narrower ones: they have no
   // other tensor-core family (igemm_sm80 serves NCDHW), and ran on direct.
