@@ -467,6 +467,53 @@ TEST_CASE("a chunk size that only cp.async can stage loses to one TMA can") {
   CHECK(plan_for(d, "sm_90", "sm90:3,64,64,8,0,1").key.field("cc") == 8);  // the other, when forced
 }
 
+TEST_CASE("where 64 columns only stage by cp.async, two blocks of 32 columns by TMA boxes win") {
+  // The I3D stem (C = 3 -> 64, 7^3, stride 2): its 64-column tiles' boxes do not fit. H200, tf32:
+  // 1.189 ms by cp.async, 0.726 in 32-column blocks by TMA. A forced configuration keeps its width.
+  Conv3dDesc d = test::make(4, 3, {32, 224, 224}, 64, {7, 7, 7}, 2, 3);
+  d.precision = Precision::Tf32;
+  const detail::Plan plan = plan_for(d, "sm_90");
+  REQUIRE(kernel(plan.key) == "igemm_sm90");
+  CHECK(plan.key.field("bn") == 32);
+  CHECK(plan.key.field("tma") == 1);
+  CHECK(plan_for(d, "sm_90", "sm90:16,8,64,1").key.field("bn") == 64);
+  // Where the natural width has a box, it stays (the reference problem).
+  Conv3dDesc ref = reference_problem();
+  ref.precision = Precision::Tf32;
+  CHECK(plan_for(ref, "sm_90").key.field("bn") == 64);
+}
+
+TEST_CASE("tf32 NCDHW layers of 8 to 15 output channels run on igemm_sm90, fp32-class ones on direct_tiled") {
+  // SlowFast's fast stem (C = 3 -> 8, 5 x 7 x 7, stride 1 x 2 x 2). H200: tf32 igemm_sm90 0.86 ms,
+  // direct_tiled 1.74; fp32 class 1.63 against 1.74 (not moved).
+  Conv3dDesc d = test::make(8, 3, {32, 224, 224}, 8, {5, 7, 7}, Dims3{1, 2, 2}, Dims3{2, 3, 3});
+  CHECK(kernel(plan_for(d, "sm_90").key) == "direct_tiled");
+  d.precision = Precision::Tf32;
+  CHECK(kernel(plan_for(d, "sm_90").key) == "igemm_sm90");
+  Conv3dDesc narrower = test::make(8, 3, {32, 224, 224}, 7, {5, 7, 7}, Dims3{1, 2, 2}, Dims3{2, 3, 3});
+  narrower.precision = Precision::Tf32;
+  CHECK(kernel(plan_for(narrower, "sm_90").key) == "direct_tiled");
+}
+
+TEST_CASE("half NDHWC layers of one group with at most 32 output channels run igemm_sm90's 32 columns") {
+  // bf16 384 -> 32, 5^3 (H200: igemm_sm90_half 1.578 ms, igemm_sm90 1.065). 64 output channels fill
+  // igemm_sm90_half's blocks; inputs of fewer than 32 channels keep igemm_sm80, and grouped ones
+  // igemm_sm90_half.
+  auto bf16 = [](Conv3dDesc d) {
+    d.dtype = DataType::BFloat16;
+    d.layout = Layout::NDHWC;
+    return d;
+  };
+  CHECK(kernel(plan_for(bf16(test::make(4, 384, {16, 32, 32}, 32, {5, 5, 5}, 1, 2)), "sm_90").key) == "igemm_sm90");
+  CHECK(kernel(plan_for(bf16(test::make(1, 128, {16, 56, 58}, 16, {3, 5, 7}, 1, Dims3{1, 2, 3})), "sm_90").key) ==
+        "igemm_sm90");
+  CHECK(kernel(plan_for(bf16(test::make(4, 384, {16, 32, 32}, 64, {5, 5, 5}, 1, 2)), "sm_90").key) ==
+        "igemm_sm90_half");
+  CHECK(kernel(plan_for(bf16(test::make(4, 16, {16, 32, 32}, 32, {3, 3, 3}, 1, 1)), "sm_90").key) == "igemm_sm80");
+  CHECK(kernel(plan_for(bf16(test::make(4, 128, {16, 32, 32}, 64, {3, 3, 3}, 1, 1, 1, 2)), "sm_90").key) ==
+        "igemm_sm90_half");
+}
+
 TEST_CASE("every forced configuration of the GPU suite's cases plans on sm_90") {
   // Caught here, a case that does not fit would otherwise fail only on the GPU machine.
   for (const test::ConfigCase& c : test::config_cases().forced) {
