@@ -60,6 +60,10 @@ std::vector<Conv3dDesc> listed_descriptions() {
       make(1, 16, {5, 7, 9}, 24, {3, 3, 3}, 1, Padding::per_side({2, 1, 1}, {0, 1, 1}), 1, 4),
       make(1, 1, {7, 9, 11}, 1, {3, 3, 3}, 1, Padding::per_side({0, 3, 0}, {2, 0, 4})),
       make(1, 8, {6, 8, 30}, 16, {1, 3, 3}, {1, 2, 2}, Padding::per_side({0, 0, 2}, {0, 2, 0})),
+      // SlowFast's fast stem (K = 8: igemm_sm90 in the tf32 class) and an I3D stem of 64 columns
+      // (tf32: two blocks of 32 staged by TMA).
+      make(1, 3, {8, 30, 33}, 8, {5, 7, 7}, {1, 2, 2}, Dims3{2, 3, 3}),
+      make(1, 3, {17, 40, 40}, 64, {7, 7, 7}, 2, 3),
   };
 }
 
@@ -476,12 +480,14 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 or in the tf32 class igemm_sm9
   }
   // Epilogues over 128 columns or more, stored from registers (TH x TW tiles 64 wide, and row
   // tiles of bf16 outputs from a 3-channel input); W and K end mid-tile.
+  // And a bf16 layer of 48 -> 24 channels: igemm_sm90's 32 columns, not igemm_sm90_half's 64.
   for (Conv3dDesc d : {make(2, 3, {4, 20, 70}, 256, {1, 1, 1}, 1, 0, 1, 1, true),
                        make(1, 16, {4, 9, 67}, 160, {3, 3, 3}, 1, 1, 1, 1, true),
-                       make(2, 3, {5, 11, 34}, 128, {3, 3, 3}, 1, 1, 1, 1, true)}) {
+                       make(2, 3, {5, 11, 34}, 128, {3, 3, 3}, 1, 1, 1, 1, true),
+                       make(2, 48, {5, 11, 34}, 24, {3, 3, 3}, 1, 1, 1, 1, true)}) {
     d = ndhwc(d, Precision::Tf32);
     d.epilogue = epilogues[1];  // with the residual
-    if (d.k == 128) d.dtype = DataType::BFloat16;
+    if (d.k == 128 || d.k == 24) d.dtype = DataType::BFloat16;
     descs.push_back(d);
     d.epilogue = epilogues[4];
     descs.push_back(d);
