@@ -88,7 +88,7 @@ class Sm90Family final : public Family {
       if (prob.desc.layout == Layout::NDHWC && prob.c_per_group >= kHalfNdhwcChannels &&
           !(half_narrow_ndhwc(prob) && igemm_sm90_half_family().choose(prob, limits))) {
         return "half NDHWC inputs of 8 channels or more: igemm_sm80 loads them without a copy (igemm_sm90 keeps "
-               "those of 32 channels or more with at most 32 output channels, which igemm_sm90_half declines)";
+               "those igemm_sm90_half would take with at most 32 output channels: 32 columns, not half of 64)";
       }
       if (prob.input_elements > kHalfCopyElements) return "half inputs past 2^28 elements: their float32 copy";
     }
