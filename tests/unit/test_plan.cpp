@@ -495,18 +495,22 @@ TEST_CASE("tf32 NCDHW layers of 8 to 15 output channels run on igemm_sm90, fp32-
   CHECK(kernel(plan_for(narrower, "sm_90").key) == "direct_tiled");
 }
 
-TEST_CASE("half NDHWC layers of one group with at most 32 output channels run igemm_sm90's 32 columns") {
-  // bf16 384 -> 32, 5^3 (H200: igemm_sm90_half 1.578 ms, igemm_sm90 1.065). 64 output channels fill
-  // igemm_sm90_half's blocks; inputs of fewer than 32 channels keep igemm_sm80, and grouped ones
-  // igemm_sm90_half.
+TEST_CASE("half NDHWC layers of one group with at most 32 output channels and long reductions run igemm_sm90") {
+  // bf16 384 -> 32, 5^3 (C x taps 48000; H100: igemm_sm90 1.48x igemm_sm90_half). Shorter
+  // reductions (128 -> 16, 2^3 lost 0.58x there) and 64 output channels keep igemm_sm90_half;
+  // inputs of fewer than 32 channels keep igemm_sm80, and grouped ones igemm_sm90_half.
   auto bf16 = [](Conv3dDesc d) {
     d.dtype = DataType::BFloat16;
     d.layout = Layout::NDHWC;
     return d;
   };
   CHECK(kernel(plan_for(bf16(test::make(4, 384, {16, 32, 32}, 32, {5, 5, 5}, 1, 2)), "sm_90").key) == "igemm_sm90");
-  CHECK(kernel(plan_for(bf16(test::make(1, 128, {16, 56, 58}, 16, {3, 5, 7}, 1, Dims3{1, 2, 3})), "sm_90").key) ==
+  CHECK(kernel(plan_for(bf16(test::make(2, 384, {16, 14, 21}, 16, {4, 7, 5}, 1, Dims3{2, 3, 2})), "sm_90").key) ==
         "igemm_sm90");
+  CHECK(kernel(plan_for(bf16(test::make(4, 128, {4, 60, 62}, 16, {2, 2, 2}, 1, 1)), "sm_90").key) ==
+        "igemm_sm90_half");
+  CHECK(kernel(plan_for(bf16(test::make(1, 128, {16, 56, 58}, 16, {3, 5, 7}, 1, Dims3{1, 2, 3})), "sm_90").key) ==
+        "igemm_sm90_half");
   CHECK(kernel(plan_for(bf16(test::make(4, 384, {16, 32, 32}, 64, {5, 5, 5}, 1, 2)), "sm_90").key) ==
         "igemm_sm90_half");
   CHECK(kernel(plan_for(bf16(test::make(4, 16, {16, 32, 32}, 32, {3, 3, 3}, 1, 1)), "sm_90").key) == "igemm_sm80");

@@ -39,11 +39,15 @@ constexpr int64_t kHalfNdhwcChannels = 8;
 constexpr int64_t kHalfCopyElements = int64_t{1} << 28;
 // Half NDHWC layers of one group with 32 channels or more that igemm_sm90 keeps although
 // igemm_sm90_half would take them: at most 32 output channels leave its 64-column blocks half
-// empty, against igemm_sm90's 32 columns from the float32 copy (H200, `conv3djit tune`, bf16):
-// 384 -> 32, 5^3 1.578 -> 1.065 ms; 128 -> 16, 3 x 5 x 7 0.390 -> 0.377.
+// empty, against igemm_sm90's 32 columns from the float32 copy, but only a long reduction pays
+// for that copy. H100, `compare_builds.sh -r 3` against igemm_sm90_half, C x taps: 384 -> 32, 5^3
+// (48000) 1.48x, 384 -> 16, 4 x 7 x 5 (53760) 1.30x; 128 -> 16, 3 x 5 x 7 (13440) 1.03x, 96 -> 32
+// (10080) 1.00x; 5120 and fewer 0.12-0.71x (pl_s009 ... pl_e398 in docs/kernels/igemm_sm90.md).
+constexpr int64_t kHalfNarrowReduction = 24576;
 bool half_narrow_ndhwc(const Problem& prob) {
+  const int64_t taps = int64_t{prob.desc.kernel.d} * prob.desc.kernel.h * prob.desc.kernel.w;
   return prob.desc.dtype != DataType::Float32 && prob.desc.layout == Layout::NDHWC && prob.desc.groups == 1 &&
-         prob.c_per_group >= 32 && prob.out.k <= 32;
+         prob.c_per_group >= 32 && prob.out.k <= 32 && prob.c_per_group * taps >= kHalfNarrowReduction;
 }
 
 class Sm90Family final : public Family {
@@ -88,7 +92,8 @@ class Sm90Family final : public Family {
       if (prob.desc.layout == Layout::NDHWC && prob.c_per_group >= kHalfNdhwcChannels &&
           !(half_narrow_ndhwc(prob) && igemm_sm90_half_family().choose(prob, limits))) {
         return "half NDHWC inputs of 8 channels or more: igemm_sm80 loads them without a copy (igemm_sm90 keeps "
-               "those igemm_sm90_half would take with at most 32 output channels: 32 columns, not half of 64)";
+               "those igemm_sm90_half would take with at most 32 output channels and C x taps >= 24576: 32 "
+               "columns, not half of 64)";
       }
       if (prob.input_elements > kHalfCopyElements) return "half inputs past 2^28 elements: their float32 copy";
     }
