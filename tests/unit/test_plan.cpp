@@ -1059,26 +1059,43 @@ TEST_CASE("igemm_sm90 stages padding modes by TMA boxes where float rows need no
 }
 
 TEST_CASE("causal, replicate and reflect padding add no pass and no scratch memory to a plan") {
-  // A video VAE's causal conv (zeros before in time) and replicate- and reflect-padded ones: the
-  // padded plan runs one convolution kernel, after the same weight preparation (scratch of the
-  // same size) as the layer without padding, and copies an aligned input never.
+  // A video VAE's causal conv (zeros before in time) and replicate- and reflect-padded ones, in
+  // both float32 classes and bf16, both layouts: the padded plan runs one convolution kernel, after
+  // the same weight preparation (scratch of the same size) and input copies as the layer without
+  // padding (float32 NCDHW copies an aligned input never; half NCDHW inputs on igemm_sm90_half go
+  // channels-last on every call, padded or not).
+  struct Type {
+    DataType dtype;
+    Precision precision;
+  };
   for (const PaddingMode mode : {PaddingMode::Zeros, PaddingMode::Replicate, PaddingMode::Reflect}) {
-    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
-      for (const int64_t c : {16, 128}) {
-        Conv3dDesc padded = test::make(1, c, {8, 64, 64}, 128, {3, 3, 3}, 1,
-                                       mode == PaddingMode::Zeros ? Padding::per_side({2, 1, 1}, {0, 1, 1}) : Padding(1));
-        padded.padding_mode = mode;
-        padded.precision = precision;
-        Conv3dDesc unpadded = padded;
-        unpadded.padding = Padding(0);
-        unpadded.padding_mode = PaddingMode::Zeros;
-        const detail::Plan with = plan_for(padded, "sm_90"), without = plan_for(unpadded, "sm_90");
-        INFO(describe(padded) << ": " << detail::canonical_text(with.key));
-        CHECK(kernel(with.key) == kernel(without.key));
-        CHECK(!with.copies_input(true));  // (an input not 16-byte aligned: as without padding)
-        CHECK((!with.copies_input(false) || without.copies_input(false)));
-        REQUIRE(with.prep.has_value() == without.prep.has_value());
-        if (with.prep) CHECK(with.prep->workspace_bytes == without.prep->workspace_bytes);
+    for (const Type type : {Type{DataType::Float32, Precision::Fp32}, Type{DataType::Float32, Precision::Tf32},
+                            Type{DataType::BFloat16, Precision::Fp32}}) {
+      for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+        for (const int64_t c : {16, 128}) {
+          Conv3dDesc padded = test::make(1, c, {8, 64, 64}, 128, {3, 3, 3}, 1,
+                                         mode == PaddingMode::Zeros ? Padding::per_side({2, 1, 1}, {0, 1, 1}) : Padding(1));
+          padded.padding_mode = mode;
+          padded.dtype = type.dtype;
+          padded.precision = type.precision;
+          padded.layout = layout;
+          Conv3dDesc unpadded = padded;
+          unpadded.padding = Padding(0);
+          unpadded.padding_mode = PaddingMode::Zeros;
+          const detail::Plan with = plan_for(padded, "sm_90"), without = plan_for(unpadded, "sm_90");
+          INFO(describe(padded) << ": " << detail::canonical_text(with.key));
+          CHECK(kernel(with.key) == kernel(without.key));
+          if (type.dtype == DataType::Float32 && layout == Layout::NCDHW) CHECK(!with.copies_input(true));
+          for (const bool aligned : {true, false}) {
+            CHECK((!with.copies_input(aligned) || without.copies_input(aligned)));
+            if (with.copies_input(aligned)) {
+              CHECK(with.for_input(aligned).input_copy->workspace_bytes <=
+                    without.for_input(aligned).input_copy->workspace_bytes);
+            }
+          }
+          REQUIRE(with.prep.has_value() == without.prep.has_value());
+          if (with.prep) CHECK(with.prep->workspace_bytes == without.prep->workspace_bytes);
+        }
       }
     }
   }
