@@ -17,10 +17,11 @@ struct Problem {
   int64_t weight_elements = 0;
   int64_t output_elements = 0;
   DataType out_dtype = DataType::Float32;  ///< output_dtype(desc): the output's and residual's type
+  /// Taps of the kernel: KD x KH x KW.
+  int64_t taps() const { return desc.kernel.d * desc.kernel.h * desc.kernel.w; }
   /// Multiply-adds of the whole convolution.
   double macs() const {
-    return static_cast<double>(output_elements) * static_cast<double>(c_per_group) *
-           static_cast<double>(desc.kernel.d * desc.kernel.h * desc.kernel.w);
+    return static_cast<double>(output_elements) * static_cast<double>(c_per_group) * static_cast<double>(taps());
   }
 };
 

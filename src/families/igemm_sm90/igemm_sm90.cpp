@@ -45,9 +45,8 @@ constexpr int64_t kHalfCopyElements = int64_t{1} << 28;
 // (10080) 1.00x; 5120 and fewer 0.12-0.71x (pl_s009 ... pl_e398 in docs/kernels/igemm_sm90.md).
 constexpr int64_t kHalfNarrowReduction = 24576;
 bool half_narrow_ndhwc(const Problem& prob) {
-  const int64_t taps = int64_t{prob.desc.kernel.d} * prob.desc.kernel.h * prob.desc.kernel.w;
   return prob.desc.dtype != DataType::Float32 && prob.desc.layout == Layout::NDHWC && prob.desc.groups == 1 &&
-         prob.c_per_group >= 32 && prob.out.k <= 32 && prob.c_per_group * taps >= kHalfNarrowReduction;
+         prob.c_per_group >= 32 && prob.out.k <= 32 && prob.c_per_group * prob.taps() >= kHalfNarrowReduction;
 }
 
 class Sm90Family final : public Family {

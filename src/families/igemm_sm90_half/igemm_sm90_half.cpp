@@ -43,8 +43,6 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
-int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w; }
-
 // Float32 NCDHW layers of one group that this family takes through channels-last copies: wide
 // ones with several taps and many output positions, where igemm_sm90's tiles run slowest. Measured
 // (H200, against igemm_sm90's gather): C3D conv3b (256 -> 256, 3^3, 50 176 positions) 1.27x, with
@@ -52,7 +50,7 @@ int taps(const Problem& prob) { return prob.desc.kernel.d * prob.desc.kernel.h *
 // 3^3), and pointwise 512 -> 2048 0.42x (the copies cost more than the products there).
 bool copies_pay_off(const Problem& prob) {
   const int64_t positions = prob.output_elements / prob.desc.k;
-  return prob.desc.c >= 256 && prob.desc.k >= 256 && taps(prob) > 1 && prob.desc.k * taps(prob) >= 2048 &&
+  return prob.desc.c >= 256 && prob.desc.k >= 256 && prob.taps() > 1 && prob.desc.k * prob.taps() >= 2048 &&
          positions >= 16384;
 }
 
@@ -93,7 +91,7 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config&
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
-  if (geo::blocked(static_cast<int>(prob.c_per_group), taps(prob), prob.out_dtype == DataType::Float32,
+  if (geo::blocked(static_cast<int>(prob.c_per_group), static_cast<int>(prob.taps()), prob.out_dtype == DataType::Float32,
                    element_bytes(prob.desc.dtype)) &&
       c.bn > 128) {
     return false;
