@@ -143,6 +143,11 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr int GROUPS = PLANES * GROUPS1;
   constexpr int BLOCK_CHAINS = 512 / (2 * CHAIN * 8);  // 3xTF32 chains per blocked total
   constexpr int R = BN / 2;                                 // accumulators per thread
+  // NDHWC outputs of 256 columns with an activation, scaling or residual: their register
+  // epilogue runs in rolled rounds of NDHWC_OCTETS channel octets (unrolled, a tf32 4 -> 256
+  // 1 x 7 x 7 layer with a residual compiled in over a second on the build machine).
+  constexpr int NDHWC_OCTETS = 8;
+  constexpr bool NDHWC_ROLLED = NDHWC && !SPLIT && !epilogue::plain<Spec> && NB >= 32;
   constexpr int W_ELEMS = S * 8 * BN, WARPS = THREADS / 32;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
   static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= G.in_d * PP, "tile pitches too small");
@@ -965,21 +970,52 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           // A position's channels are adjacent: a thread's two leave in one 8-byte store where K is
           // even and `out` aligned, and a warp's store instruction fills 8 whole 32-byte sectors.
           const bool pairs = K % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+          // Channel octet j of the position at `base`: its channels 2t and 2t + 1 hold s0 and s1.
+          auto octet = [&](long long base, int j, float s0, float s1) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at0 = base + k;
+            const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at0 + 1, k + 1 < K, p);
+            const float v0 = epilogue::apply_read<Spec>(s0, b.x, r0, p);
+            const float v1 = epilogue::apply_read<Spec>(s1, b.y, r1, p);
+            if (k < K) store_two(out + at0, v0, v1, pairs, k + 1 < K);
+          };
+          // The first output element of the tile's position at.
+          auto position_base = [&](int2 at) {
+            return (((static_cast<long long>(o.n) * OD + o.od + d) * OH + at.x) * OW + at.y) * K;
+          };
+          if constexpr (NDHWC_ROLLED) {
+            // NDHWC_OCTETS octets a round, then the next round's accumulators shifted to the
+            // front (the accumulators themselves, dead after this: a shifted copy would need
+            // registers of its own): the epilogue compiles for one round, not for all NB octets.
+            float* const a = acc[PL - 1 - d];
+            long long base[2];  // -1: past the plane
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int2 at = position(o, pa + STEP * half);
-            if (at.x >= OH || at.y >= OW) continue;
-            const long long base = (((static_cast<long long>(o.n) * OD + o.od + d) * OH + at.x) * OW + at.y) * K;
+            for (int half = 0; half < 2; ++half) {
+              const int2 at = position(o, pa + STEP * half);
+              base[half] = at.x >= OH || at.y >= OW ? -1 : position_base(at);
+            }
+#pragma unroll 1
+            for (int j0 = 0; j0 < NB; j0 += NDHWC_OCTETS) {
 #pragma unroll
-            for (int j = 0; j < NB; ++j) {
-              const int k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              const long long at0 = base + k;
-              const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
-              const float r1 = epilogue::residual<Spec, float>(at0 + 1, k + 1 < K, p);
-              const float v0 = epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p);
-              const float v1 = epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p);
-              if (k < K) store_two(out + at0, v0, v1, pairs, k + 1 < K);
+              for (int j = 0; j < NDHWC_OCTETS; ++j) {
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                  if (base[half] >= 0) octet(base[half], j0 + j, a[j * 4 + half * 2], a[j * 4 + half * 2 + 1]);
+                }
+              }
+#pragma unroll
+              for (int i = 0; i + 4 * NDHWC_OCTETS < R; ++i) a[i] = a[i + 4 * NDHWC_OCTETS];
+            }
+          } else {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int2 at = position(o, pa + STEP * half);
+              if (at.x >= OH || at.y >= OW) continue;
+              const long long base = position_base(at);
+#pragma unroll
+              for (int j = 0; j < NB; ++j) octet(base, j, sum[j * 4 + half * 2], sum[j * 4 + half * 2 + 1]);
             }
           }
           continue;
@@ -1062,9 +1098,11 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
 // unused, `out` is the workspace (k_blocks x chunks x weight_floats floats). A thread makes one
 // 16-byte group of the layout (4 terms of one column), taken in storage order: a warp's stores
 // are contiguous, its loads 32-byte runs of 16 weight rows (one term at a time scattered the
-// stores instead: 7 us for pointwise_512's 4 MB).
+// stores instead: 7 us for pointwise_512's 4 MB). One block an SM at least: with the thread
+// count alone ptxas held an fp16 1 x 7 x 7 chunk's indexing to 32 registers and spilled 4 bytes
+// (36 registers with the bound, no spill).
 template <class Spec>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 1)
 igemm_sm90_weights(const typename Spec::element* __restrict__, const typename Spec::element* __restrict__ wt,
                    const typename Spec::element* __restrict__, float* __restrict__ out, ConvParams p) {
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, BN = Spec::bn, CC = Spec::cc;

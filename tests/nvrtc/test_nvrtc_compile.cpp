@@ -317,6 +317,34 @@ TEST_CASE("igemm_sm90 NCDHW epilogues run over staged boxes in rolled rounds: a 
   }
 }
 
+TEST_CASE("igemm_sm90 NDHWC epilogues over 256 columns run in rolled rounds without spills") {
+  // Register stores, 128 accumulators a thread: a TH x TW tile with a residual (tf32 4 -> 256,
+  // 1 x 7 x 7: 3728 instructions and over a second of compile when every octet had its own copy
+  // of the epilogue) and a row tile with GELU and a residual. A round of 8 octets is emitted once.
+  Conv3dDesc tiles = test::make(4, 4, {4, 60, 60}, 256, {1, 7, 7}, 1, Dims3{0, 3, 3}, 1, 1, true);
+  Conv3dDesc rows = test::make(4, 3, {16, 64, 64}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
+  for (Conv3dDesc* d : {&tiles, &rows}) {
+    d->layout = Layout::NDHWC;
+    d->precision = Precision::Tf32;
+    d->epilogue = Epilogue{};
+    const long long plain = instructions(*d);
+    d->epilogue.activation = d == &rows ? Activation::Gelu : Activation::Identity;
+    d->epilogue.residual = true;
+    const long long fused = instructions(*d);
+    INFO(describe(*d) << ": " << plain << " instructions plain, " << fused << " fused");
+    CHECK(fused - plain < 800);
+    test::check_no_spills(test::ptxas_report(*d, "sm_90"));
+  }
+}
+
+TEST_CASE("igemm_sm90's weight preparation keeps its registers") {
+  // fp16 24 -> 512, 1 x 7 x 7 (256 columns, one channel a chunk): ptxas spilled 4 bytes at 32
+  // registers before the kernel declared one block an SM.
+  Conv3dDesc d = test::make(2, 24, {8, 60, 62}, 512, {1, 7, 7}, 2, Dims3{0, 3, 3}, 1, 1, true);
+  d.dtype = DataType::Float16;
+  test::check_no_spills(test::prep_ptxas_report(d, "sm_90"));
+}
+
 TEST_CASE("the grouped kernel rolls the loops of 7 x 7 planes: a few thousand instructions") {
   // KD x KH x KW x KB x TH x TW FMAs a channel: past 1024 the depth loop is rolled, past 1024 a
   // depth step the row loop too. Unrolled, these kernels held 7112 and 2600 instructions and

@@ -25,6 +25,15 @@ inline PtxasReport ptxas_report(const Conv3dDesc& desc, const std::string& arch,
   return {detail::canonical_text(plan.key), detail::nvrtc_compile(gen).notes};
 }
 
+/// The same for the preparation kernel (igemm_sm90's weights) of desc's plan.
+inline PtxasReport prep_ptxas_report(const Conv3dDesc& desc, const std::string& arch) {
+  const detail::Plan plan = detail::make_plan(detail::make_problem(desc), detail::limits_for_arch(arch));
+  REQUIRE(plan.prep);
+  detail::GeneratedKernel gen = detail::generate(plan.prep->key, arch);
+  gen.options.push_back("--ptxas-options=-v");
+  return {detail::canonical_text(plan.prep->key), detail::nvrtc_compile(gen).notes};
+}
+
 inline void check_no_spills(const PtxasReport& r) {
   INFO(r.kernel << "\n" << r.log);
   CHECK(r.log.find("Used ") != std::string::npos);
