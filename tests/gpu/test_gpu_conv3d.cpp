@@ -479,10 +479,12 @@ TEST_CASE("float32 NDHWC layers run on igemm_sm90 or in the tf32 class igemm_sm9
     descs.push_back(d);
   }
   // Epilogues over 128 columns or more, stored from registers (TH x TW tiles 64 wide, and row
-  // tiles of bf16 outputs from a 3-channel input); W and K end mid-tile.
+  // tiles of bf16 outputs from a 3-channel input; 256 columns in rolled rounds of octets); W and
+  // K end mid-tile.
   // And a bf16 layer of 1024 -> 24 channels, a long reduction: igemm_sm90's 32 columns, not
   // igemm_sm90_half's 64.
   for (Conv3dDesc d : {make(2, 3, {4, 20, 70}, 256, {1, 1, 1}, 1, 0, 1, 1, true),
+                       make(1, 4, {4, 30, 60}, 500, {1, 7, 7}, 1, Dims3{0, 3, 3}, 1, 1, true),
                        make(1, 16, {4, 9, 67}, 160, {3, 3, 3}, 1, 1, 1, 1, true),
                        make(2, 3, {5, 11, 34}, 128, {3, 3, 3}, 1, 1, 1, 1, true),
                        make(1, 1024, {3, 5, 9}, 24, {3, 3, 3}, 1, 1, 1, 1, true)}) {
