@@ -300,11 +300,14 @@ struct Engine::Impl {
                    disk ? fmt::format(" '{}'", disk->dir()) : "");
       }
       const auto start = std::chrono::steady_clock::now();
-      CompiledKernel compiled = nvrtc_compile(gen);
+      int attempts = 1;
+      CompiledKernel compiled =
+          nvrtc_compile_spill_free(gen, key.kernel->blocks_an_sm ? key.kernel->blocks_an_sm(key) : 1, &attempts);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       compiles.fetch_add(1);
       compile_us.fetch_add(static_cast<uint64_t>(ms * 1000));
-      log().debug("compiled {} in {:.0f} ms ({} bytes)", canonical_text(key), ms, compiled.cubin.size());
+      log().debug("compiled {} in {:.0f} ms ({} bytes{})", canonical_text(key), ms, compiled.cubin.size(),
+                  attempts > 1 ? fmt::format(", {} compiles for a register budget without spills", attempts) : "");
       // ptxas reports slow code it could not avoid here, e.g. serialised wgmmas (C7512).
       if (!compiled.notes.empty()) log().warn("compiler notes for {}:\n{}", canonical_text(key), compiled.notes);
       result->compile_notes = std::move(compiled.notes);

@@ -9,6 +9,15 @@
 #define CONV3DJIT_HOST_DEVICE
 #endif
 
+// The minimum blocks an SM of a kernel's __launch_bounds__: its geometry's n, or fewer where the
+// engine compiled the kernel again because the register budget of n left a stack frame
+// (nvrtc_compile_spill_free, src/jit/nvrtc_compiler.hpp).
+#ifdef CONV3DJIT_MIN_BLOCKS
+#define CONV3DJIT_BLOCKS_AN_SM(n) ((n) < CONV3DJIT_MIN_BLOCKS ? (n) : CONV3DJIT_MIN_BLOCKS)
+#else
+#define CONV3DJIT_BLOCKS_AN_SM(n) (n)
+#endif
+
 namespace conv3djit {
 
 /// Run-time arguments of every convolution kernel. Shape parameters that a kernel bakes in as

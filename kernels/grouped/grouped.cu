@@ -38,7 +38,8 @@ __device__ __forceinline__ void one(H* dst, float v) { *dst = from_float<H>(v); 
 }  // namespace grouped_store
 
 template <class Spec>
-__global__ void __launch_bounds__(Spec::bh / Spec::th * (Spec::bw / Spec::tw), grouped_geometry_of<Spec>().min_blocks)
+__global__ void __launch_bounds__(Spec::bh / Spec::th * (Spec::bw / Spec::tw),
+                                  CONV3DJIT_BLOCKS_AN_SM(grouped_geometry_of<Spec>().min_blocks))
 grouped(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
         const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p) {
   using T = typename Spec::element;

@@ -140,9 +140,10 @@ __device__ __forceinline__ void round_rows_tf32(unsigned rows, int wg_tid, int w
 
 template <class Spec>
 __global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm),
-                                  igemm_sm90_half_geometry::blocks_an_sm(Spec::bn, Spec::cg, Spec::kd * Spec::kh * Spec::kw,
-                                                                         sizeof(typename Spec::out_element) == 4,
-                                                                         sizeof(typename Spec::element), Spec::im2col != 0 || Spec::mmajor != 0))
+                                  CONV3DJIT_BLOCKS_AN_SM(igemm_sm90_half_geometry::blocks_an_sm(
+                                      Spec::bn, Spec::cg, Spec::kd * Spec::kh * Spec::kw,
+                                      sizeof(typename Spec::out_element) == 4, sizeof(typename Spec::element),
+                                      Spec::im2col != 0 || Spec::mmajor != 0)))
 igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
                 const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
                 ConvParams p, const __grid_constant__ TensorMap weight_map,

@@ -10,6 +10,7 @@
 
 #include "conv3djit/engine.hpp"
 #include "conv3djit/error.hpp"
+#include "jit/cubin_resources.hpp"
 #include "jit/kernel_sources.hpp"
 
 namespace conv3djit::detail {
@@ -103,6 +104,27 @@ CompiledKernel nvrtc_compile(const GeneratedKernel& k) {
   while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
   out.notes = std::move(log);
   return out;
+}
+
+CompiledKernel nvrtc_compile_spill_free(const GeneratedKernel& kernel, int blocks_an_sm, int* attempts) {
+  CompiledKernel best = nvrtc_compile(kernel);
+  int tries = 1;
+  int stack = cubin_resources(best.cubin, best.lowered_name).stack_bytes;
+  for (const int blocks : {blocks_an_sm * 3 / 4, 1}) {
+    if (stack <= 0 || blocks >= blocks_an_sm || blocks < 1) continue;
+    GeneratedKernel relaxed = kernel;
+    relaxed.options.push_back(fmt::format("-DCONV3DJIT_MIN_BLOCKS={}", blocks));
+    CompiledKernel again = nvrtc_compile(relaxed);
+    ++tries;
+    const int again_stack = cubin_resources(again.cubin, again.lowered_name).stack_bytes;
+    if (again_stack < stack) {
+      best = std::move(again);
+      stack = again_stack;
+    }
+    blocks_an_sm = blocks;
+  }
+  if (attempts) *attempts = tries;
+  return best;
 }
 
 std::string nvrtc_version_text() {

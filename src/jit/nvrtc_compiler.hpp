@@ -26,4 +26,12 @@ void check_arch(const std::string& arch);
 /// Throws Error(CompileFailed) with the NVRTC log, name expression and options on failure.
 CompiledKernel nvrtc_compile(const GeneratedKernel& kernel);
 
+/// nvrtc_compile, and where the kernel's __launch_bounds__ ask for blocks_an_sm > 1 blocks an SM
+/// (CONV3DJIT_BLOCKS_AN_SM) and ptxas left a stack frame at that register budget, compiled again
+/// with fewer: three quarters of them (a budget a third larger), then one. The first without a
+/// stack frame is kept, else the one with the least (ties: more blocks). The key stays the same:
+/// the outcome is the compiler's, as deterministic as the rest of a compile. *attempts: the
+/// compiles it took.
+CompiledKernel nvrtc_compile_spill_free(const GeneratedKernel& kernel, int blocks_an_sm, int* attempts = nullptr);
+
 }  // namespace conv3djit::detail

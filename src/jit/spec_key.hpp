@@ -50,6 +50,8 @@ enum KeyUses : unsigned {
   kUsesConvolution = kUsesKernelExtents | kUsesStrides | kUsesClass | kUsesEpilogue,
 };
 
+struct SpecKey;
+
 /// A kernel template the JIT can instantiate: `conv3djit::<name><Spec>` in `source` (a path below
 /// kernels/), with the configuration `fields` in the order of SpecKey::config.
 struct KernelDef {
@@ -58,6 +60,10 @@ struct KernelDef {
   unsigned uses;
   bool arch_specific;  // built for sm_XYa (wgmma, setmaxnreg): only that exact arch runs it
   std::vector<FieldInfo> fields;
+  // The minimum blocks an SM of a key's __launch_bounds__ where the kernel takes them from
+  // CONV3DJIT_BLOCKS_AN_SM (common/common.cuh), so that a budget that spills can be relaxed at
+  // compile time (nvrtc_compile_spill_free); nullptr: a bound the compile leaves as it is.
+  int (*blocks_an_sm)(const SpecKey&) = nullptr;
 };
 
 inline constexpr int kMaxConfigFields = 11;

@@ -345,6 +345,43 @@ TEST_CASE("igemm_sm90's weight preparation keeps its registers") {
   test::check_no_spills(test::prep_ptxas_report(d, "sm_90"));
 }
 
+TEST_CASE("a register budget that leaves a stack frame is relaxed when the kernel is compiled") {
+  // Grouped one-channel kernels at their 72-register budget (28 warps an SM) with an activation
+  // and strides spilled 8-56 bytes, and igemm_sm90_half 128 x 128 tiles at two blocks an SM 8
+  // (bench/edge_sweep.jsonl e297, e041, e192): compiled again with fewer blocks an SM, none is
+  // left. A budgeted kernel that fits keeps its budget (e079).
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  auto resources = [&](const Conv3dDesc& d) { return engine.precompile(d, "sm_90").main(); };
+  Conv3dDesc tanh = test::make(1, 3, {5, 5, 1}, 24, {7, 2, 3}, {3, 3, 1}, Dims3{3, 0, 1}, 1, 3, true);
+  tanh.precision = Precision::Tf32;
+  tanh.epilogue.activation = Activation::Tanh;
+  Conv3dDesc hardswish = test::make(3, 4, {13, 5, 17}, 512, {1, 1, 3}, {3, 1, 1}, Dims3{2, 0, 0}, 1, 4, true);
+  hardswish.dtype = DataType::Float16;
+  hardswish.fp32_output = true;
+  hardswish.epilogue.activation = Activation::Hardswish;
+  Conv3dDesc half = test::make(1, 512, {5, 5, 33}, 400, {3, 7, 4}, {1, 1, 3}, Dims3{0, 2, 1}, Dims3{1, 1, 3}, 4, true);
+  half.dtype = DataType::Float16;
+  half.epilogue.activation = Activation::Relu;
+  half.epilogue.residual = true;
+  for (const Conv3dDesc* d : {&tanh, &hardswish, &half}) {
+    const PrecompiledKernel k = resources(*d);
+    INFO(k.kernel << ": " << k.registers << " registers, " << k.stack_bytes << " bytes of stack");
+    CHECK(k.kernel.rfind(d == &half ? "igemm_sm90_half " : "grouped ", 0) == 0);
+    CHECK(k.stack_bytes == 0);
+    CHECK(k.registers > (d == &half ? 128 : 72));
+  }
+  Conv3dDesc fits = test::make(2, 64, {5, 17, 2}, 128, {4, 1, 1}, {1, 1, 3}, Dims3{2, 1, 3}, Dims3{1, 3, 1}, 64);
+  fits.dtype = DataType::BFloat16;
+  fits.epilogue.residual = true;
+  const PrecompiledKernel k = resources(fits);
+  INFO(k.kernel);
+  CHECK(k.kernel.rfind("grouped ", 0) == 0);
+  CHECK(k.stack_bytes == 0);
+  CHECK(k.registers <= 72);
+}
+
 TEST_CASE("the grouped kernel rolls the loops of 7 x 7 planes: a few thousand instructions") {
   // KD x KH x KW x KB x TH x TW FMAs a channel: past 1024 the depth loop is rolled, past 1024 a
   // depth step the row loop too. Unrolled, these kernels held 7112 and 2600 instructions and

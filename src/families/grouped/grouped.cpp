@@ -38,6 +38,14 @@ GroupedGeometry geometry(const Problem& prob, const GroupedConfig& c) {
                           c.bw, c.th, c.tw, c.kb, c.pf, d.layout == Layout::NDHWC);
 }
 
+// The kernel's blocks an SM (its register budget), as its __launch_bounds__ compute them.
+int blocks_an_sm(const SpecKey& key) {
+  const GroupedConfig c = kTable.load(key.config);
+  return grouped_geometry(key.c_per_group, key.kd, key.kh, key.kw, key.sd, key.sh, key.sw, key.dd, key.dh, key.dw,
+                          c.bh, c.bw, c.th, c.tw, c.kb, c.pf, key.layout == Layout::NDHWC)
+      .min_blocks;
+}
+
 long long blocks(const Problem& prob, const GroupedConfig& c) {
   return prob.out.n * (prob.out.k / c.kb) * ceil_div(prob.out.d, c.odb) * ceil_div(prob.out.h, c.bh) *
          ceil_div(prob.out.w, c.bw);
@@ -146,7 +154,7 @@ class GroupedFamily final : public Family {
     return plan;
   }
 
-  const KernelDef def_{"grouped", "grouped/grouped.cu", kUsesConvolution, false, kTable.infos()};
+  const KernelDef def_{"grouped", "grouped/grouped.cu", kUsesConvolution, false, kTable.infos(), &blocks_an_sm};
 };
 
 }  // namespace

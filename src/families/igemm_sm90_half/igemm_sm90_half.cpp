@@ -43,6 +43,13 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
+// The kernel's blocks an SM (its register budget), as its __launch_bounds__ compute them.
+int blocks_an_sm(const SpecKey& key) {
+  const HalfSm90Config c = kTable.load(key.config);
+  return geo::blocks_an_sm(c.bn, key.c_per_group, key.kd * key.kh * key.kw, key.out_dtype == DataType::Float32,
+                           element_bytes(key.dtype), c.im2col != 0 || c.mmajor != 0);
+}
+
 // Float32 NCDHW layers of one group that this family takes through channels-last copies: wide
 // ones with several taps and many output positions, where igemm_sm90's tiles run slowest. Measured
 // (H200, against igemm_sm90's gather): C3D conv3b (256 -> 256, 3^3, 50 176 positions) 1.27x, with
@@ -316,7 +323,8 @@ class HalfSm90Family final : public Family {
     return plan;
   }
 
-  const KernelDef def_{"igemm_sm90_half", "igemm_sm90_half/igemm_sm90_half.cu", kUsesConvolution, true, kTable.infos()};
+  const KernelDef def_{"igemm_sm90_half", "igemm_sm90_half/igemm_sm90_half.cu", kUsesConvolution, true,
+                      kTable.infos(), &blocks_an_sm};
 };
 
 }  // namespace
