@@ -62,7 +62,8 @@ struct KernelDef {
   std::vector<FieldInfo> fields;
   // The minimum blocks an SM of a key's __launch_bounds__ where the kernel takes them from
   // CONV3DJIT_BLOCKS_AN_SM (common/common.cuh), so that a budget that spills can be relaxed at
-  // compile time (nvrtc_compile_spill_free); nullptr: a bound the compile leaves as it is.
+  // compile time (nvrtc_compile_spill_free); nullptr: a bound the compile leaves as it is, as a
+  // persistent kernel needs (igemm_sm90 sizes its grid by the blocks its bound guarantees).
   int (*blocks_an_sm)(const SpecKey&) = nullptr;
 };
 
