@@ -826,7 +826,39 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       // it. The plain epilogue's rounds stay unrolled, on the accumulators where they are, and so
       // do fewer than 4 rounds (2 rolled spilled 20 bytes at two-plane row tiles' 128 registers).
       constexpr bool ROLLED = !epilogue::plain<Spec> && ROUNDS >= 4;
+      // Box row y = c * PL + d holds positions first .. first + 15 of channel k0 + c, plane o.od + d;
+      // a lane takes every 32nd box element, in order (conflict-free, and the residual's reads are
+      // 64-byte runs), in batches of 8 (the epilogue's code then compiles for 8 elements, not PER).
+      constexpr int PER = BOX / 32, BATCH = PER < 8 ? PER : 8;
+      static_assert(BOX % 32 == 0 && PER % BATCH == 0, "whole batches of box elements");
+      // Where a thread may have more than 128 registers, a round's residuals are all read before the
+      // box fills, and in flight while it does (read a batch at a time after it, a 256-column tile
+      // waited out 16 memory latencies); else a batch at a time, each batch's reads before any is
+      // used (even 8 ahead of the fill made two-plane row tiles at 128 registers spill 80-160 bytes).
+      constexpr bool READS = !epilogue::plain<Spec> && Spec::residual != 0, AHEAD = G.threads * G.min_blocks <= 256;
       auto round = [&](int r) {
+        // (k0, the round's first channel, is worked out where used: kept across the fill, it
+        // made a two-plane row tile spill 8 bytes.)
+        auto inside = [&](int i) {
+          const int y = i / 16, k0 = kb * BN + r * BOXC;
+          return in_run(i % 16) && o.od + y % PL < OD && k0 + y / PL < K;
+        };
+        float res[!READS ? 1 : AHEAD ? PER : BATCH];
+        // The residuals of box elements b0, b0 + 32, .. b0 + 32 (BATCH - 1) to res[slot..].
+        auto read_batch = [&](int b0, int slot) {
+#pragma unroll
+          for (int q = 0; q < BATCH; ++q) {
+            const int i = b0 + 32 * q, y = i / 16;
+            const long long plane = static_cast<long long>(OH) * OW;
+            const int k0 = kb * BN + r * BOXC;
+            const long long at = ((static_cast<long long>(o.n) * K + k0 + y / PL) * OD + o.od + y % PL) * plane + first + i % 16;
+            res[slot + q] = epilogue::residual<Spec, float>(at, inside(i), p);
+          }
+        };
+        if constexpr (READS && AHEAD) {
+#pragma unroll
+          for (int batch = 0; batch < PER / BATCH; ++batch) read_batch(lane + 32 * BATCH * batch, BATCH * batch);
+        }
         if (lane == 0) tma::wait_store_reads<0>();  // the box's last store has read it
         __syncwarp();
 #pragma unroll
@@ -854,36 +886,18 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           }
         }
         if constexpr (!epilogue::plain<Spec>) {
-          // Box row y = c * PL + d holds positions first .. first + 15 of channel k0 + c, plane
-          // o.od + d: each lane takes every 32nd of them, in order (conflict-free, and the
-          // residual's reads are 64-byte runs), in batches whose residuals are read before any
-          // is used (one element at a time, each read waited for the last: 4.5x the tf32
-          // reference's time with a residual).
           __syncwarp();
-          const int k0 = kb * BN + r * BOXC;
-          const long long plane = static_cast<long long>(OH) * OW;
-          constexpr int PER = BOX / 32, BATCH = PER < 8 ? PER : 8;
-          static_assert(BOX % 32 == 0 && PER % BATCH == 0, "whole batches of box elements");
-          auto inside = [&](int i) {
-            const int y = i / 16;
-            return in_run(i % 16) && o.od + y % PL < OD && k0 + y / PL < K;
-          };
-          auto offset = [&](int i) {
-            const int y = i / 16;
-            return ((static_cast<long long>(o.n) * K + k0 + y / PL) * OD + o.od + y % PL) * plane + first + i % 16;
-          };
 #pragma unroll 1
           for (int b0 = lane; b0 < BOX; b0 += 32 * BATCH) {
-            float res[BATCH];
+            if constexpr (READS && !AHEAD) read_batch(b0, 0);
 #pragma unroll
             for (int q = 0; q < BATCH; ++q) {
               const int i = b0 + 32 * q;
-              res[q] = epilogue::residual<Spec, float>(offset(i), inside(i), p);
+              if (inside(i)) box[i] = epilogue::apply_read<Spec>(box[i], bias_s[r * BOXC + i / 16 / PL], READS ? res[q] : 0.0f, p);
             }
+            if constexpr (READS && AHEAD) {
 #pragma unroll
-            for (int q = 0; q < BATCH; ++q) {
-              const int i = b0 + 32 * q;
-              if (inside(i)) box[i] = epilogue::apply_read<Spec>(box[i], bias_s[r * BOXC + i / 16 / PL], res[q], p);
+              for (int q = 0; q + BATCH < PER; ++q) res[q] = res[q + BATCH];
             }
           }
           __syncwarp();
