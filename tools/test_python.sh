@@ -13,7 +13,8 @@
 #   tools/test_python.sh --bench [DIR]  the same build, then python/benchmarks/bench_dropin.py (the
 #                                     drop-in against cuDNN on the suites, and the per-call overhead).
 #   tools/test_python.sh --fusion [DIR] the same build, then python/benchmarks/bench_fusion.py in every
-#                                     class (fused epilogues and padding against PyTorch's eager ops).
+#                                     class (fused epilogues and padding against PyTorch's eager ops;
+#                                     FUSION_PRECISIONS="tf32 bf16" for some of them).
 # GPU modes write their logs to DIR (default $OUT, else ./device-out); read summary.txt first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -99,7 +100,8 @@ if [ "$mode" = --bench ] || [ "$mode" = --fusion ]; then
     args=(--json "$out/bench_dropin.json")
   else
     script=bench_fusion
-    args=(--precision fp32 tf32 bf16 fp16 --json "$out/bench_fusion.json")
+    read -ra precisions <<<"${FUSION_PRECISIONS:-fp32 tf32 bf16 fp16}"
+    args=(--precision "${precisions[@]}" --json "$out/bench_fusion.json")
   fi
   timeout 540 "$py" "python/benchmarks/$script.py" "${args[@]}" >"$out/bench.log" 2>&1
   status=$?
