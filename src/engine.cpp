@@ -227,6 +227,68 @@ void check_allocations(const Problem& prob, const Conv3dDesc& desc, const Conv3d
 
 }  // namespace
 
+// What prepare_weights made: the call it fits (description, context, weight tensor) and, where the
+// plan prepares its weights, that step's kernel and the memory it wrote.
+struct PreparedWeights::State {
+  DescFields fields{};
+  std::string description;  // describe(desc), for errors
+  unsigned long long ctx_id = 0;
+  CUcontext ctx = nullptr;
+  const void* source = nullptr;
+  std::optional<SpecKey> prep_key;
+  CUdeviceptr ptr = 0;
+  uint64_t bytes = 0;
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    if (ptr == 0) return;
+    try {
+      ContextScope scope(ctx);
+      driver().cuMemFree(ptr);
+    } catch (...) {  // (a destructor: a driver already torn down at exit leaves nothing to free)
+    }
+  }
+};
+
+PreparedWeights::PreparedWeights() noexcept = default;
+PreparedWeights::PreparedWeights(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+PreparedWeights::~PreparedWeights() = default;
+PreparedWeights::PreparedWeights(PreparedWeights&&) noexcept = default;
+PreparedWeights& PreparedWeights::operator=(PreparedWeights&&) noexcept = default;
+std::string PreparedWeights::kernel() const {
+  return state_ && state_->prep_key ? canonical_text(*state_->prep_key) : std::string();
+}
+uint64_t PreparedWeights::bytes() const noexcept { return state_ ? state_->bytes : 0; }
+
+namespace {
+// Throws Error(InvalidArgument) where t.prepared_weights are not for this call.
+void check_prepared(const Conv3dDesc& desc, const Conv3dTensors& t, const CallContext& ctx) {
+  if (t.prepared_weights == nullptr) return;
+  const PreparedWeights::State* p = t.prepared_weights->state();
+  if (p == nullptr) {
+    throw Error(ErrorCategory::InvalidArgument, "tensors.prepared_weights was not made by prepare_weights (it is empty)");
+  }
+  if (p->fields != desc_fields(desc)) {
+    throw Error(ErrorCategory::InvalidArgument,
+                fmt::format("tensors.prepared_weights were prepared for {}, not for this call's {}", p->description,
+                            describe(desc)));
+  }
+  if (p->ctx_id != ctx.id) {
+    throw Error(ErrorCategory::InvalidArgument,
+                "tensors.prepared_weights were prepared in another context (device) than the stream's: prepare "
+                "them on each device that runs the layer");
+  }
+  if (p->source != t.weight) {
+    throw Error(ErrorCategory::InvalidArgument,
+                fmt::format("tensors.prepared_weights were made from the weights at {}, but tensors.weight = {}: "
+                            "pass the tensor they were made from (or prepare this one)",
+                            fmt::ptr(p->source), fmt::ptr(t.weight)));
+  }
+}
+}  // namespace
+
 struct Engine::Impl {
   explicit Impl(EngineOptions o)
       : options(std::move(o)),
@@ -249,6 +311,7 @@ struct Engine::Impl {
   std::mutex contexts_mutex;
   std::unordered_map<unsigned long long, ContextInfo> contexts;  // by context ID
   std::atomic<uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, module_loads{0}, refused_compiles{0};
+  std::atomic<uint64_t> prepared_weight_reads{0};
   std::atomic<uint64_t> compile_us{0};
   std::atomic<uint64_t> tunes{0}, tuning_us{0}, tuned_plans{0};
   // Records of this Engine's tuning, by key text: what an Engine without a disk cache keeps.
@@ -512,6 +575,16 @@ struct Engine::Impl {
     return plans.get_or_create(key, [&] { return choose_plan(prob, desc, ctx, may_tune); });
   }
 
+  // One step before a convolution (PrepPlan), writing `to`; its arguments are the convolution's.
+  void launch_step(const PrepPlan& step, const ConvParams& params, const void* in, const void* wt, const void* bias,
+                   void* to, CUstream stream, const CallContext& ctx) {
+    CUfunction step_fn = function(step.key, 0, ctx);
+    ConvParams p = params;
+    void* step_args[] = {&in, &wt, &bias, &to, &p};
+    check_cu(driver().cuLaunchKernel(step_fn, step.grid, 1, 1, step.block, 1, 1, 0, stream, step_args, nullptr),
+             "cuLaunchKernel");
+  }
+
   void launch(const Plan& planned, const Conv3dTensors& t, CUstream stream, const CallContext& ctx) {
     // 16-byte copies and loads need a 16-byte aligned input; other inputs take the plan's twin.
     const bool aligned = reinterpret_cast<uintptr_t>(t.input) % 16 == 0;
@@ -529,18 +602,25 @@ struct Engine::Impl {
     // convolution then reads instead: a copy of the input in rows of 16-byte multiples for TMA
     // boxes, prepared weights.
     auto prepare = [&](const PrepPlan& step, std::optional<Scratch>& scratch) {
-      CUfunction step_fn = function(step.key, 0, ctx);
       void* to = reinterpret_cast<void*>(scratch.emplace(step.workspace_bytes, stream, context_info(ctx).device).ptr());
-      void* step_args[] = {&in, &wt, &bias, &to, &params};
-      check_cu(driver().cuLaunchKernel(step_fn, step.grid, 1, 1, step.block, 1, 1, 0, stream, step_args, nullptr),
-               "cuLaunchKernel");
+      launch_step(step, params, in, wt, bias, to, stream, ctx);
       return to;
     };
     std::optional<Scratch> pitched, prepared;
     // TMA maps need a 16-byte aligned input too: a plan with boxes copies such an input first, as it
     // does one whose rows are not 16-byte multiples (Plan::copies_input).
     if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
-    if (plan.prep) wt = prepare(*plan.prep, prepared);
+    if (plan.prep) {
+      // Weights prepared ahead (run() has checked that they are this call's) by this step's kernel;
+      // the twin of an unaligned input may prepare another way, and then does so here.
+      const PreparedWeights::State* ready = t.prepared_weights != nullptr ? t.prepared_weights->state() : nullptr;
+      if (ready != nullptr && ready->prep_key && *ready->prep_key == plan.prep->key) {
+        wt = reinterpret_cast<const void*>(ready->ptr);
+        ++prepared_weight_reads;
+      } else {
+        wt = prepare(*plan.prep, prepared);
+      }
+    }
     // Kernels with TMA copies take their family's two maps as their last parameters (zero where
     // unused); the other kernels have five parameters and the driver reads no further.
     CUtensorMap map{}, out_map{};
@@ -570,7 +650,49 @@ void Engine::run(const Conv3dDesc& desc, const Conv3dTensors& tensors, Stream st
     ContextScope scope(ctx.handle);
     check_allocations(prob, desc, tensors, element_bytes(prob.out_dtype));
   }
+  check_prepared(desc, tensors, ctx);
   naming_misses(desc, [&] { impl_->launch(impl_->plan(prob, desc, ctx, cu_stream), tensors, cu_stream, ctx); });
+}
+
+PreparedWeights Engine::prepare_weights(const Conv3dDesc& desc, const void* weight, Stream stream) {
+  const Problem prob = make_problem(desc);
+  if (weight == nullptr) throw Error(ErrorCategory::InvalidArgument, "weight = null: there are no weights to prepare");
+  const auto cu_stream = static_cast<CUstream>(stream);
+  const CallContext ctx = call_context(cu_stream);
+  if (stream_capturing(cu_stream)) {
+    throw Error(ErrorCategory::InvalidArgument,
+                "the stream is capturing a CUDA graph: prepare the weights before capturing (the preparation must "
+                "run, not be recorded)");
+  }
+  auto state = std::make_unique<PreparedWeights::State>();
+  state->fields = desc_fields(desc);
+  state->description = describe(desc);
+  state->ctx_id = ctx.id;
+  state->ctx = ctx.handle;
+  state->source = weight;
+  naming_misses(desc, [&] {
+    ContextScope scope(ctx.handle);
+    if (impl_->options.check_allocations) {
+      Conv3dTensors t;
+      t.weight = weight;
+      check_allocations(prob, desc, t, element_bytes(prob.out_dtype));
+    }
+    // The plan of a 16-byte aligned input; an unaligned input's twin that prepares otherwise
+    // prepares on its calls.
+    const Plan plan = impl_->plan(prob, desc, ctx, cu_stream);
+    if (!plan.prep) return;
+    const PrepPlan& step = *plan.prep;
+    check_cu(driver().cuMemAlloc(&state->ptr, step.workspace_bytes), "cuMemAlloc");
+    state->bytes = step.workspace_bytes;
+    state->prep_key = step.key;
+    impl_->launch_step(step, plan.params, weight, weight, weight, reinterpret_cast<void*>(state->ptr), cu_stream, ctx);
+    check_cu(driver().cuStreamSynchronize(cu_stream), "cuStreamSynchronize");
+  });
+  return PreparedWeights(std::move(state));
+}
+
+PreparedWeights prepare_weights(const Conv3dDesc& desc, const void* weight, Stream stream) {
+  return Engine::global().prepare_weights(desc, weight, stream);
 }
 
 KernelResources Engine::resources(const Conv3dDesc& desc, Stream stream, bool aligned_input) {
@@ -732,6 +854,7 @@ EngineStats Engine::stats() const {
   s.tunes = impl_->tunes.load();
   s.tuning_ms = impl_->tuning_us.load() / 1000.0;
   s.tuned_plans = impl_->tuned_plans.load();
+  s.prepared_weight_reads = impl_->prepared_weight_reads.load();
   return s;
 }
 

@@ -66,6 +66,8 @@ struct TimingFlags {
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
   bool json = false;
+  /// --prepared-weights: the weights prepared once (Engine::prepare_weights) before the timed calls.
+  bool prepared_weights = false;
   /// --seed's value, else a fresh seed.
   uint64_t seed_or_fresh() const;
 };

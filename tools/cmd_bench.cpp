@@ -170,8 +170,8 @@ CudnnMeasured measure_cudnn(const Cudnn* cudnn, const Conv3dDesc& desc, const Pr
 
 // Every buffer of the row is freed when it returns, before the next row allocates; the other
 // layout's buffers are made after the row's own are freed.
-Row bench_row(const NamedDesc& named, uint64_t seed, ValueRange input_range, Engine& engine, const Cudnn* cudnn,
-              const Stream& stream, Timer& timer) {
+Row bench_row(const NamedDesc& named, uint64_t seed, ValueRange input_range, bool prepared_weights, Engine& engine,
+              const Cudnn* cudnn, const Stream& stream, Timer& timer) {
   Row row;
   row.named = named;
   const Conv3dDesc& desc = named.desc;
@@ -185,7 +185,12 @@ Row bench_row(const NamedDesc& named, uint64_t seed, ValueRange input_range, Eng
     // in its row, and the other side still runs.
     try {
       row.kernel = engine.kernel_for(desc);
-      const Conv3dTensors tensors = data.tensors();
+      Conv3dTensors tensors = data.tensors();
+      PreparedWeights prepared;
+      if (prepared_weights) {
+        prepared = engine.prepare_weights(desc, tensors.weight, stream.get());
+        tensors.prepared_weights = &prepared;
+      }
       row.conv3djit =
           measure([&] { engine.run(desc, tensors, stream.get()); }, data, reference, tol, stream, timer);
       row.resources = engine.resources(desc, stream.get());
@@ -369,7 +374,8 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
   if (!options.timing.json) table.emplace(descs);
   std::vector<Row> rows;
   for (size_t i = 0; i < descs.size(); ++i) {
-    rows.push_back(bench_row(descs[i], seed + i, options.input_range, engine, cudnn.get(), stream, timer));
+    rows.push_back(bench_row(descs[i], seed + i, options.input_range, options.timing.prepared_weights, engine,
+                             cudnn.get(), stream, timer));
     const Row& row = rows.back();
     if (!row.conv3djit.note.empty())
       fmt::print(stderr, "{}: conv3djit failed: {}\n", row.named.name, row.conv3djit.note);
@@ -399,6 +405,7 @@ int run_bench(const BenchOptions& options, const GlobalOptions& global) {
                       {"config", options.timing.config.empty() ? json(nullptr) : json(options.timing.config)},
                       {"warmup", options.timing.warmup},
                       {"iters", options.timing.iters},
+                      {"prepared_weights", options.timing.prepared_weights},
                       {"flush_bytes", kFlushBytes},
                       {"seed", seed},
                       {"input_range", {options.input_range.lo, options.input_range.hi}},

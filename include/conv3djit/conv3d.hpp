@@ -119,12 +119,19 @@ constexpr DataType output_dtype(const Conv3dDesc& d) { return d.fp32_output ? Da
 /// order: input, weight, bias K (only if desc.bias; the input's type), output, residual (only if
 /// desc.epilogue.residual) as the output, in its type; the residual may be the output itself
 /// (each output is read, then written, by one thread).
+class PreparedWeights;
+
 struct Conv3dTensors {
   const void* input = nullptr;
   const void* weight = nullptr;
   const void* bias = nullptr;
   void* output = nullptr;
   const void* residual = nullptr;
+  /// The weights already rewritten for this description's kernel on the stream's device
+  /// (prepare_weights(), <conv3djit/engine.hpp>): the call reads them instead of rewriting
+  /// `weight`, which must be the tensor they were made from. Null: the call prepares the weights
+  /// itself where its kernel needs them in a layout of its own.
+  const PreparedWeights* prepared_weights = nullptr;
   /// The caller has checked each tensor's shape against the description (a binding holding the
   /// arrays' shapes does): the check of the pointers against their allocations is then skipped.
   bool shapes_checked = false;

@@ -75,6 +75,8 @@ struct EngineStats {
   uint64_t tunes = 0;        ///< descriptions tuned (candidates timed) by this Engine
   double tuning_ms = 0;      ///< wall time spent tuning, compiles included
   uint64_t tuned_plans = 0;  ///< plans taken from a tuned record instead of the heuristic
+  /// calls that read Conv3dTensors::prepared_weights instead of preparing their weights
+  uint64_t prepared_weight_reads = 0;
 };
 
 /// One plan Engine::tune() tried.
@@ -232,6 +234,16 @@ class CONV3DJIT_API Engine {
   /// it launches for an input that is not 16-byte aligned. Needs a GPU.
   KernelResources resources(const Conv3dDesc& desc, Stream stream = nullptr, bool aligned_input = true);
 
+  /// The weights at `weight` (desc's shape, type and layout) rewritten once into the layout the
+  /// kernel of desc reads on `stream`'s device, for calls that pass them as
+  /// Conv3dTensors::prepared_weights instead of rewriting them on every call (the plan's
+  /// "weights" step, explain()). Plans the description as run() does (tuning it with
+  /// TuneMode::FirstUse), compiling what it needs; returns once the weights are written (it
+  /// synchronizes `stream`). Where the kernel reads the weights as they are, nothing is copied
+  /// and calls behave as without it. Throws Error(InvalidArgument) for a null weight or while the
+  /// stream is capturing a CUDA graph (the preparation must run, not be recorded).
+  PreparedWeights prepare_weights(const Conv3dDesc& desc, const void* weight, Stream stream = nullptr);
+
   /// Times the planner's best few candidates for desc on `stream`'s device (TuneOptions; out of
   /// range values are Error(InvalidArgument) when the Engine is made), on
   /// scratch tensors of its own and a stream of its own, and stores the fastest accurate one as a
@@ -258,6 +270,42 @@ class CONV3DJIT_API Engine {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+/// Weights rewritten for one description's kernel on one device (Engine::prepare_weights): a
+/// copy in device memory of its own, freed with this object, in the layout the kernel reads
+/// (channels-last, TF32-rounded, split for 3xTF32: the family's). Pass it with the tensor it was
+/// made from; after that tensor changes, prepare it again (calls read the copy, not the tensor).
+/// A call that passes it for another description, device or weight tensor is an
+/// Error(InvalidArgument). Calls may still be reading it when it is destroyed only if they are
+/// synchronized first, as with any tensor a call reads. Movable, not copyable.
+class CONV3DJIT_API PreparedWeights {
+ public:
+  PreparedWeights() noexcept;
+  ~PreparedWeights();
+  PreparedWeights(PreparedWeights&& other) noexcept;
+  PreparedWeights& operator=(PreparedWeights&& other) noexcept;
+  PreparedWeights(const PreparedWeights&) = delete;
+  PreparedWeights& operator=(const PreparedWeights&) = delete;
+
+  /// Made by prepare_weights (a default-constructed one is not, and no call takes it).
+  bool valid() const noexcept { return state_ != nullptr; }
+  /// The kernel that rewrote the weights, every field named; empty where desc's kernel reads the
+  /// weights as they are.
+  std::string kernel() const;
+  /// Device memory it holds.
+  uint64_t bytes() const noexcept;
+
+  struct State;
+  const State* state() const noexcept { return state_.get(); }
+
+ private:
+  friend class Engine;
+  explicit PreparedWeights(std::unique_ptr<State> state) noexcept;
+  std::unique_ptr<State> state_;
+};
+
+/// Engine::global().prepare_weights(desc, weight, stream).
+CONV3DJIT_API PreparedWeights prepare_weights(const Conv3dDesc& desc, const void* weight, Stream stream = nullptr);
 
 /// NVRTC's version as "13.0".
 CONV3DJIT_API std::string nvrtc_version();

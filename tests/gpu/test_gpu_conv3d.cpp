@@ -377,6 +377,96 @@ TEST_CASE("the GPU oracle's epilogue is the CPU reference's") {
   }
 }
 
+TEST_CASE("prepared weights give the outputs of weights prepared on every call, and fit only their own call") {
+  cli::make_context_current();
+  cli::Stream stream;
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  auto with = [](Conv3dDesc d, Precision p, DataType t) {
+    d.precision = p;
+    d.dtype = t;
+    return d;
+  };
+  // A weights step by each kernel that has one (igemm_sm90_weights in both float32 classes, the
+  // channels-last copy of igemm_sm90_half's NCDHW plans) and none (the weights read in place).
+  const std::vector<Conv3dDesc> descs = {
+      with(make(2, 256, {4, 14, 14}, 512, {1, 1, 1}), Precision::Tf32, DataType::Float32),
+      with(make(1, 128, {4, 12, 14}, 128, {3, 3, 3}, 1, 1, 1, 1, true), Precision::Fp32, DataType::Float32),
+      with(make(2, 64, {6, 10, 12}, 64, {3, 3, 3}, 1, 1), Precision::Fp32, DataType::BFloat16),
+      with(make(1, 4, {6, 7, 8}, 3, {3, 3, 3}), Precision::Fp32, DataType::Float32),
+  };
+  for (const Conv3dDesc& d : descs) {
+    DYNAMIC_SECTION(describe(d)) {
+      const cli::ProblemData data(d, 31);
+      Conv3dTensors t = data.tensors();
+      engine.run(d, t, stream.get());
+      stream.synchronize();
+      const std::vector<float> each_call = data.output();
+      const PlanExplanation plan = engine.explain(d);
+      const bool step = std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) { return s.role == "weights"; });
+      const PreparedWeights prepared = engine.prepare_weights(d, t.weight, stream.get());
+      INFO("kernel " << plan.kernel << ", prepared by '" << prepared.kernel() << "'");
+      CHECK(prepared.valid());
+      CHECK(prepared.kernel().empty() == !step);
+      CHECK((prepared.bytes() > 0) == step);
+      cli::fill_nan(data.d_output);
+      t.prepared_weights = &prepared;
+      const uint64_t reads = engine.stats().prepared_weight_reads;
+      engine.run(d, t, stream.get());
+      stream.synchronize();
+      CHECK(engine.stats().prepared_weight_reads == reads + (step ? 1 : 0));
+      const std::vector<float> once = data.output();
+      CHECK(std::memcmp(once.data(), each_call.data(), once.size() * sizeof(float)) == 0);
+      const std::vector<double> ref = cli::reference_output(engine, d, data, stream, false);
+      CHECK(compare(once.data(), ref.data(), static_cast<int64_t>(once.size()), tolerance(d)).passed);
+
+      // Another layer's call, another weight tensor, an empty object: refused before any launch.
+      auto refused = [&](const Conv3dDesc& call, const Conv3dTensors& tensors, const char* says) {
+        try {
+          engine.run(call, tensors, stream.get());
+          FAIL("launched");
+        } catch (const Error& e) {
+          INFO(e.what());
+          CHECK(e.category() == ErrorCategory::InvalidArgument);
+          CHECK(std::string(e.what()).find(says) != std::string::npos);
+        }
+      };
+      Conv3dDesc other = d;
+      other.epilogue.alpha = 2.0f;
+      refused(other, t, "were prepared for");
+      const cli::ProblemData copy(d, 32);
+      Conv3dTensors moved = t;
+      moved.weight = copy.d_weight.ptr();
+      refused(d, moved, "were made from the weights at");
+      const PreparedWeights empty;
+      Conv3dTensors unmade = t;
+      unmade.prepared_weights = &empty;
+      refused(d, unmade, "not made by prepare_weights");
+    }
+  }
+}
+
+TEST_CASE("weights are not prepared into a CUDA graph capture") {
+  cli::make_context_current();
+  const detail::DriverApi& drv = detail::driver();
+  cli::Stream stream;
+  const Conv3dDesc d = make(2, 256, {4, 14, 14}, 512, {1, 1, 1});
+  const cli::ProblemData data(d, 33);
+  CUgraph graph = nullptr;
+  REQUIRE(drv.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  std::string refusal;
+  try {
+    (void)Engine::global().prepare_weights(d, data.tensors().weight, stream.get());
+  } catch (const Error& e) {
+    if (e.category() == ErrorCategory::InvalidArgument) refusal = e.what();
+  }
+  REQUIRE(drv.cuStreamEndCapture(stream.get(), &graph) == CUDA_SUCCESS);
+  if (graph != nullptr) drv.cuGraphDestroy(graph);
+  INFO(refusal);
+  CHECK(refusal.find("capturing a CUDA graph") != std::string::npos);
+}
+
 TEST_CASE("the residual may be the output itself: each output is read, then overwritten") {
   cli::make_context_current();
   cli::Stream stream;
