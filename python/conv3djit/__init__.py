@@ -8,7 +8,8 @@ integration (custom op, autograd, ``nn.Conv3d`` drop-in). docs/python.md is the 
 from ._errors import (CacheIO, CacheMiss, CompileFailed, DriverError, Error, InvalidArgument, NoDevice,
                       Unsupported)
 from ._ext import (CacheEntry, CacheInfo, Comparison, Conv3dDesc, DeviceInfo, Engine, EngineStats,
-                   KernelResources, PlanExplanation, PlanStep, PrecompiledKernel, PrecompileResult, Tolerance,
+                   KernelResources, PlanExplanation, PlanStep, PrecompiledKernel, PrecompileResult, PreparedWeights,
+                   Tolerance,
                    TunedCandidate, TuneResult,
                    Validation, check_arch, compare, current_device, default_engine, describe, nvrtc_version,
                    reference_conv3d, supported_archs, tolerance)
@@ -21,7 +22,7 @@ __version__ = _version()
 __all__ = [
     "CacheEntry", "CacheIO", "CacheInfo", "CacheMiss", "Comparison", "CompileFailed", "Conv3dDesc",
     "DeviceInfo", "DriverError", "Engine", "EngineStats", "Error", "InvalidArgument", "KernelResources",
-    "NoDevice", "PlanExplanation", "PlanStep", "PrecompileResult", "PrecompiledKernel", "Tolerance", "TuneResult", "TunedCandidate", "Unsupported",
+    "NoDevice", "PlanExplanation", "PlanStep", "PrecompileResult", "PrecompiledKernel", "PreparedWeights", "Tolerance", "TuneResult", "TunedCandidate", "Unsupported",
     "Validation", "check_arch", "compare", "conv3d", "current_device", "default_engine", "describe", "manifest_line",
     "nvrtc_version", "output_shape", "precompile", "precompile_manifest", "read_manifest", "reference_conv3d",
     "resolved_padding", "supported_archs", "tolerance", "tune", "validate", "write_manifest",

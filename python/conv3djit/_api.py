@@ -160,7 +160,8 @@ def _current_stream(input):
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, out=None, stream=None,
            precision="fp32", engine=None, padding_mode="zeros", residual=None, activation="identity", alpha=1.0,
-           slope=0.01, clamp_min=0.0, clamp_max=6.0, gamma=1.0, beta=1.0, layout=None, fp32_output=False):
+           slope=0.01, clamp_min=0.0, clamp_max=6.0, gamma=1.0, beta=1.0, layout=None, fp32_output=False,
+           prepared_weights=None):
     """F.conv3d on CUDA arrays of any DLPack framework, through conv3djit, with what follows it fused
     into the kernel's store: out = act(alpha * conv + bias) * gamma + beta * residual.
 
@@ -176,8 +177,10 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     'hardswish' or 'clamp' (clamp_min, clamp_max). Runs asynchronously on `stream` (an int handle or
     a stream object; None: the current stream of the input's framework, else the legacy default
     stream). precision: 'fp32' (default) or 'tf32', the class of float32 inputs (half inputs
-    have their type's; it is then ignored). A wrong call raises and writes nothing. For
-    autograd and torch.compile use conv3djit.torch.conv3d.
+    have their type's; it is then ignored). prepared_weights: what Engine.prepare_weights(desc, weight)
+    made for this call's description and weight (another's raises InvalidArgument), read instead of
+    rewriting the weight on the call. A wrong call raises and writes nothing. For autograd and
+    torch.compile use conv3djit.torch.conv3d.
     """
     in_shape = _shape(input, "input")
     w_shape = _shape(weight, "weight")
@@ -196,5 +199,5 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         stream = _current_stream(input)
     (engine or _ext.default_engine()).run(desc, _plain(input), _plain(weight), None if bias is None else _plain(bias),
                                           out=_plain(out), residual=None if residual is None else _plain(residual),
-                                          stream=stream)
+                                          stream=stream, prepared_weights=prepared_weights)
     return out

@@ -44,20 +44,25 @@ void check_or_throw(const Conv3dDesc& desc, const CallArrays& arrays, bool out_d
   if (!v) throw Error(v.category, v.message);
 }
 
-// Engine::run or run_reference on checked arrays (out_double: the reference's float64 output).
-template <void (Engine::*Run)(const Conv3dDesc&, const Conv3dTensors&, Stream), bool out_double>
-void on_arrays(Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
+// Engine::run (with weights prepared ahead, or null), or with `reference` run_reference (a float64
+// out), on checked arrays.
+void on_arrays(Engine& e, bool reference, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
                const std::optional<InArray>& bias, const OutArray& out, const std::optional<InArray>& residual,
-               nb::handle stream) {
+               nb::handle stream, const PreparedWeights* prepared) {
   const Stream s = stream_of(stream);
   const CallArrays arrays = arrays_of(input, weight, given(bias), &out, given(residual));
-  check_or_throw(desc, arrays, out_double);
+  check_or_throw(desc, arrays, reference);
   // The arrays' own shapes were checked against desc: the allocation check would only repeat
   // that, and PyTorch's allocator reports pieces smaller than a tensor.
   Conv3dTensors t = tensors_of(arrays);
   t.shapes_checked = true;
+  t.prepared_weights = prepared;
   nb::gil_scoped_release release;
-  (e.*Run)(desc, t, s);
+  if (reference) {
+    e.run_reference(desc, t, s);
+  } else {
+    e.run(desc, t, s);
+  }
 }
 
 // Engine(max_candidates=, tune_budget_ms=, tune_runs=) as TuneOptions, each checked (a NaN budget is refused).
@@ -74,6 +79,14 @@ TuneOptions tune_options_of(int max_candidates, double budget_ms, int runs) {
 
 void bind_engine(nb::module_& m) {
   using Release = nb::call_guard<nb::gil_scoped_release>;
+  nb::class_<PreparedWeights>(m, "PreparedWeights",
+                              "Weights rewritten once for one description's kernel on one device (Engine.prepare_weights). "
+                              "Pass it to run() with the weight it was made from; prepare again after the weight changes. "
+                              "Holds device memory until it is deleted.")
+      .def_prop_ro("valid", &PreparedWeights::valid, "Made by prepare_weights.")
+      .def_prop_ro("kernel", &PreparedWeights::kernel,
+                   "The kernel that rewrote the weights; '' where the description's kernel reads them as they are.")
+      .def_prop_ro("bytes", &PreparedWeights::bytes, "Device memory it holds.");
   nb::class_<Engine>(m, "Engine",
                      "The kernel caches and settings behind conv3d(). default_engine() is the process-wide one; a "
                      "separate Engine gives a separate cache folder, limit, compile mode or tuning.")
@@ -104,31 +117,54 @@ void bind_engine(nb::module_& m) {
            "description's first run without a record tunes it). max_candidates, tune_budget_ms, tune_runs: how "
            "tune() measures: plans timed per description, wall time per description (compiles included), timed "
            "launches per candidate.")
-      .def("run", on_arrays<&Engine::run, false>,
+      .def("prepare_weights",
+           [](Engine& e, const Conv3dDesc& desc, const InArray& weight, nb::handle stream) {
+             const Stream s = stream_of(stream);
+             CallArrays arrays;
+             arrays.weight = &weight;
+             check_or_throw(desc, arrays);
+             nb::gil_scoped_release release;
+             return e.prepare_weights(desc, weight.data(), s);
+           },
+           "desc"_a, "weight"_a.noconvert(), nb::kw_only(), "stream"_a.none() = nb::none(),
+           "The weight (desc's weight shape, dtype and layout) rewritten once into the layout desc's kernel reads on "
+           "`stream`'s device, for run(..., prepared_weights=) calls that then skip that step (explain() lists it as "
+           "the 'weights' step). Synchronizes the stream. Raises InvalidArgument while the stream captures a graph.")
+      .def("run",
+           [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
+              const std::optional<InArray>& bias, const OutArray& out, const std::optional<InArray>& residual,
+              nb::handle stream, const PreparedWeights* prepared) {
+             on_arrays(e, false, desc, input, weight, bias, out, residual, stream, prepared);
+           },
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
-           "stream"_a.none() = nb::none(),
+           "stream"_a.none() = nb::none(), "prepared_weights"_a.none() = nb::none(),
            "Runs desc on CUDA arrays, asynchronously on `stream` (None: the legacy default stream). Shapes are "
            "PyTorch's; strides desc.layout's (contiguous, or channels_last_3d for 'ndhwc'); input, weight and bias "
            "of desc.dtype, out and residual of desc.output_dtype. residual: the array of the output's shape that "
-           "desc.residual adds (it may be out itself). Arrays are checked first; "
-           "a wrong call raises and writes nothing.")
+           "desc.residual adds (it may be out itself). prepared_weights: prepare_weights(desc, weight)'s result, "
+           "read instead of rewriting the weight. Arrays are checked first; a wrong call raises and writes nothing.")
       .def("run_pointers",
            [](Engine& e, const Conv3dDesc& desc, uintptr_t input, uintptr_t weight, uintptr_t bias, uintptr_t out,
-              uintptr_t stream, uintptr_t residual) {
+              uintptr_t stream, uintptr_t residual, const PreparedWeights* prepared) {
              Conv3dTensors t;
              t.input = reinterpret_cast<const void*>(input);
              t.weight = reinterpret_cast<const void*>(weight);
              t.bias = reinterpret_cast<const void*>(bias);
              t.output = reinterpret_cast<void*>(out);
              t.residual = reinterpret_cast<const void*>(residual);
+             t.prepared_weights = prepared;
              e.run(desc, t, reinterpret_cast<Stream>(stream));
            },
-           "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, nb::kw_only(), "residual"_a = 0, Release(),
+           "desc"_a, "input"_a, "weight"_a, "bias"_a, "out"_a, "stream"_a, nb::kw_only(), "residual"_a = 0,
+           "prepared_weights"_a.none() = nb::none(), Release(),
            "As run(), on raw device pointers (ints; bias 0 when desc.bias is False, residual 0 when desc.residual "
            "is False) and a CUstream handle, without array checks: the caller guarantees dense tensors in desc.layout of the "
            "description's shapes.")
-      .def("run_reference", on_arrays<&Engine::run_reference, true>,
+      .def("run_reference",
+           [](Engine& e, const Conv3dDesc& desc, const InArray& input, const InArray& weight,
+              const std::optional<InArray>& bias, const OutArray& out, const std::optional<InArray>& residual,
+              nb::handle stream) { on_arrays(e, true, desc, input, weight, bias, out, residual, stream, nullptr); },
            "desc"_a, "input"_a.noconvert(), "weight"_a.noconvert(), "bias"_a.noconvert().none() = nb::none(),
            nb::kw_only(), "out"_a.noconvert(), "residual"_a.noconvert().none() = nb::none(),
            "stream"_a.none() = nb::none(),

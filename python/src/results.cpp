@@ -97,11 +97,13 @@ void bind_results(nb::module_& m) {
       .def_ro("tunes", &EngineStats::tunes, "Descriptions tuned (candidates timed) by this Engine.")
       .def_ro("tuning_ms", &EngineStats::tuning_ms, "Wall time spent tuning, compiles included.")
       .def_ro("tuned_plans", &EngineStats::tuned_plans, "Plans taken from a tuned record instead of the heuristic.")
+      .def_ro("prepared_weight_reads", &EngineStats::prepared_weight_reads,
+              "Calls that read prepared weights instead of preparing their weights.")
       .def("__repr__", [](const EngineStats& s) {
         return fmt::format("EngineStats(memory_hits={}, disk_hits={}, compiles={}, compile_ms={:.1f}, module_loads={}, "
-                           "refused_compiles={}, tunes={}, tuning_ms={:.1f}, tuned_plans={})",
+                           "refused_compiles={}, tunes={}, tuning_ms={:.1f}, tuned_plans={}, prepared_weight_reads={})",
                            s.memory_hits, s.disk_hits, s.compiles, s.compile_ms, s.module_loads, s.refused_compiles,
-                           s.tunes, s.tuning_ms, s.tuned_plans);
+                           s.tunes, s.tuning_ms, s.tuned_plans, s.prepared_weight_reads);
       });
   nb::class_<TunedCandidate>(m, "TunedCandidate", "One plan Engine.tune() tried.")
       .def_ro("kernel", &TunedCandidate::kernel, "The kernel's key, every field named.")

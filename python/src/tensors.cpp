@@ -148,12 +148,13 @@ bool same_memory(const Checked& a, const Checked& b) { return a.data == b.data &
 }  // namespace
 
 Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool out_double) {
-  if (desc.bias != (arrays.bias != nullptr)) {
+  const bool weight_only = arrays.input == nullptr;
+  if (!weight_only && desc.bias != (arrays.bias != nullptr)) {
     return fail(ErrorCategory::InvalidArgument,
                 desc.bias ? "bias: the description has bias = True, but no bias array was given"
                           : "bias: an array was given, but the description has bias = False");
   }
-  if (desc.epilogue.residual != (arrays.residual != nullptr)) {
+  if (!weight_only && desc.epilogue.residual != (arrays.residual != nullptr)) {
     return fail(ErrorCategory::InvalidArgument,
                 desc.epilogue.residual ? "residual: the description has residual = True, but no residual array was given"
                                        : "residual: an array was given, but the description has residual = False");
@@ -163,10 +164,14 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
   const OutputExtents out = output_extents(desc);
   const int64_t g = desc.groups;
 
-  std::vector<Checked> all = {checked("input", *arrays.input), checked("weight", *arrays.weight)};
-  std::vector<std::vector<int64_t>> expected = {
-      {desc.n, desc.c, desc.d, desc.h, desc.w},
-      {desc.k, desc.c / g, desc.kernel.d, desc.kernel.h, desc.kernel.w}};
+  std::vector<Checked> all;
+  std::vector<std::vector<int64_t>> expected;
+  if (!weight_only) {
+    all.push_back(checked("input", *arrays.input));
+    expected.push_back({desc.n, desc.c, desc.d, desc.h, desc.w});
+  }
+  all.push_back(checked("weight", *arrays.weight));
+  expected.push_back({desc.k, desc.c / g, desc.kernel.d, desc.kernel.h, desc.kernel.w});
   if (arrays.bias) {
     all.push_back(checked("bias", *arrays.bias));
     expected.push_back({desc.k});
@@ -200,11 +205,12 @@ Validation check_arrays(const Conv3dDesc& desc, const CallArrays& arrays, bool o
     if (a.dtype == want) continue;
     bool served = false;
     for (DataType t : kServed) served |= element_of(t) == a.dtype;
-    if (&a == &all.front() && !served) {
+    const bool input = !weight_only && &a == &all.front();
+    if (input && !served) {
       return fail(ErrorCategory::Unsupported,
                   fmt::format("input: dtype {}: conv3djit serves {}", dtype_text(a.dtype), served_text()));
     }
-    if (&a == &all.front()) {
+    if (input) {
       return fail(ErrorCategory::InvalidArgument,
                   fmt::format("input: dtype {}, but the description has dtype = '{}'", dtype_text(a.dtype),
                               dtype_text(want)));

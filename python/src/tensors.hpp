@@ -19,7 +19,8 @@ using InArray = nb::ndarray<nb::ro>;
 /// Writable view of an output.
 using OutArray = nb::ndarray<>;
 
-/// The arrays of one call. bias and residual are null exactly when the call has none.
+/// The arrays of one call. bias and residual are null exactly when the call has none; input (and
+/// with it every array but the weight) is null for the weight alone (prepare_weights).
 struct CallArrays {
   const InArray* input = nullptr;
   const InArray* weight = nullptr;

@@ -1,0 +1,50 @@
+"""Prepared weights on a CUDA device: a layer of each kind of weights step (igemm_sm90's chunks in
+the tf32 class, igemm_sm90_half's channels-last copy in bf16) and one without, each run with and
+without Engine.prepare_weights to the same bits; the counter; calls for another weight tensor or
+description refused before anything is written."""
+import pytest
+
+from conftest import needs_gpu, needs_torch
+
+pytestmark = [needs_gpu, needs_torch]
+
+torch = pytest.importorskip("torch")
+
+import conv3djit  # noqa: E402
+from conv3djit import Conv3dDesc  # noqa: E402
+
+CASES = {
+    "tf32_pointwise": dict(input_shape=(2, 256, 4, 14, 14), out_channels=512, kernel_size=1, precision="tf32"),
+    "bf16_ncdhw": dict(input_shape=(2, 64, 6, 10, 12), out_channels=64, kernel_size=3, padding=1, bias=True,
+                       dtype="bf16"),
+    "fp32_small": dict(input_shape=(1, 4, 6, 7, 8), out_channels=3, kernel_size=3),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_prepared_weights_give_the_same_bits(engine, name):
+    desc = Conv3dDesc(**CASES[name])
+    dtype = getattr(torch, desc.dtype)
+    x = torch.empty(desc.input_shape, device="cuda").uniform_(-1, 1).to(dtype)
+    w = torch.empty(desc.weight_shape, device="cuda").uniform_(-1, 1).to(dtype)
+    b = torch.empty(desc.out_channels, device="cuda").uniform_(-1, 1).to(dtype) if desc.bias else None
+    each_call = torch.full(desc.output_shape, float("nan"), device="cuda", dtype=dtype)
+    engine.run(desc, x, w, b, out=each_call)
+    steps = [s.role for s in engine.explain(desc).steps]
+    prepared = engine.prepare_weights(desc, w)
+    assert prepared.valid and (prepared.kernel != "") == ("weights" in steps) and (prepared.bytes > 0) == ("weights" in steps)
+    once = torch.full_like(each_call, float("nan"))
+    before = engine.stats().prepared_weight_reads
+    engine.run(desc, x, w, b, out=once, prepared_weights=prepared)
+    torch.cuda.synchronize()
+    assert engine.stats().prepared_weight_reads == before + ("weights" in steps)
+    assert torch.equal(once, each_call)
+
+    untouched = torch.full_like(each_call, float("nan"))
+    with pytest.raises(conv3djit.InvalidArgument, match="were made from the weights at"):
+        engine.run(desc, x, w.clone(), b, out=untouched, prepared_weights=prepared)
+    other = Conv3dDesc(**CASES[name], activation="relu")
+    with pytest.raises(conv3djit.InvalidArgument, match="were prepared for"):
+        engine.run(other, x, w, b, out=untouched, prepared_weights=prepared)
+    torch.cuda.synchronize()
+    assert torch.isnan(untouched).all()
