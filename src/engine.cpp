@@ -227,11 +227,22 @@ void check_allocations(const Problem& prob, const Conv3dDesc& desc, const Conv3d
 
 }  // namespace
 
-// What prepare_weights made: the call it fits (description, context, weight tensor) and, where the
+// The weight tensor's shape, type and layout in a description, which prepared weights must match.
+using WeightFields = std::array<int64_t, 8>;
+WeightFields weight_fields(const Conv3dDesc& d) {
+  return {d.k, d.c, d.groups, d.kernel.d, d.kernel.h, d.kernel.w, static_cast<int64_t>(d.dtype),
+          static_cast<int64_t>(d.layout)};
+}
+std::string weight_text(const Conv3dDesc& d) {
+  return fmt::format("{} x {} x {} x {} x {} {} {}", d.k, d.c / std::max<int64_t>(d.groups, 1), d.kernel.d, d.kernel.h,
+                     d.kernel.w, dtype_name(d.dtype), layout_name(d.layout));
+}
+
+// What prepare_weights made: the weights it fits (their tensor, shape and context) and, where the
 // plan prepares its weights, that step's kernel and the memory it wrote.
 struct PreparedWeights::State {
-  DescFields fields{};
-  std::string description;  // describe(desc), for errors
+  WeightFields fields{};
+  std::string weights;  // weight_text, for errors
   unsigned long long ctx_id = 0;
   CUcontext ctx = nullptr;
   const void* source = nullptr;
@@ -270,10 +281,10 @@ void check_prepared(const Conv3dDesc& desc, const Conv3dTensors& t, const CallCo
   if (p == nullptr) {
     throw Error(ErrorCategory::InvalidArgument, "tensors.prepared_weights was not made by prepare_weights (it is empty)");
   }
-  if (p->fields != desc_fields(desc)) {
+  if (p->fields != weight_fields(desc)) {
     throw Error(ErrorCategory::InvalidArgument,
-                fmt::format("tensors.prepared_weights were prepared for {}, not for this call's {}", p->description,
-                            describe(desc)));
+                fmt::format("tensors.prepared_weights were prepared for weights of {}, but this call's are {} ({})",
+                            p->weights, weight_text(desc), describe(desc)));
   }
   if (p->ctx_id != ctx.id) {
     throw Error(ErrorCategory::InvalidArgument,
@@ -611,8 +622,9 @@ struct Engine::Impl {
     // does one whose rows are not 16-byte multiples (Plan::copies_input).
     if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
     if (plan.prep) {
-      // Weights prepared ahead (run() has checked that they are this call's) by this step's kernel;
-      // the twin of an unaligned input may prepare another way, and then does so here.
+      // Weights prepared ahead (run() has checked that they are this call's tensor) by this step's
+      // kernel; a plan that prepares them another way (another description of the same weights, an
+      // unaligned input's twin) does so here.
       const PreparedWeights::State* ready = t.prepared_weights != nullptr ? t.prepared_weights->state() : nullptr;
       if (ready != nullptr && ready->prep_key && *ready->prep_key == plan.prep->key) {
         wt = reinterpret_cast<const void*>(ready->ptr);
@@ -665,8 +677,8 @@ PreparedWeights Engine::prepare_weights(const Conv3dDesc& desc, const void* weig
                 "run, not be recorded)");
   }
   auto state = std::make_unique<PreparedWeights::State>();
-  state->fields = desc_fields(desc);
-  state->description = describe(desc);
+  state->fields = weight_fields(desc);
+  state->weights = weight_text(desc);
   state->ctx_id = ctx.id;
   state->ctx = ctx.handle;
   state->source = weight;

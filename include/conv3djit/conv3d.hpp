@@ -127,10 +127,10 @@ struct Conv3dTensors {
   const void* bias = nullptr;
   void* output = nullptr;
   const void* residual = nullptr;
-  /// The weights already rewritten for this description's kernel on the stream's device
-  /// (prepare_weights(), <conv3djit/engine.hpp>): the call reads them instead of rewriting
-  /// `weight`, which must be the tensor they were made from. Null: the call prepares the weights
-  /// itself where its kernel needs them in a layout of its own.
+  /// The weights already rewritten for the kernel on the stream's device (prepare_weights(),
+  /// <conv3djit/engine.hpp>): the call reads them instead of rewriting `weight`, which must be the
+  /// tensor they were made from. Null: the call prepares the weights itself where its kernel needs
+  /// them in a layout of its own.
   const PreparedWeights* prepared_weights = nullptr;
   /// The caller has checked each tensor's shape against the description (a binding holding the
   /// arrays' shapes does): the check of the pointers against their allocations is then skipped.

@@ -274,10 +274,12 @@ class CONV3DJIT_API Engine {
 /// Weights rewritten for one description's kernel on one device (Engine::prepare_weights): a
 /// copy in device memory of its own, freed with this object, in the layout the kernel reads
 /// (channels-last, TF32-rounded, split for 3xTF32: the family's). Pass it with the tensor it was
-/// made from; after that tensor changes, prepare it again (calls read the copy, not the tensor).
-/// A call that passes it for another description, device or weight tensor is an
-/// Error(InvalidArgument). Calls may still be reading it when it is destroyed only if they are
-/// synchronized first, as with any tensor a call reads. Movable, not copyable.
+/// made from, in calls of any description of those weights (another batch size or input extent
+/// reads it where its kernel prepares the weights the same way, and prepares them itself where
+/// not); after that tensor changes, prepare it again (calls read the copy, not the tensor). A call
+/// that passes it with another weight tensor, weight shape, type or layout, or on another device
+/// is an Error(InvalidArgument). It must outlive the calls that read it (synchronize before
+/// destroying it, as with any tensor a call reads). Movable, not copyable.
 class CONV3DJIT_API PreparedWeights {
  public:
   PreparedWeights() noexcept;

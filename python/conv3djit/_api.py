@@ -178,8 +178,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     a stream object; None: the current stream of the input's framework, else the legacy default
     stream). precision: 'fp32' (default) or 'tf32', the class of float32 inputs (half inputs
     have their type's; it is then ignored). prepared_weights: what Engine.prepare_weights(desc, weight)
-    made for this call's description and weight (another's raises InvalidArgument), read instead of
-    rewriting the weight on the call. A wrong call raises and writes nothing. For autograd and
+    made from this call's weight (another weight raises InvalidArgument), read instead of rewriting
+    the weight on the call. A wrong call raises and writes nothing. For autograd and
     torch.compile use conv3djit.torch.conv3d.
     """
     in_shape = _shape(input, "input")

@@ -377,7 +377,7 @@ TEST_CASE("the GPU oracle's epilogue is the CPU reference's") {
   }
 }
 
-TEST_CASE("prepared weights give the outputs of weights prepared on every call, and fit only their own call") {
+TEST_CASE("prepared weights give the outputs of weights prepared on every call, and fit only their own weights") {
   cli::make_context_current();
   cli::Stream stream;
   EngineOptions options;
@@ -421,7 +421,28 @@ TEST_CASE("prepared weights give the outputs of weights prepared on every call, 
       const std::vector<double> ref = cli::reference_output(engine, d, data, stream, false);
       CHECK(compare(once.data(), ref.data(), static_cast<int64_t>(once.size()), tolerance(d)).passed);
 
-      // Another layer's call, another weight tensor, an empty object: refused before any launch.
+      // Another description of the same weights (another batch size: the input of the first
+      // image only) reads them where its plan prepares them the same way, and matches its reference.
+      Conv3dDesc one = d;
+      one.n = 1;
+      cli::ProblemData first(one, 32);
+      first.weight = data.weight;  // (what its reference reads: the call reads t.weight's)
+      Conv3dTensors t1 = first.tensors();
+      t1.weight = t.weight;
+      t1.prepared_weights = &prepared;
+      const PlanExplanation plan1 = engine.explain(one);
+      const bool same = step && std::any_of(plan1.steps.begin(), plan1.steps.end(), [&](const PlanStep& s) {
+        return s.role == "weights" && s.kernel == prepared.kernel();
+      });
+      const uint64_t reads1 = engine.stats().prepared_weight_reads;
+      engine.run(one, t1, stream.get());
+      stream.synchronize();
+      CHECK(engine.stats().prepared_weight_reads == reads1 + (same ? 1 : 0));
+      const std::vector<float> got1 = first.output();
+      const std::vector<double> ref1 = cli::reference_output(engine, one, first, stream, false);
+      CHECK(compare(got1.data(), ref1.data(), static_cast<int64_t>(got1.size()), tolerance(one)).passed);
+
+      // Another weight shape, another weight tensor, an empty object: refused before any launch.
       auto refused = [&](const Conv3dDesc& call, const Conv3dTensors& tensors, const char* says) {
         try {
           engine.run(call, tensors, stream.get());
@@ -433,9 +454,9 @@ TEST_CASE("prepared weights give the outputs of weights prepared on every call, 
         }
       };
       Conv3dDesc other = d;
-      other.epilogue.alpha = 2.0f;
-      refused(other, t, "were prepared for");
-      const cli::ProblemData copy(d, 32);
+      other.k = d.k / 2 + 1;  // (a weight tensor smaller than the one given: the allocation holds it)
+      refused(other, t, "were prepared for weights of");
+      const cli::ProblemData copy(d, 33);
       Conv3dTensors moved = t;
       moved.weight = copy.d_weight.ptr();
       refused(d, moved, "were made from the weights at");

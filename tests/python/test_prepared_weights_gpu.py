@@ -1,7 +1,7 @@
 """Prepared weights on a CUDA device: a layer of each kind of weights step (igemm_sm90's chunks in
 the tf32 class, igemm_sm90_half's channels-last copy in bf16) and one without, each run with and
-without Engine.prepare_weights to the same bits; the counter; calls for another weight tensor or
-description refused before anything is written."""
+without Engine.prepare_weights to the same bits, also at another batch size; the counter; calls
+with another weight tensor or weight shape refused before anything is written."""
 import pytest
 
 from conftest import needs_gpu, needs_torch
@@ -40,11 +40,23 @@ def test_prepared_weights_give_the_same_bits(engine, name):
     assert engine.stats().prepared_weight_reads == before + ("weights" in steps)
     assert torch.equal(once, each_call)
 
+    # Another description of the same weights (the first image alone) reads them too.
+    first = Conv3dDesc(**{**CASES[name], "input_shape": (1, *desc.input_shape[1:])})
+    alone, alone_prepared = (torch.full(first.output_shape, float("nan"), device="cuda", dtype=dtype) for _ in range(2))
+    engine.run(first, x[:1], w, b, out=alone)
+    engine.run(first, x[:1], w, b, out=alone_prepared, prepared_weights=prepared)
+    torch.cuda.synchronize()
+    assert torch.equal(alone_prepared, alone)
+
+    # Another weight tensor, or other weights at the same address (the first half of the rows):
+    # refused before anything is written.
     untouched = torch.full_like(each_call, float("nan"))
     with pytest.raises(conv3djit.InvalidArgument, match="were made from the weights at"):
         engine.run(desc, x, w.clone(), b, out=untouched, prepared_weights=prepared)
-    other = Conv3dDesc(**CASES[name], activation="relu")
-    with pytest.raises(conv3djit.InvalidArgument, match="were prepared for"):
-        engine.run(other, x, w, b, out=untouched, prepared_weights=prepared)
+    half = Conv3dDesc(**{**CASES[name], "out_channels": desc.out_channels // 2})
+    half_out = torch.full(half.output_shape, float("nan"), device="cuda", dtype=dtype)
+    with pytest.raises(conv3djit.InvalidArgument, match="were prepared for weights of"):
+        engine.run(half, x, w[:half.out_channels], None if b is None else b[:half.out_channels], out=half_out,
+                   prepared_weights=prepared)
     torch.cuda.synchronize()
-    assert torch.isnan(untouched).all()
+    assert torch.isnan(untouched).all() and torch.isnan(half_out).all()
