@@ -32,7 +32,7 @@ def cpu_kernel(monkeypatch):
     calls = []
 
     def launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
-               padding_mode, fp32_output=False):
+               padding_mode, fp32_output=False, prepared=None):
         layout = _op._layout_of(input, weight)
         desc = _op._desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual,
                          epilogue, padding_mode, layout, fp32_output)

@@ -60,3 +60,28 @@ def test_prepared_weights_give_the_same_bits(engine, name):
                    prepared_weights=prepared)
     torch.cuda.synchronize()
     assert torch.isnan(untouched).all() and torch.isnan(half_out).all()
+
+
+def test_module_prepares_once_and_again_after_an_in_place_update():
+    import conv3djit.torch as ct
+
+    conv = ct.Conv3d(256, 512, 1, bias=False, precision="tf32", prepared_weights=True).cuda()
+    plain = ct.Conv3d(256, 512, 1, bias=False, precision="tf32").cuda()
+    plain.load_state_dict(conv.state_dict())
+    x = torch.empty(2, 256, 4, 14, 14, device="cuda").uniform_(-1, 1)
+    engine = conv3djit.default_engine()
+    with torch.no_grad():
+        before = engine.stats().prepared_weight_reads
+        first, second = conv(x), conv(x)
+        assert engine.stats().prepared_weight_reads == before + 2  # (pointwise tf32: igemm_sm90's weights step)
+        assert torch.equal(first, plain(x)) and torch.equal(second, first)
+        prepared = conv._prepared.get(None, conv.weight, None)  # (the kept copy: no preparation)
+        conv.weight.mul_(-0.5)
+        plain.weight.mul_(-0.5)
+        assert torch.equal(conv(x), plain(x))  # prepared again: the update bumped the weight's _version
+        assert conv._prepared.get(None, conv.weight, None) is not prepared
+    # With autograd the call goes through the op, which prepares its own weights.
+    before = engine.stats().prepared_weight_reads
+    y = conv(x.requires_grad_())
+    y.sum().backward()
+    assert engine.stats().prepared_weight_reads == before and x.grad is not None

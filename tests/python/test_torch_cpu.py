@@ -179,6 +179,23 @@ def test_convert_swaps_plain_conv3d_in_place():
         ct.convert(torch.nn.Conv3d(1, 1, 1), precision="fast")
 
 
+def test_prepared_weights_option():
+    import copy
+    import pickle
+
+    mine = ct.Conv3d(4, 6, 3, prepared_weights=True)
+    assert mine.prepared_weights and "prepared_weights=True" in repr(mine)
+    assert "prepared_weights" not in repr(ct.Conv3d(4, 6, 3))
+    x = torch.rand(1, 4, 5, 6, 7)
+    torch.testing.assert_close(mine(x), F.conv3d(x, mine.weight, mine.bias))  # CPU: nn.Conv3d's forward
+    for other in (copy.deepcopy(mine), pickle.loads(pickle.dumps(mine))):  # the cache starts empty
+        assert other.prepared_weights and isinstance(other._prepared, ct.PreparedCache)
+        assert other._prepared._prepared is None
+    model = torch.nn.Sequential(torch.nn.Conv3d(3, 8, 3))
+    ct.convert(model, prepared_weights=True)
+    assert model[0].prepared_weights and isinstance(model[0]._prepared, ct.PreparedCache)
+
+
 def test_recorder_writes_a_manifest(tmp_path):
     desc = conv3djit.Conv3dDesc((1, 4, 8, 8, 8), 8, 3, padding=1, bias=True, precision="tf32")
     with ct.record_shapes() as recorder:
@@ -200,7 +217,7 @@ def test_dispatcher_only_where_needed(monkeypatch):
     with torch.no_grad():
         assert ct.conv3d(x, w, precision="fp32") == "direct"  # a plain inference call
     assert len(calls) == 1 and calls[0][3:] == ([1, 1, 1], [0, 0, 0], "explicit", [1, 1, 1], 1, "fp32", None,
-                                                PLAIN_EPILOGUE, "zeros", False)
+                                                PLAIN_EPILOGUE, "zeros", False, None)
     assert not _op._direct(x, w, None)  # the weight requires grad
     assert _op._direct(x, w.detach(), None)
     r = torch.empty(1, 2, 4, 4, 4, device="meta")

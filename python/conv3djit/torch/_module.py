@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ._op import _DTYPES, conv3d, precision_of
+from ._op import _DTYPES, PreparedCache, conv3d, precision_of
 
 
 def _autocast_dtype(input):
@@ -36,15 +36,25 @@ class Conv3d(nn.Conv3d):
     cast to the autocast dtype first, as autocast does for nn.Conv3d, and the output has that type.
     The output is channels_last_3d when the input (or the weight) is, as nn.Conv3d's. Calls conv3djit does not serve (CPU, float64) run
     nn.Conv3d's forward. The backward is PyTorch's.
+
+    prepared_weights=True (inference with fixed weights): calls without autograd read the weight
+    rewritten once into the kernel's layout (conv3djit.Engine.prepare_weights) instead of rewriting
+    it on every call, where the kernel has such a step; the copy is made again after the weight
+    changes in place (load_state_dict, an optimizer step) and costs device memory of the weight's
+    size. Writes through weight.data are not seen (as autograd does not see them).
     """
 
-    def __init__(self, *args, precision=None, **kwargs):
+    def __init__(self, *args, precision=None, prepared_weights=False, **kwargs):
         super().__init__(*args, **kwargs)
         self.precision = precision
+        self.prepared_weights = prepared_weights
+        self._prepared = PreparedCache()
 
     def extra_repr(self):
         text = super().extra_repr()
-        return text if self.precision is None else f"{text}, precision={self.precision!r}"
+        if self.precision is not None:
+            text += f", precision={self.precision!r}"
+        return text + (", prepared_weights=True" if self.prepared_weights else "")
 
     def forward(self, input):
         if not _served(input, self.weight):
@@ -58,8 +68,13 @@ class Conv3d(nn.Conv3d):
         if unbatched:
             input = input.unsqueeze(0)
         # nn.Conv3d pads by _reversed_padding_repeated_twice, which splits 'same' as conv3djit does.
+        # (Autocast's cast is a new tensor each call: nothing to keep. getattr: a module pickled
+        # before the option existed.)
+        prepared = None
+        if getattr(self, "prepared_weights", False) and weight is self.weight:
+            prepared = self.__dict__.setdefault("_prepared", PreparedCache())
         out = conv3d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
-                     precision=self.precision, padding_mode=self.padding_mode)
+                     precision=self.precision, padding_mode=self.padding_mode, prepared=prepared)
         return out.squeeze(0) if unbatched else out
 
 
@@ -87,11 +102,12 @@ def _why_not(module):
     return None
 
 
-def convert(model, *, precision=None):
+def convert(model, *, precision=None, prepared_weights=False):
     """Makes every plain nn.Conv3d in `model` (the model itself included) a conv3djit.torch.Conv3d,
     in place: only the class changes, so parameters, buffers, hooks, optimizer references and
     state_dict keys stay as they are. Subclasses of nn.Conv3d and layers of other types than
-    float32, bfloat16 and float16 are left alone. Returns a ConversionReport (print it for a summary)."""
+    float32, bfloat16 and float16 are left alone. precision and prepared_weights: Conv3d's.
+    Returns a ConversionReport (print it for a summary)."""
     precision_of(precision)  # refuse a wrong value before changing anything
     report = ConversionReport()
     for name, module in model.named_modules():
@@ -103,5 +119,7 @@ def convert(model, *, precision=None):
             continue
         module.__class__ = Conv3d
         module.precision = precision
+        module.prepared_weights = prepared_weights
+        module._prepared = PreparedCache()
         report.swapped.append(name)
     return report

@@ -157,9 +157,39 @@ def _desc(input, weight, bias, stride, padding, padding_kind, dilation, groups, 
     return desc
 
 
+class PreparedCache:
+    """One weight tensor's prepared weights (Engine.prepare_weights), made again when the tensor
+    changes: another tensor or storage at its address, or an in-place update (its _version). The
+    storage is kept while the copy is, so that no other tensor can take its address meanwhile.
+    Updates through .data escape _version, as they escape autograd."""
+
+    def __init__(self):
+        self._key, self._storage, self._prepared = None, None, None
+
+    # A copy (copy.deepcopy of a model, pickling) starts empty: device memory is not copied.
+    def __deepcopy__(self, memo):
+        return PreparedCache()
+
+    def __reduce__(self):
+        return (PreparedCache, ())
+
+    def get(self, desc, weight, stream):
+        """The prepared weights of `weight` (dense in desc's layout), for calls of desc; None while
+        the stream captures a graph and they are not made yet (the call then prepares its own)."""
+        key = (weight.data_ptr(), weight._version, weight.device, tuple(weight.shape), weight.dtype, desc.layout)
+        if key != self._key:
+            if torch.cuda.is_current_stream_capturing():
+                return None
+            self._prepared = None  # (its memory back first)
+            self._prepared = _ext.default_engine().prepare_weights(desc, weight, stream=stream)
+            self._key, self._storage = key, weight.untyped_storage()
+        return self._prepared
+
+
 def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups, precision, residual, epilogue,
-            padding_mode, fp32_output=False):
-    """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream."""
+            padding_mode, fp32_output=False, prepared=None):
+    """The op's CUDA implementation: checks, then conv3djit on PyTorch's current stream.
+    prepared: a PreparedCache of the weight, used where the weight is dense in the call's layout."""
     if not input.is_cuda:
         raise Unsupported(f"input: on {input.device}: conv3djit runs on CUDA tensors")
     if input.dtype not in _DTYPES:
@@ -177,14 +207,17 @@ def _launch(input, weight, bias, stride, padding, padding_kind, dilation, groups
     # Any strides are accepted: a tensor that is not dense in the layout (a weight in the other
     # memory format, a slice) is copied into it first.
     memory_format = _FORMATS[layout]
+    dense = weight.is_contiguous(memory_format=memory_format)
     input, weight = input.contiguous(memory_format=memory_format), weight.contiguous(memory_format=memory_format)
     bias = None if bias is None else bias.contiguous()
     residual = None if residual is None else residual.contiguous(memory_format=memory_format)
     out = torch.empty(desc.output_shape, dtype=out_dtype, device=input.device, memory_format=memory_format)
     stream = torch.cuda.current_stream(input.device).cuda_stream
+    weights = prepared.get(desc, weight, stream) if prepared is not None and dense else None
     _ext.default_engine().run_pointers(desc, input.data_ptr(), weight.data_ptr(),
                                        0 if bias is None else bias.data_ptr(), out.data_ptr(), stream,
-                                       residual=0 if residual is None else residual.data_ptr())
+                                       residual=0 if residual is None else residual.data_ptr(),
+                                       prepared_weights=weights)
     if _recorder is not None:
         _recorder.add(desc)
     return out
@@ -352,7 +385,7 @@ def _padded(conv, padding_mode):
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, precision=None,
            padding_mode="zeros", activation="identity", alpha=1.0, slope=0.01, clamp_min=0.0, clamp_max=6.0,
-           gamma=1.0, residual=None, beta=1.0, fp32_output=False):
+           gamma=1.0, residual=None, beta=1.0, fp32_output=False, prepared=None):
     """torch.nn.functional.conv3d through conv3djit: the same arguments and result, differentiable,
     traceable by torch.compile, capturable in CUDA graphs once its kernel is loaded. Runs on
     torch.cuda.current_stream(). precision: 'fp32', 'tf32', or None to follow
@@ -375,7 +408,11 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     'identity', 'relu', 'leaky_relu' (slope), 'gelu', 'gelu_tanh', 'silu', 'sigmoid', 'tanh',
     'hardswish' or 'clamp' (clamp_min, clamp_max), and residual a tensor of the output's shape (or
     None). Without gradients it is fused into the kernel's store; when autograd records the call it
-    is the convolution followed by PyTorch's ops, so gradients are PyTorch's own."""
+    is the convolution followed by PyTorch's ops, so gradients are PyTorch's own.
+
+    prepared: a conv3djit.torch.PreparedCache for `weight`: calls that run the kernel directly (no
+    autograd, no tracing) read the weight rewritten once in the kernel's layout (made again after
+    the weight changes in place) instead of rewriting it on every call."""
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise InvalidArgument(f"padding = {padding!r}: expected an int, 3 ints, 'same' or 'valid'")
@@ -396,5 +433,5 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if needs_grad and not _plain_epilogue(residual, epilogue):
         return _composed(conv, residual, epilogue, fp32_output)
     if _direct(input, weight, bias, residual):
-        return _launch(*conv, residual, epilogue, mode, fp32_output)
+        return _launch(*conv, residual, epilogue, mode, fp32_output, prepared)
     return torch.ops.conv3djit.conv3d.default(*conv, residual, *epilogue, mode, fp32_output)
