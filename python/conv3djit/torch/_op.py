@@ -181,7 +181,8 @@ class PreparedCache:
             if torch.cuda.is_current_stream_capturing():
                 return None
             self._prepared = None  # (its memory back first)
-            self._prepared = _ext.default_engine().prepare_weights(desc, weight, stream=stream)
+            # (detach: DLPack exports no tensor that requires grad; the same memory)
+            self._prepared = _ext.default_engine().prepare_weights(desc, weight.detach(), stream=stream)
             self._key, self._storage = key, weight.untyped_storage()
         return self._prepared
 
