@@ -75,11 +75,12 @@ def test_module_prepares_once_and_again_after_an_in_place_update():
         first, second = conv(x), conv(x)
         assert engine.stats().prepared_weight_reads == before + 2  # (pointwise tf32: igemm_sm90's weights step)
         assert torch.equal(first, plain(x)) and torch.equal(second, first)
-        prepared = conv._prepared.get(None, conv.weight, None)  # (the kept copy: no preparation)
+        prepared = conv._prepared._prepared  # (the kept copy)
+        assert prepared is not None
         conv.weight.mul_(-0.5)
         plain.weight.mul_(-0.5)
         assert torch.equal(conv(x), plain(x))  # prepared again: the update bumped the weight's _version
-        assert conv._prepared.get(None, conv.weight, None) is not prepared
+        assert conv._prepared._prepared is not prepared
     # With autograd the call goes through the op, which prepares its own weights.
     before = engine.stats().prepared_weight_reads
     y = conv(x.requires_grad_())
