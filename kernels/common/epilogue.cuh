@@ -5,6 +5,7 @@
 // and the plain convolution's stores stay exactly sum + bias. The values of alpha, gamma, beta and
 // the activation's parameters are run-time (ConvParams): one kernel serves every value of them.
 // Templated on the arithmetic type, so that the float64 reference kernel runs the same formulas.
+#include "common/async_copy.cuh"
 #include "common/common.cuh"
 #include "common/element.cuh"
 
@@ -96,6 +97,20 @@ __device__ __forceinline__ T residual(long long offset, bool ok, const ConvParam
     return ok ? T(load_float(r + offset)) : T(0);
   } else {
     return T(0);
+  }
+}
+
+/// Asks L2 for the residual's elements offset .. offset + len - 1 (len >= 1), a line at a time:
+/// issued as a tile starts, the epilogue's reads then hit L2 rather than wait on DRAM. Nothing
+/// without a residual.
+template <class Spec>
+__device__ __forceinline__ void prefetch_residual(long long offset, int len, const ConvParams& p) {
+  if constexpr (Spec::residual != 0) {
+    using Out = typename Spec::out_element;
+    constexpr int LINE = 128 / sizeof(Out);  // elements a cache line
+    const Out* const run = reinterpret_cast<const Out*>(p.residual) + offset;
+    for (int a = 0; a < len; a += LINE) prefetch_l2(run + a);
+    prefetch_l2(run + len - 1);  // (the run's last line, where it starts mid-line)
   }
 }
 

@@ -496,11 +496,10 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // starts: the epilogue's reads, a batch at a time, then hit L2 rather than DRAM.
   auto prefetch_residual = [&](const Origin& o) {
     constexpr int RUN = ROW ? TH * TW : TW, RUNS = BN * PL * (ROW ? 1 : TH);
-    const Out* res = reinterpret_cast<const Out*>(p.residual);
-    constexpr int LINE = 128 / sizeof(Out);  // elements a cache line
     const long long plane = static_cast<long long>(OH) * OW;
     if constexpr (NDHWC) {  // each position's BN channels, one run
-      constexpr int LINES = (BN + LINE - 1) / LINE;
+      const Out* res = reinterpret_cast<const Out*>(p.residual);
+      constexpr int LINE = 128 / sizeof(Out), LINES = (BN + LINE - 1) / LINE;  // (elements a cache line)
 #pragma unroll 1
       for (int r = tid; r < TH * TW * PL * LINES; r += THREADS) {
         const int q = r / LINES, d = q / (TH * TW), k = min(kb * BN + r % LINES * LINE, K - 1);
@@ -515,9 +514,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         const int start = ROW ? o.first : (o.oh0 + y) * OW + o.ow0;
         const int len = ROW ? min(RUN, OH * OW - o.first) : min(RUN, OW - o.ow0);
         if (k >= K || o.od + d >= OD || (!ROW && o.oh0 + y >= OH)) continue;
-        const Out* run = res + ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start;
-        for (int a = 0; a < len; a += LINE) prefetch_l2(run + a);
-        prefetch_l2(run + len - 1);  // (the run's last line, where it starts mid-line)
+        epilogue::prefetch_residual<Spec>(((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start, len, p);
       }
     }
   };
