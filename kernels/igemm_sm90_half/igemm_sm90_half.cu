@@ -314,29 +314,33 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if (s < CHUNKS) load_chunk(s, s);
     copies_commit();
   }
-  // The tile's residual goes to L2 behind the first chunks' copies: one tile a block, and the
-  // copy-out's reads of it came after the whole reduction, one DRAM latency after another.
-  if constexpr (Spec::residual != 0) {
-    const long long left = A_MN ? out_vol - s0 : m_total - m0;
-    const int valid = static_cast<int>(left < BM ? left : BM);
-    const int width = static_cast<int>(k_end - k0 < BN ? k_end - k0 : BN);  // the tile's channels
-    if constexpr (Spec::ndhwc != 0) {  // a row of the tile's channels a position
+  // The tile's residual goes to L2 kResidualLead chunks before the reduction ends (one tile a
+  // block: the copy-out's reads waited on DRAM one after another, behind the whole reduction).
+  // Asked for as the block started, the lines gained nothing by the copy-out (c3d_conv3b), and
+  // shorter reductions (pointwise layers) lost 1-3 %: they prefetch nothing.
+  auto prefetch_residual = [&]() {
+    if constexpr (Spec::residual != 0) {
+      const long long left = A_MN ? out_vol - s0 : m_total - m0;
+      const int valid = static_cast<int>(left < BM ? left : BM);
+      const int width = static_cast<int>(k_end - k0 < BN ? k_end - k0 : BN);  // the tile's channels
+      if constexpr (Spec::ndhwc != 0) {  // a row of the tile's channels a position
 #pragma unroll 1
-      for (int row = tid; row < valid; row += THREADS) epilogue::prefetch_residual<Spec>((m0 + row) * p.k + k0, width, p);
-    } else {  // a channel's run of positions an image
+        for (int row = tid; row < valid; row += THREADS) epilogue::prefetch_residual<Spec>((m0 + row) * p.k + k0, width, p);
+      } else {  // a channel's run of positions an image
 #pragma unroll 1
-      for (int kl = tid; kl < width; kl += THREADS) {
-        long long n = A_MN ? img0 : m0;
-        long long pos = A_MN ? s0 : take_remainder(n, out_vol);
+        for (int kl = tid; kl < width; kl += THREADS) {
+          long long n = A_MN ? img0 : m0;
+          long long pos = A_MN ? s0 : take_remainder(n, out_vol);
 #pragma unroll 1
-        for (int done = 0; done < valid; ++n, pos = 0) {
-          const int len = static_cast<int>(out_vol - pos < valid - done ? out_vol - pos : valid - done);
-          epilogue::prefetch_residual<Spec>((n * p.k + k0 + kl) * out_vol + pos, len, p);
-          done += len;
+          for (int done = 0; done < valid; ++n, pos = 0) {
+            const int len = static_cast<int>(out_vol - pos < valid - done ? out_vol - pos : valid - done);
+            epilogue::prefetch_residual<Spec>((n * p.k + k0 + kl) * out_vol + pos, len, p);
+            done += len;
+          }
         }
       }
     }
-  }
+  };
 #pragma unroll 1
   for (int q = 0; q < CHUNKS; ++q) {
     copies_wait<STAGES - 3>();  // this thread's pieces of chunk q are in
@@ -344,6 +348,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     __syncthreads();  // everyone's pieces; every warpgroup is past the wgmmas of chunk q - 2
     if (q + STAGES - 2 < CHUNKS) load_chunk(q + STAGES - 2, (q + STAGES - 2) % STAGES);
     copies_commit();
+    if (CHUNKS > kResidualLead && q == CHUNKS - kResidualLead) prefetch_residual();
     const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
     if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
