@@ -88,16 +88,24 @@ __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid
   }
 }
 
+/// The residual's 16 bytes at offset (16-byte aligned), zeros without a residual.
+template <class Spec>
+__device__ __forceinline__ uint4 read_run16(long long offset, const ConvParams& p) {
+  using Out = typename Spec::out_element;
+  if constexpr (Spec::residual != 0) {
+    return __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const Out*>(p.residual) + offset));
+  } else {
+    return make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
 /// 16 bytes of outputs at out + offset (16-byte aligned) from the activation's arguments
-/// src[0, EPV) (epilogue::argument; EPV = 16 / sizeof(Out)): the rest of the epilogue with the
-/// residual's 16 bytes at the same offset (one load), each output rounded once.
+/// src[0, EPV) (epilogue::argument; EPV = 16 / sizeof(Out)) and the residual's 16 bytes rq read
+/// at the same offset: the rest of the epilogue, each output rounded once.
 template <class Spec>
 __device__ __forceinline__ void finish_run16(typename Spec::out_element* out, long long offset, const float* src,
-                                             const ConvParams& p) {
+                                             uint4 rq, const ConvParams& p) {
   using Out = typename Spec::out_element;
-  const uint4 rq = Spec::residual != 0
-                       ? __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const Out*>(p.residual) + offset))
-                       : make_uint4(0u, 0u, 0u, 0u);
   const unsigned rw[4] = {rq.x, rq.y, rq.z, rq.w};
   unsigned ow[4];
 #pragma unroll
@@ -112,6 +120,32 @@ __device__ __forceinline__ void finish_run16(typename Spec::out_element* out, lo
     }
   }
   *reinterpret_cast<uint4*>(out + offset) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+}
+
+/// The staged copy-out of 16-byte runs i = tid, tid + THREADS, .. < COUNT: where(i, offset, src)
+/// says whether run i is an output and where it goes and comes from. RB runs' residuals are read
+/// before any is used, then finished in a rolled loop, the reads shifted down (the epilogue's code
+/// compiles once for a run, not for each).
+template <class Spec, int RB, int THREADS, int COUNT, class Where>
+__device__ __forceinline__ void finish_runs16(typename Spec::out_element* out, int tid, const ConvParams& p, Where where) {
+  for (int i0 = tid; i0 < COUNT; i0 += RB * THREADS) {
+    uint4 rq[RB];
+#pragma unroll
+    for (int u = 0; u < RB; ++u) {
+      long long offset;
+      const float* src;
+      rq[u] = i0 + u * THREADS < COUNT && where(i0 + u * THREADS, offset, src) ? read_run16<Spec>(offset, p)
+                                                                                 : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll 1
+    for (int u = 0; u < RB; ++u) {
+      long long offset;
+      const float* src;
+      if (i0 + u * THREADS < COUNT && where(i0 + u * THREADS, offset, src)) finish_run16<Spec>(out, offset, src, rq[0], p);
+#pragma unroll
+      for (int q = 0; q + 1 < RB; ++q) rq[q] = rq[q + 1];
+    }
+  }
 }
 
 // Rounds this warpgroup's 64 rows of A in a stage (8 KB at `rows`) to TF32 in place, 64 bytes a
@@ -396,6 +430,11 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   using Staged = select_t<PLAIN, Out, float>;
   constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
   constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
+  // Residuals read a batch of runs ahead in the copy-out where the tile's residual was prefetched
+  // (long reductions: tiles in several waves, copy-outs apart in time, each waiting out one
+  // latency a run); reductions of a few chunks read a run at a time: with every block's copy-out
+  // at once they are bound by bandwidth, and reads bunched ahead of the stores cost 6-13 %.
+  constexpr int RB = Spec::residual != 0 && CHUNKS > kResidualLead ? 8 : 1;
   static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
   if constexpr (Spec::ndhwc == 0) {
     Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
@@ -427,18 +466,24 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const bool runs = (A_MN || out_vol % EPV == 0) && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
                       (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
     if (runs) {
-      for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
+      // Run i: channel kl's positions at .. at + EPV - 1.
+      auto where = [&](int i, long long& offset, const Staged*& src) {
         const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
-        if (k0 + kl >= k_end || at >= valid) continue;
+        if (k0 + kl >= k_end || at >= valid) return false;
         long long n = A_MN ? img0 : m0 + at;
         const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
-        const long long offset = (n * p.k + k0 + kl) * out_vol + pos;
-        const Staged* const src = staged + kl * PITCH + at;
-        if constexpr (PLAIN) {
-          *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
-        } else {
-          sm90_half::finish_run16<Spec>(out, offset, src, p);
+        offset = (n * p.k + k0 + kl) * out_vol + pos;
+        src = staged + kl * PITCH + at;
+        return true;
+      };
+      if constexpr (PLAIN) {
+        for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
+          long long offset;
+          const Staged* src;
+          if (where(i, offset, src)) *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
         }
+      } else {
+        sm90_half::finish_runs16<Spec, RB, THREADS, BN * (BM / EPV)>(out, tid, p, where);
       }
     } else {
       // The residuals of 8 channels are read before their outputs are stored: loads after a store
@@ -503,11 +548,15 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const bool runs = kg % EPV == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
                       (Spec::residual == 0 || reinterpret_cast<unsigned long long>(p.residual) % 16 == 0);
     if (runs) {
-      for (int i = tid; i < BM * (BN / EPV); i += THREADS) {
-        const int row = i / (BN / EPV), kl = i % (BN / EPV) * EPV;
-        if (row >= valid || k0 + kl >= k_end) continue;
-        sm90_half::finish_run16<Spec>(out, (m0 + row) * p.k + k0 + kl, staged + row * NPITCH + kl, p);
-      }
+      // Run i: position row's channels kl .. kl + EPV - 1.
+      sm90_half::finish_runs16<Spec, RB, THREADS, BM * (BN / EPV)>(out, tid, p,
+                                              [&](int i, long long& offset, const float*& src) {
+                                                const int row = i / (BN / EPV), kl = i % (BN / EPV) * EPV;
+                                                if (row >= valid || k0 + kl >= k_end) return false;
+                                                offset = (m0 + row) * p.k + k0 + kl;
+                                                src = staged + row * NPITCH + kl;
+                                                return true;
+                                              });
     } else {
       const bool pairs = kg % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
 #pragma unroll 1
