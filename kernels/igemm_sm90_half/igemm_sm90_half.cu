@@ -125,25 +125,33 @@ __device__ __forceinline__ void finish_run16(typename Spec::out_element* out, lo
 /// The staged copy-out of 16-byte runs i = tid, tid + THREADS, .. < COUNT: where(i, offset, src)
 /// says whether run i is an output and where it goes and comes from. RB runs' residuals are read
 /// before any is used, then finished in a rolled loop, the reads shifted down (the epilogue's code
-/// compiles once for a run, not for each).
+/// compiles once for a run, not for each); with RB = 1 each run is read, then finished.
 template <class Spec, int RB, int THREADS, int COUNT, class Where>
 __device__ __forceinline__ void finish_runs16(typename Spec::out_element* out, int tid, const ConvParams& p, Where where) {
-  for (int i0 = tid; i0 < COUNT; i0 += RB * THREADS) {
-    uint4 rq[RB];
-#pragma unroll
-    for (int u = 0; u < RB; ++u) {
+  if constexpr (RB == 1) {
+    for (int i = tid; i < COUNT; i += THREADS) {
       long long offset;
       const float* src;
-      rq[u] = i0 + u * THREADS < COUNT && where(i0 + u * THREADS, offset, src) ? read_run16<Spec>(offset, p)
-                                                                                 : make_uint4(0u, 0u, 0u, 0u);
+      if (where(i, offset, src)) finish_run16<Spec>(out, offset, src, read_run16<Spec>(offset, p), p);
     }
-#pragma unroll 1
-    for (int u = 0; u < RB; ++u) {
-      long long offset;
-      const float* src;
-      if (i0 + u * THREADS < COUNT && where(i0 + u * THREADS, offset, src)) finish_run16<Spec>(out, offset, src, rq[0], p);
+  } else {
+    for (int i0 = tid; i0 < COUNT; i0 += RB * THREADS) {
+      uint4 rq[RB];
 #pragma unroll
-      for (int q = 0; q + 1 < RB; ++q) rq[q] = rq[q + 1];
+      for (int u = 0; u < RB; ++u) {
+        long long offset;
+        const float* src;
+        rq[u] = i0 + u * THREADS < COUNT && where(i0 + u * THREADS, offset, src) ? read_run16<Spec>(offset, p)
+                                                                                   : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll 1
+      for (int u = 0; u < RB; ++u) {
+        long long offset;
+        const float* src;
+        if (i0 + u * THREADS < COUNT && where(i0 + u * THREADS, offset, src)) finish_run16<Spec>(out, offset, src, rq[0], p);
+#pragma unroll
+        for (int q = 0; q + 1 < RB; ++q) rq[q] = rq[q + 1];
+      }
     }
   }
 }
