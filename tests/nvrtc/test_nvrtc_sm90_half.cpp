@@ -342,7 +342,9 @@ TEST_CASE("igemm_sm90_half: grouped layers of 32 channels a group or more, a blo
 TEST_CASE("igemm_sm90_half: epilogues run in the copy-out and add no machine code per output") {
   // A 128 x 256 tile holds 128 sums a thread; the epilogue runs on the staged float32 sums in
   // the copy-out's loop instead, in both layouts. SiLU on the 128 sums in registers took 5208
-  // instructions against the plain kernel's 3536 (NCDHW), 5840 against 4064 (NDHWC).
+  // instructions against the plain kernel's 3536 (NCDHW), 5840 against 4064 (NDHWC). A residual
+  // adds a fixed amount for this long reduction: its L2 prefetch and 8 runs' reads ahead, each
+  // with its offset (NCDHW: 4272 instructions with SiLU).
   for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
     Conv3dDesc d = test::make(2, 256, {8, 32, 32}, 256, {3, 3, 3}, 1, 1, 1, 1, true);
     d.dtype = DataType::BFloat16;
@@ -360,7 +362,7 @@ TEST_CASE("igemm_sm90_half: epilogues run in the copy-out and add no machine cod
       d.epilogue.residual = residual;
       const long long silu = instructions();
       INFO(describe(d) << ": " << silu << " instructions, " << plain << " plain");
-      CHECK(silu < plain + 256);
+      CHECK(silu < plain + (residual ? 1024 : 256));
     }
   }
 }
