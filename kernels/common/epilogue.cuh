@@ -101,7 +101,7 @@ __device__ __forceinline__ T residual(long long offset, bool ok, const ConvParam
 }
 
 /// Asks L2 for the residual's elements offset .. offset + len - 1 (len >= 1), a line at a time:
-/// issued as a tile starts, the epilogue's reads then hit L2 rather than wait on DRAM. Nothing
+/// issued well before the epilogue, its reads then hit L2 rather than wait on DRAM. Nothing
 /// without a residual.
 template <class Spec>
 __device__ __forceinline__ void prefetch_residual(long long offset, int len, const ConvParams& p) {
