@@ -1,5 +1,6 @@
 """Times conv3djit.torch.Conv3d against nn.Conv3d (cuDNN, cudnn.benchmark=True) on a suite, in one
-process, on the same tensors and stream: median of CUDA-event timings, L2 flushed before each run.
+process, on the same tensors and stream: median of CUDA-event timings, L2 flushed before each run,
+the two calls taking turns in each round.
 Then the per-call host overhead on a tiny layer (GPU time negligible): drop-in, the raw extension
 call, and nn.Conv3d, each as the median of many back-to-back calls.
 
@@ -17,23 +18,7 @@ from torch import nn
 
 import conv3djit
 import conv3djit.torch as ct
-
-
-def median_ms(fn, runs, flush):
-    times = []
-    for _ in range(runs):
-        flush.zero_()  # evicts the 60 MB L2 of an H200 (and the inputs with it)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def rel_l2(got, ref):
-    return ((got.double() - ref).norm() / ref.norm()).item()
+from timing import interleaved_medians, rel_l2
 
 
 def bench_layer(name, desc, runs, flush):
@@ -51,12 +36,13 @@ def bench_layer(name, desc, runs, flush):
                                      desc.padding, desc.dilation, desc.groups)
         row = {"name": name, "precision": precision, "desc": str(desc),
                "kernel": conv3djit.default_engine().kernel_for(desc)}
-        for label, module in (("conv3djit", mine), ("cudnn", ref_conv)):
-            out = module(x)  # warm-up: compile / load, cuDNN's benchmark search
+        calls = {"conv3djit": lambda: mine(x), "cudnn": lambda: ref_conv(x)}
+        for label, fn in calls.items():
+            out = fn()  # warm-up: compile / load, cuDNN's benchmark search
             torch.cuda.synchronize()
             row[f"{label}_rel_l2"] = rel_l2(out, ref64)
-            row[f"{label}_ms"] = median_ms(lambda: module(x), runs, flush)
         del ref64
+        row.update({f"{label}_ms": ms for label, ms in interleaved_medians(calls, runs, flush).items()})
     row["speedup"] = row["cudnn_ms"] / row["conv3djit_ms"]
     return row
 

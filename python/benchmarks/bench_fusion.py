@@ -3,7 +3,7 @@ what comes before and after them: one conv3djit call (padding per side and paddi
 kernel's loads; bias, activation, scaling, residual in its store) against F.pad where the layer
 needs it, cuDNN's convolution (F.conv3d, cudnn.benchmark=True, the row's allow_tf32) and PyTorch's
 pointwise ops, in one process on the same tensors and stream: median of CUDA-event timings, L2
-flushed before each run. Each row also times conv3djit's plain convolution of the same layer (its
+flushed before each run, the row's calls taking turns in each round. Each row also times conv3djit's plain convolution of the same layer (its
 padding mode kept), so fused / plain is what the epilogue costs, and gives both results' relative
 L2 error against the float64 composition (of the same bf16 / fp16 values for the half classes,
 whose tensors, output and residual included, are in that type and NCDHW).
@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 import conv3djit
 from conv3djit import Conv3dDesc
+from timing import interleaved_medians, rel_l2
 
 
 @dataclass
@@ -94,23 +95,6 @@ def descs_of(row, precision):
     return fused, plain
 
 
-def median_ms(fn, runs, flush):
-    times = []
-    for _ in range(runs):
-        flush.zero_()  # evicts the 60 MB L2 of an H200 (and the inputs with it)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def rel_l2(got, ref):
-    return ((got.double() - ref).norm() / ref.norm()).item()
-
-
 def bench_row(row, precision, runs, flush):
     fused, plain = descs_of(row, precision)
     kind = dict(device="cuda", dtype=TORCH_TYPES[precision])
@@ -141,8 +125,8 @@ def bench_row(row, precision, runs, flush):
             torch.cuda.synchronize()
             if label != "plain":
                 result[f"{label}_rel_l2"] = rel_l2(out, ref64)
-            result[f"{label}_ms"] = median_ms(fn, runs, flush)
         del ref64
+        result.update({f"{label}_ms": ms for label, ms in interleaved_medians(calls, runs, flush).items()})
     result["speedup"] = result["pytorch_ms"] / result["fused_ms"]
     result["fused_over_plain"] = result["fused_ms"] / result["plain_ms"]
     return result
