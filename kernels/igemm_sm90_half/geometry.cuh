@@ -54,7 +54,7 @@ CONV3DJIT_HOST_DEVICE constexpr bool im2col_fits(const ConvParams& p) {
          corner_fits(im2col_upper(p.oh, p.sh, p.pad_h, p.h)) && corner_fits(im2col_upper(p.ow, p.sw, p.pad_w, p.w));
 }
 /// Chunks before the reduction's end at which a tile's residual is prefetched to L2 (c3d_conv3b:
-/// about 7 us ahead of its copy-out on an H100; 4 and 16 did alike).
+/// about 7 us ahead of its copy-out on an H100, estimated from its time a chunk; 4 and 16 did alike).
 inline constexpr int kResidualLead = 8;
 /// Chunks between the accumulators' restarts when partial sums are kept apart (float32 outputs
 /// of long 16-bit reductions): 8 chunks, 512 terms.
