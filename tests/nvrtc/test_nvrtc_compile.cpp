@@ -198,6 +198,37 @@ TEST_CASE("igemm_sm90's register stores with a residual compile without spills")
   }
 }
 
+TEST_CASE("tiles across images compile without spills: both classes, streamed and resident weights, half inputs") {
+  // pointwise_512 as planned (streamed chunks: a new column block's bias reloaded), plain and with
+  // GELU and a residual; one chunk (C = 16, warps apart); 4 warpgroups; bf16 inputs and outputs.
+  struct Case {
+    Conv3dDesc d;
+    const char* config;
+  };
+  Conv3dDesc half = test::make(3, 24, {2, 6, 10}, 40, {1, 1, 1}, 1, 0, 1, 1, true);
+  half.dtype = DataType::BFloat16;
+  for (Case c : {Case{test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), ""},
+                 Case{test::make(2, 16, {4, 4, 6}, 24, {1, 1, 1}), "sm90:16,8,64,32,1,0,1,1"},
+                 Case{test::make(5, 72, {1, 3, 8}, 70, {1, 1, 1}), "sm90:32,8,64,16,1,0,1,1"},
+                 Case{half, "sm90:16,8,64,32,1,0,1,1"}}) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      for (const bool fused : {false, true}) {
+        Conv3dDesc d = c.d;
+        d.precision = precision;
+        if (fused) {
+          d.epilogue = test::epilogue_cases()[3];
+          d.epilogue.residual = true;
+        }
+        INFO(describe(d) << " " << c.config);
+        const test::PtxasReport r = test::ptxas_report(d, "sm_90", c.config);
+        CHECK(r.kernel.rfind("igemm_sm90 ", 0) == 0);
+        CHECK(r.kernel.find(" across=1") != std::string::npos);
+        test::check_no_spills(r);
+      }
+    }
+  }
+}
+
 TEST_CASE("float32 NDHWC layers compile for igemm_sm90 without spills, with the transposing input copy") {
   // Row tiles with two planes (the tf32 reference), streamed chunks of 256 columns, a pointwise
   // layer, a 5 x 5 x 5 kernel in narrower columns than its K (3xTF32's chunk weights), each with

@@ -47,7 +47,7 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.field("th"), k.field("tw"),
                        k.field("bn"), k.field("cc"), k.field("cp"), d.precision == Precision::Fp32 ? 1 : 0, k.field("rows"),
-                       k.field("planes"), k.layout == Layout::NCDHW);
+                       k.field("planes"), k.layout == Layout::NCDHW, k.field("across"));
 }
 
 }  // namespace
@@ -560,9 +560,9 @@ TEST_CASE("row tiles: runs of positions of a plane up to 64 wide, one chunk or t
 }
 
 TEST_CASE("pointwise tf32 layers with K > 128 take 256 columns; conflict-free channel pitches") {
-  // pointwise_512 of the suite: planned as 8 x 14 x 56 planes in 2 x 64 tiles (channels 136
-  // floats apart: k t and t + 1 of a load 8 banks apart); 8 x 16 tiles would put every channel of
-  // a load on one bank.
+  // pointwise_512 of the suite: planned as 8 x 98 x 8 planes in 16 x 8 tiles across images (rows
+  // of channels 8 floats apart: a load's 8 positions x 4 channels on 32 banks); 8 x 16 tiles of
+  // channels in planes would put every channel of a load on one bank.
   Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
   d.precision = Precision::Tf32;
   const detail::Plan plan = plan_for(d, "sm_90");
@@ -662,6 +662,58 @@ TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill"
     CHECK(p.params.od == detail::make_problem(d).out.d);
     CHECK(p.params.ow == detail::make_problem(d).out.w);
   }
+}
+
+TEST_CASE("pointwise layers whose images are no whole number of tiles run tiles across images") {
+  // pointwise_512: 784 positions an image, 6.1 tiles of 128. As 98 rows of 8 an image, 16-row
+  // tiles of all 8 x 98 rows fill 49 tiles exactly; with 256 columns and streamed weights every
+  // one of the 132 blocks walks items of all 8 column blocks (392 items: 3 rounds).
+  for (const Precision precision : {Precision::Tf32, Precision::Fp32}) {
+    Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+    d.precision = precision;
+    INFO(describe(d));
+    const detail::Plan plan = plan_for(d, "sm_90");
+    REQUIRE(kernel(plan.key) == "igemm_sm90");
+    CHECK(plan.key.field("across") == 1);
+    CHECK(plan.key.field("tw") == 8);
+    CHECK(plan.key.field("tma") == 1);
+    CHECK((plan.params.n == 8 && plan.params.d == 1 && plan.params.oh == 98 && plan.params.ow == 8));
+    CHECK(plan.key.field("cp") == 8);
+    CHECK(plan.key.field("rp") == plan.key.field("cc") * 8);
+    const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+    CHECK(g.tile_floats == plan.key.field("th") * plan.key.field("cc") * 8);
+    CHECK(g.zero_channel == 0);
+    CHECK(g.chunks > 1);
+    CHECK(g.store_channels == 0);  // positions leave from registers
+    CHECK(plan.grid == 132);       // not a multiple of the column blocks: streamed weights
+    CHECK(sm90_across_tiles(8, 98, plan.key.field("th")) * plan.key.field("th") == 8 * 98);
+  }
+  // Whole tiles within images (pointwise_256: 98 rows of 64 an image in 2 x 64 tiles) keep them;
+  // so do NDHWC layers, strided or padded ones, and layers too small for a round of items, which
+  // keep their family (igemm_sm80 for a 4 x 7 x 7 output of 832 -> 256 channels).
+  auto across = [](const detail::Plan& p) { return kernel(p.key) == "igemm_sm90" && p.key.field("across") == 1; };
+  CHECK_FALSE(across(plan_for(test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}), "sm_90")));
+  Conv3dDesc ndhwc = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+  ndhwc.layout = Layout::NDHWC;
+  CHECK_FALSE(across(plan_for(ndhwc, "sm_90")));
+  CHECK_FALSE(across(plan_for(test::make(8, 512, {4, 28, 28}, 2048, {1, 1, 1}, {1, 2, 2}), "sm_90")));
+  CHECK(kernel(plan_for(test::make(4, 832, {8, 7, 7}, 256, {1, 1, 1}), "sm_90").key) == "igemm_sm80");
+  // Forced: tiles across images need a pointwise NCDHW layer whose image is a whole number of
+  // 8-position rows, TW 8, CC a multiple of 8 and TMA.
+  const Conv3dDesc pw = test::make(3, 64, {2, 6, 10}, 40, {1, 1, 1});
+  CHECK(plan_for(pw, "sm_90", "sm90:16,8,64,32,1,0,1,1").key.field("across") == 1);
+  CHECK_THROWS_AS(plan_for(pw, "sm_90", "sm90:8,16,64,32,1,0,1,1"), Error);  // TW 16
+  CHECK_THROWS_AS(plan_for(pw, "sm_90", "sm90:16,8,64,12,1,0,1,1"), Error);  // CC 12
+  CHECK_THROWS_AS(plan_for(pw, "sm_90", "sm90:16,8,64,32,0,0,1,1"), Error);  // cp.async
+  CHECK_THROWS_AS(plan_for(test::make(3, 64, {2, 6, 9}, 40, {1, 1, 1}), "sm_90", "sm90:16,8,64,32,1,0,1,1"),
+                  Error);  // 108 positions an image
+  CHECK_THROWS_AS(plan_for(test::make(3, 64, {2, 6, 10}, 40, {1, 3, 3}, 1, Dims3{0, 1, 1}), "sm_90",
+                           "sm90:16,8,64,32,1,0,1,1"),
+                  Error);
+  // Streamed weights take every resident block, resident ones a multiple of the column blocks.
+  const detail::Plan resident = plan_for(test::make(64, 16, {4, 14, 14}, 192, {1, 1, 1}), "sm_90", "sm90:16,8,64,16,1,0,1,1");
+  CHECK(sm90_geometry_of(test::make(64, 16, {4, 14, 14}, 192, {1, 1, 1}), resident.key).chunks == 1);
+  CHECK(resident.grid % 3 == 0);
 }
 
 TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and stream planes in runs") {
@@ -949,7 +1001,7 @@ TEST_CASE("forced configurations: positional, named and by alias, from one field
   auto contains = [](const std::string& text, const char* part) { return text.find(part) != std::string::npos; };
   const std::string unknown = message("fast");
   CHECK(contains(unknown, "no kernel family 'fast'"));
-  CHECK(contains(unknown, "igemm_sm90:th,tw,bn,cc[,tma[,rows[,planes]]]"));
+  CHECK(contains(unknown, "igemm_sm90:th,tw,bn,cc[,tma[,rows[,planes[,across]]]]"));
   CHECK(contains(unknown, "direct[:tw]"));
   CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64"), "igemm_sm90 needs cc"));
   CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64,cc=3,rp=84"), "no field 'rp' to set"));
@@ -1127,9 +1179,10 @@ TEST_CASE("float32 NDHWC layers with long kernels take narrower igemm_sm90 colum
 TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input, outputs from registers") {
   // The reference problem (row tiles, two planes in tf32), C3D's conv3b (chunks), a pointwise
   // layer (a flat plane) and a reflect-padded one with W % 4 != 0, in both float32 classes: the
-  // NCDHW twin's tiles where it has no output staging (a padding mode may take boxes where the
-  // twin has none: the copy is made anyway), an input copy on every call (the kernel
-  // reads NCDHW rows of W rounded up to 4 floats), and no output staging. In the tf32 class,
+  // NCDHW twin's tiles where it has no output staging and its tiles stay within images (a
+  // padding mode may take boxes where the twin has none: the copy is made anyway), an input copy
+  // on every call (the kernel reads NCDHW rows of W rounded up to 4 floats), and no output
+  // staging. In the tf32 class,
   // layers of 32 channels or more run on igemm_sm90_half instead, reading input and weight in
   // place.
   Conv3dDesc odd = test::make(2, 5, {7, 9, 11}, 33, {3, 3, 3}, 1, 1);
@@ -1154,7 +1207,7 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
       CHECK(plan.key.layout == Layout::NDHWC);
       CHECK(plan.store_channels == 0);
       CHECK(sm90_geometry_of(d, plan.key).store_channels == 0);
-      if (twin.store_channels == 0) {
+      if (twin.store_channels == 0 && twin.key.field("across") == 0) {
         for (const char* field : {"th", "tw", "bn", "cc", "rows", "planes"}) {
           CHECK(plan.key.field(field) == twin.key.field(field));
         }
