@@ -133,7 +133,7 @@ TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxa
   const PrecompileResult r = engine.precompile(d, "sm_90");
   INFO(r.main().kernel << "\ncompiler notes: " << r.main().compiler_notes);
   CHECK(r.main().kernel.find("igemm_sm90 fp32 ncdhw class=tf32 epi=bias cg=4 k=3x3x3 ") == 0);
-  CHECK(r.main().kernel.rfind(" planes=2 parity=0") == r.main().kernel.size() - 18);  // two planes, even box shift
+  CHECK(r.main().kernel.rfind(" planes=2 parity=0 across=0") == r.main().kernel.size() - 27);  // two planes, even box shift
   CHECK(r.main().compiler_notes.empty());
   // The named sets are 64 columns wide, and there are three of them.
   for (const char* config : {"sm90:4,64,128,512,1,1,2", "sm90:2,32,64,512,1,0,4"}) {
