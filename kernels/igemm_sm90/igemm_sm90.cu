@@ -111,16 +111,17 @@ template <class Spec>
 __global__ void __launch_bounds__(Spec::th * Spec::tw * 2, sm90_geometry_of<Spec>().min_blocks)
 igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restrict__ wt,
            const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p,
-           const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap out_map) {
+           const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap out_map,
+           const __grid_constant__ TensorMap w_map) {
   using Out = typename Spec::out_element;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, TH = Spec::th, TW = Spec::tw;
   constexpr int BN = Spec::bn, CC = Spec::cc, RP = Spec::rp, PP = Spec::pp, CP = Spec::cp, SPLIT = sm90_split_of<Spec>();
   constexpr int TMA = Spec::tma, ROW = Spec::rows, PL = Spec::planes, PARITY = Spec::parity;
   constexpr bool NDHWC = Spec::ndhwc != 0, ACROSS = Spec::across != 0;
-  constexpr Sm90Geometry G =
-      sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL,
-                    sm90_staging(NDHWC, epilogue::plain<Spec>), Spec::across);
+  constexpr Sm90Geometry G = sm90_geometry_of<Spec>();
+  // Weights read raw by TMA, 128-byte swizzled (sm90_raw_weights): else copied as prepared.
+  constexpr bool RAW = sm90_raw_weights_of<Spec>();
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -166,7 +167,9 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
                 "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL");
 
   extern __shared__ float4 shared4[];
-  float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
+  // [buffers][PARTS][S][NB][2][8][4], or raw: [buffers][S / 4][BN][32] swizzled, from a 1024-byte
+  // boundary.
+  float* const w_s = reinterpret_cast<float*>(shared4) + (RAW ? (1024 - tma::smem_addr(shared4) % 1024) % 1024 / 4 : 0);
   unsigned* const table = reinterpret_cast<unsigned*>(w_s + G.weight_buffers * G.weight_floats);  // [S1][4]
   float* const bias_s = reinterpret_cast<float*>(table + G.table_ints);                            // [BN]
   unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // TMA: [STAGES] + counts
@@ -235,7 +238,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     constexpr int Z = G.zero_floats;
     for (int i = tid; i < STAGES * Z; i += THREADS) tiles[i / Z * G.tile_floats + CC * CP + i % Z] = 0.f;
   }
-  const unsigned long long w_desc = wgmma::descriptor(w_s);
+  const unsigned long long w_desc = RAW ? wgmma::descriptor_sw128(tma::smem_addr(w_s)) : wgmma::descriptor(w_s);
 
   // This thread's two A rows: positions pa and pa + STEP of its warpgroup's 64.
   const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + (PAIRED ? 2 * g : g);
@@ -471,7 +474,14 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       tma::load_box(dst, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h, o.od * SD - p.pad_d, chunk * CC,
                     o.n, bar);
     }
-    if (CHUNKS > 1) {
+    if constexpr (RAW) {
+      // Rows block * BN .. of the K x CG·KVOL weight, 32 terms (one 128-byte row) a box; rows
+      // past K and terms past the last chunk arrive as zeros (`w_map`).
+#pragma unroll 1
+      for (int a = 0; a < G.kred / 32; ++a) {
+        tma::load_box(w_s + buf * G.weight_floats + a * 32 * BN, w_map, chunk * G.kred + 32 * a, block * BN, bar);
+      }
+    } else if (CHUNKS > 1) {
       tma::load_bytes(w_s + buf * G.weight_floats,
                       reinterpret_cast<const float*>(wt) + static_cast<long long>(block * CHUNKS + chunk) * G.weight_floats,
                       G.weight_floats * 4, bar);
@@ -702,8 +712,12 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
       // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
       using Frags = unsigned[CHAIN][PARTS][4];
-      // Slice s of tap kd (PL > 1; else slice s of the chunk) in the weights.
-      auto b_desc = [&](int kd, int s) { return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4); };
+      // Slice s of tap kd (PL > 1; else slice s of the chunk) in the weights (raw: 32 bytes into
+      // its 128-byte rows, of the rows of the slice's 32 terms).
+      auto b_desc = [&](int kd, int s) {
+        if constexpr (RAW) return w_item + static_cast<unsigned>((s / 4 * BN * 128 + s % 4 * 32) >> 4);
+        return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4);
+      };
       // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
       // group); the accumulators are drained into `sum` only then, and the group between overlaps
       // its gather with the chain's first half. TF32: the group of input plane ip.z feeds output

@@ -229,6 +229,23 @@ TEST_CASE("tiles across images compile without spills: both classes, streamed an
   }
 }
 
+TEST_CASE("igemm_sm90 kernels that read their weights raw compile without spills") {
+  // tf32, streamed chunks of whole rows of 32 terms: 3 x 3 taps, plain and with GELU and a residual.
+  for (const bool fused : {false, true}) {
+    Conv3dDesc d = test::make(1, 48, {4, 9, 12}, 40, {1, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true);
+    d.precision = Precision::Tf32;
+    if (fused) {
+      d.epilogue = test::epilogue_cases()[3];
+      d.epilogue.residual = true;
+    }
+    INFO(describe(d));
+    const detail::Plan plan = detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), "sm90:2,64,64,32,1");
+    CHECK(plan.weight_map);
+    CHECK_FALSE(plan.prep);
+    test::check_no_spills(test::ptxas_report(d, "sm_90", "sm90:2,64,64,32,1"));
+  }
+}
+
 TEST_CASE("float32 NDHWC layers compile for igemm_sm90 without spills, with the transposing input copy") {
   // Row tiles with two planes (the tf32 reference), streamed chunks of 256 columns, a pointwise
   // layer, a 5 x 5 x 5 kernel in narrower columns than its K (3xTF32's chunk weights), each with

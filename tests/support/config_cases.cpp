@@ -205,6 +205,11 @@ ConfigCases config_cases() {
   across_half[1].dtype = DataType::Float16;
   across_half[2].dtype = DataType::BFloat16;
   across_half[2].fp32_output = true;
+  // Weights read raw (tf32, streamed chunks of whole rows of 32 terms, TMA): 3 x 3 taps in chunks
+  // of 32 channels, the second chunk 16 channels short (C = 48), K past the column block.
+  std::vector<Conv3dDesc> raw_weights_tf32 = {make(1, 48, {4, 9, 12}, 40, {1, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true),
+                                              make(2, 64, {3, 7, 10}, 70, {3, 1, 1}, 1, Dims3{1, 0, 0})};
+  for (Conv3dDesc& d : raw_weights_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
       {
           {"generic", dense},
@@ -300,6 +305,8 @@ ConfigCases config_cases() {
           {"sm90:32,8,64,16,1,0,1,1", across},   // 4 warpgroups
           {"sm90:16,8,256,32,1,0,1,1", {across_tf32[1]}},  // 256 columns (tf32 only)
           {"sm90:16,8,64,32,1,0,1,1", across_half},
+          {"sm90:2,64,64,32,1", raw_weights_tf32},
+          {"sm90:2,64,128,32,1", raw_weights_tf32},
       },
       {dense, grouped, grouped_multi, grouped_aligned, grouped_tiled, depthwise, dense_tf32, short_reduction,
        short_reduction_tf32, tma, tma_tf32, heads}};

@@ -162,13 +162,15 @@ class Sm90Family final : public Family {
                   "CC a multiple of 8 and TMA");
   }
 
-  // The input's map, then the output's; tiles across images, whose outputs leave from registers,
-  // take the input's one-row map in the output's place (tensor_map.hpp).
-  void tensor_maps(const Plan& plan, const void* input, const void* /*weight*/, void* output, CUtensorMap* in_map,
-                   CUtensorMap* out_map) const override {
+  // The input's map, then the output's, then the weight's (raw weights); tiles across images,
+  // whose outputs leave from registers, take the input's one-row map in the output's place
+  // (tensor_map.hpp).
+  void tensor_maps(const Plan& plan, const void* input, const void* weight, void* output, CUtensorMap* in_map,
+                   CUtensorMap* out_map, CUtensorMap* weight_map) const override {
     if (uses_tensor_map(plan)) *in_map = input_tensor_map(plan, input);
     if (uses_output_map(plan, output)) *out_map = output_tensor_map(plan, output);
     if (kSm90Table.load(plan.key.config).across) *out_map = input_row_map(plan, input);
+    if (plan.weight_map) *weight_map = weight_tensor_map(plan, weight);
   }
 
  private:
@@ -218,7 +220,9 @@ class Sm90Family final : public Family {
                              : g.chunks > 1 ? resident
                                             : std::max(k_blocks, resident / k_blocks * k_blocks),
                              *this);
-    if (g.chunks > 1) {
+    // Chunks read raw from the weight (sm90_raw) need no step before; the others are prepared.
+    plan.weight_map = sm90_raw(prob, c.cc, s.tma == 1);
+    if (g.chunks > 1 && !plan.weight_map) {
       PrepPlan prep;
       prep.key = shape_key(prob, kWeightsDef);
       kWeightsTable.store(WeightsConfig{c.bn, c.cc}, prep.key.config);

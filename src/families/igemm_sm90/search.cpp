@@ -74,18 +74,27 @@ bool sm90_split(const Problem& prob) {
   return prob.desc.dtype == DataType::Float32 && prob.desc.precision == Precision::Fp32;
 }
 
+bool sm90_raw(const Problem& prob, int cc, bool tma) {
+  const Conv3dDesc& d = prob.desc;
+  const int kvol = static_cast<int>(d.kernel.d * d.kernel.h * d.kernel.w), cg = static_cast<int>(prob.c_per_group);
+  return tma && sm90_raw_weights(sm90_split(prob) ? 1 : 0, d.dtype != DataType::Float32 ? 1 : 0, (cg + cc - 1) / cc, 1,
+                                 cc * kvol, cg * kvol, d.layout == Layout::NDHWC ? 1 : 0, kvol);
+}
+
+// With TMA staging (`tma`) a chunked tf32 kernel may read its weights raw (sm90_raw).
 Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl,
-                       bool across = false) {
+                       bool across = false, bool tma = false) {
   const Conv3dDesc& d = prob.desc;
   const Epilogue& e = d.epilogue;
   auto i = [](int64_t v) { return static_cast<int>(v); };
+  const bool raw = sm90_raw(prob, cc, tma);
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
                        sm90_split(prob) ? 1 : 0, row, pl,
                        sm90_staging(prob.desc.layout == Layout::NDHWC,
                                     e.activation == Activation::Identity && e.alpha == 1.f && e.gamma == 1.f &&
                                         !e.residual),
-                       across ? 1 : 0);
+                       across ? 1 : 0, raw ? 1 : 0);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
@@ -175,7 +184,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   if (across) {
     // Its box is stored densely, a row's channels 8 floats apart (conflict-free: sm90_across_tiles).
     const int rp = cc * tw, pp = th * rp, cp = tw;
-    const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp, 0, 1, true);
+    const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp, 0, 1, true, true);
     if (g.shared_bytes > limits.max_smem_per_block_optin || th > 256 || cc > 256) return std::nullopt;
     const Sm90Staging box{1, rp, pp, cp, g, sm90_gather_wavefronts(prob, cc, rp, pp, cp, 1)};
     Sm90Choice choice{th, tw, bn, cc, 0, 1, box, box};
@@ -204,7 +213,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
     for (int box_row = narrowest; box_row <= std::min(256, narrowest + 28); box_row += 4) {
       const int plane = rough.in_h * box_row, channel = rough.in_d * plane;
-      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl);
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl, false, true);
       if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
       const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel, pl);
       if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {

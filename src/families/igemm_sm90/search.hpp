@@ -47,6 +47,10 @@ struct Sm90Filter {
 /// bf16 and fp16 inputs, exact in TF32, take one product.
 bool sm90_split(const Problem& prob);
 
+/// Whether a plan of prob in chunks of cc channels reads its weights raw by TMA (`tma`: its input
+/// staged by TMA; sm90_raw_weights): then no igemm_sm90_weights step runs before it.
+bool sm90_raw(const Problem& prob, int cc, bool tma);
+
 /// Whether the heuristic leaves prob to direct_tiled for its few output channels (NCDHW, K < 16).
 bool sm90_too_narrow(const Problem& prob);
 

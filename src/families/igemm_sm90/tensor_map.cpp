@@ -80,6 +80,20 @@ const CUtensorMap& input_row_map(const Plan& plan, const void* input) {
   return last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] { return encode_across(plan, input, 1); });
 }
 
+const CUtensorMap& weight_tensor_map(const Plan& plan, const void* weight) {
+  thread_local LastTensorMap last;
+  const ConvParams& p = plan.params;
+  const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
+  return last.get(plan.key, weight, {p.k, kred}, [&] {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * sizeof(float)};
+    const cuuint32_t box[2] = {32, static_cast<cuuint32_t>(kSm90Table.load(plan.key.config).bn)};
+    const cuuint32_t element_strides[2] = {1, 1};
+    return encode_tiled_map(operand_map_type(DataType::Float32, plan.key.precision), 2, weight, dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  });
+}
+
 // Row tiles' staged boxes only: TH x TW tiles copy theirs out (the kernel's `bulk`).
 bool uses_output_map(const Plan& plan, const void* output) {
   return plan.store_channels > 0 && kSm90Table.load(plan.key.config).rows > 0 &&
