@@ -23,7 +23,11 @@
 // reduction is one chunk (CC == CG) the block converts them itself, once; with several chunks,
 // igemm_sm90_weights (below, launched just before on the same stream) has written every chunk in that
 // form to a workspace, `wt` points there, and each item's chunk is a plain copy (one bulk copy
-// with TMA, else 16-byte cp.async) into the item's buffer, next to the input.
+// with TMA, else 16-byte cp.async) into the item's buffer, next to the input. Where one TF32
+// product takes float32 weights in chunks of whole 128-byte rows (RAW, sm90_raw_weights), each
+// item's chunk comes straight from the weight tensor instead: TMA boxes of BN rows x 32 terms
+// (`w_map`), rounded to TF32 as they land, stored 128-byte swizzled (wgmma's K-major B with
+// descriptor_sw128), and no step runs before the kernel.
 //
 // The im2col gather is what run-time specialisation buys: a thread's A fragment for reduction
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for

@@ -306,7 +306,7 @@ ConfigCases config_cases() {
           {"sm90:16,8,256,32,1,0,1,1", {across_tf32[1]}},  // 256 columns (tf32 only)
           {"sm90:16,8,64,32,1,0,1,1", across_half},
           {"sm90:2,64,64,32,1", raw_weights_tf32},
-          {"sm90:2,64,128,32,1", raw_weights_tf32},
+          {"sm90:2,64,32,32,1", raw_weights_tf32},
       },
       {dense, grouped, grouped_multi, grouped_aligned, grouped_tiled, depthwise, dense_tf32, short_reduction,
        short_reduction_tf32, tma, tma_tf32, heads}};
