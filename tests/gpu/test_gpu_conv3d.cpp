@@ -388,8 +388,9 @@ TEST_CASE("prepared weights give the outputs of weights prepared on every call, 
     d.dtype = t;
     return d;
   };
-  // A weights step by each kernel that has one (igemm_sm90_weights in both float32 classes, the
-  // channels-last copy of igemm_sm90_half's NCDHW plans) and none (the weights read in place).
+  // A weights step by each kernel that has one (igemm_sm90_weights in the fp32 class, the
+  // channels-last copy of igemm_sm90_half's NCDHW plans) and none (the weights read in place: by
+  // TMA in igemm_sm90's tf32 chunks, or converted by each block).
   const std::vector<Conv3dDesc> descs = {
       with(make(2, 256, {4, 14, 14}, 512, {1, 1, 1}), Precision::Tf32, DataType::Float32),
       with(make(1, 128, {4, 12, 14}, 128, {3, 3, 3}, 1, 1, 1, 1, true), Precision::Fp32, DataType::Float32),
