@@ -110,17 +110,26 @@ long long sm90_tiles(const Problem& prob, int th, int tw, int row, int pl, bool 
 
 // The fraction of the tiles' positions that are outputs.
 double sm90_area(const Problem& prob, int th, int tw, int row, bool across = false) {
-  if (across) return double(prob.out.n * prob.out.h * prob.out.w) / double(sm90_tiles(prob, th, tw, 0, 1, true) * th * tw);
+  if (across) {
+    return double(prob.out.n * prob.out.h * prob.out.w) / double(sm90_tiles(prob, th, tw, 0, 1, true) * th * tw);
+  }
   return double(prob.out.h * prob.out.w) / double(sm90_plane_tiles(prob, th, tw, row) * th * tw);
 }
 
-bool sm90_across_fits(const Problem& prob) {
+namespace {
+// A 1 x 1 x 1 kernel with unit strides and no padding: every position reads its own input.
+bool sm90_pointwise(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3& lo = prob.pad.before;
   const Dims3& hi = prob.pad.after;
-  return d.layout == Layout::NCDHW && d.groups == 1 && d.kernel.d * d.kernel.h * d.kernel.w == 1 &&
-         d.stride.d * d.stride.h * d.stride.w == 1 && lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0 &&
-         prob.out.d == 1 && prob.out.w == 8 && prob.out.n * prob.out.h < (1LL << 31);
+  return d.kernel.d * d.kernel.h * d.kernel.w == 1 && d.stride.d * d.stride.h * d.stride.w == 1 &&
+         lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0;
+}
+}  // namespace
+
+bool sm90_across_fits(const Problem& prob) {
+  return prob.desc.layout == Layout::NCDHW && prob.desc.groups == 1 && sm90_pointwise(prob) && prob.out.d == 1 &&
+         prob.out.w == 8 && prob.out.n * prob.out.h < (1LL << 31);
 }
 
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
@@ -166,8 +175,8 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   const long long n_tiles = sm90_tiles(prob, th, tw, row, pl, across);
   const long long limit = (1LL << 31) - 1;
   // (NDHWC: pitch_rows' transpose counts an image's input positions in 32 bits too.)
-  if (n_tiles * ceil_div(prob.out.k, bn) > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit ||
-      (d.layout != Layout::NCDHW && d.d * d.h * d.w > limit)) {
+  if (n_tiles * ceil_div(prob.out.k, bn) > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit ||
+      prob.out.k > limit || (d.layout != Layout::NCDHW && d.d * d.h * d.w > limit)) {
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
@@ -351,7 +360,8 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
               // warpgroups of 128 columns (the times above).
               const double speed = bn == 256 ? (kvol > 1 ? 1.0 : 0.91) : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
               const int row = rows ? static_cast<int>(prob.out.w) : 0;
-              double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) * sm90_area(prob, th, tw, row, across) *
+              double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) *
+                           sm90_area(prob, th, tw, row, across) *
                            (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed *
                            (kvol > 1 ? sm90_wave_fill(sm90_tiles(prob, th, tw, row, pl) * ceil_div(k, bn)) : 1.0);
               if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
@@ -360,7 +370,9 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
               if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
               if (!c->boxed) eff *= kCopiesSpeed;
               if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
-              if (across) eff *= sm90_round_fill(sm90_tiles(prob, th, tw, 0, 1, true), ceil_div(k, bn), c->staging().g);
+              if (across) {
+                eff *= sm90_round_fill(sm90_tiles(prob, th, tw, 0, 1, true), ceil_div(k, bn), c->staging().g);
+              }
               if (eff <= best_eff * 1.01) continue;
               best = c;
               best_eff = eff;
@@ -412,13 +424,8 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
 // W' = 256, 248, ..., 8 columns (W' dividing D x H x W), and the shape whose tiles waste the least
 // wins (pointwise_256's 28 x 28 planes fill 4 x 32 tiles to 87.5 %; 98 rows of 64 fill them).
 std::optional<Problem> sm90_flat_plane(const Problem& prob, int64_t w) {
-  const Conv3dDesc& d = prob.desc;
-  const Dims3& lo = prob.pad.before;
-  const Dims3& hi = prob.pad.after;
-  const bool pointwise = d.kernel.d * d.kernel.h * d.kernel.w == 1 && d.stride.d * d.stride.h * d.stride.w == 1 &&
-                         lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0;
   const int64_t positions = prob.out.d * prob.out.h * prob.out.w;
-  if (!pointwise || positions % w != 0) return std::nullopt;
+  if (!sm90_pointwise(prob) || positions % w != 0) return std::nullopt;
   Problem flat = prob;
   flat.desc.d = flat.out.d = 1;
   flat.desc.h = flat.out.h = positions / w;
