@@ -571,15 +571,16 @@ TEST_CASE("igemm_sm90's maps: tiles across images see the input row by row, raw 
   };
   detail::set_driver_for_testing(&api);
   alignas(256) static float tensors[2][64];  // stand-ins: only their addresses are read
-  // pointwise_512 (8 images of 98 rows of 8 positions, 512 channels): the input as (W, C, H, D, N),
-  // boxes of 16 rows x 32 channels, and of one row; in the tf32 class the 2048 x 512 weight in
-  // boxes of 256 rows x 32 terms, 128-byte swizzled, rounded as they land.
+  // pointwise_512 in tiles across images (8 images of 98 rows of 8 positions, 512 channels): the
+  // input as (W, C, H, D, N), boxes of 16 rows x 32 channels, and of one row; in the tf32 class
+  // the 2048 x 512 weight in boxes of 128 rows x 32 terms, 128-byte swizzled, rounded as they land.
   for (const Precision precision : {Precision::Tf32, Precision::Fp32}) {
     Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
     d.precision = precision;
     INFO(describe(d));
     maps.clear();
-    const detail::Plan plan = detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"));
+    const detail::Plan plan =
+        detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), "sm90:16,8,128,32,1,0,1,1");
     REQUIRE(plan.key.field("across") == 1);
     CHECK(plan.weight_map == (precision == Precision::Tf32));
     CHECK(plan.prep.has_value() == (precision == Precision::Fp32));  // 3xTF32's big and small parts
