@@ -633,12 +633,21 @@ struct Engine::Impl {
         wt = prepare(*plan.prep, prepared);
       }
     }
-    // Kernels with TMA copies take their family's two maps as their last parameters (zero where
-    // unused); the other kernels have five parameters and the driver reads no further.
-    CUtensorMap map{}, out_map{};
-    if (plan.family != nullptr) plan.family->tensor_maps(plan, in, wt, t.output, &map, &out_map);
+    // A weight read through a tensor map must lie on 16 bytes: one that does not is copied.
+    std::optional<Scratch> aligned_weight;
+    if (plan.weight_map && reinterpret_cast<uintptr_t>(wt) % 16 != 0) {
+      const uint64_t bytes = static_cast<uint64_t>(plan.params.k) * plan.params.c_per_group * plan.params.kd *
+                             plan.params.kh * plan.params.kw * element_bytes(plan.key.dtype);
+      const CUdeviceptr to = aligned_weight.emplace(bytes, stream, context_info(ctx).device).ptr();
+      check_cu(driver().cuMemcpyDtoDAsync(to, reinterpret_cast<CUdeviceptr>(wt), bytes, stream), "cuMemcpyDtoDAsync");
+      wt = reinterpret_cast<const void*>(to);
+    }
+    // Kernels with TMA copies take their family's maps (up to three) as their last parameters
+    // (zero where unused); the other kernels have five parameters and the driver reads no further.
+    CUtensorMap map{}, out_map{}, third_map{};
+    if (plan.family != nullptr) plan.family->tensor_maps(plan, in, wt, t.output, &map, &out_map, &third_map);
     void* out = t.output;
-    void* args[] = {&in, &wt, &bias, &out, &params, &map, &out_map};
+    void* args[] = {&in, &wt, &bias, &out, &params, &map, &out_map, &third_map};
     check_cu(driver().cuLaunchKernel(fn, plan.grid, 1, 1, plan.block, 1, 1, plan.shared_bytes, stream, args, nullptr),
              "cuLaunchKernel");
   }

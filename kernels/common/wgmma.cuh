@@ -20,6 +20,16 @@ __device__ __forceinline__ unsigned long long descriptor(const void* smem) {
   return u64((addr & 0x3FFFF) >> 4) | (u64(kLbo >> 4) << 16) | (u64(kSbo >> 4) << 32);
 }
 
+// Descriptor of a K-major, 128-byte-swizzled operand at shared-memory address `addr` (a row
+// start plus a multiple of 32 bytes inside it; the row group 1024-byte aligned): start address,
+// LBO 16 bytes (unused with this swizzle), SBO 1024 bytes, layout type 1 (128-byte swizzle) in
+// bits 62-63. Rows of 128 bytes, one an operand row (n, or m), as a TMA box with the 128-byte
+// swizzle stores them: the 16-byte chunk j of row r lies at chunk j ^ (r % 8).
+__device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
+  using u64 = unsigned long long;
+  return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
+}
+
 // No "memory" clobbers below: B is written once before a __syncthreads and never again, and the
 // accumulators are ordered by settle(), so the compiler may move shared-memory loads of the next
 // A fragments across these (measured: the gather's load latency was the top stall).

@@ -16,15 +16,6 @@
 
 namespace conv3djit::wgmma {
 
-// Descriptor of a K-major, 128-byte-swizzled operand at shared-memory address `addr` (a row
-// start plus a multiple of 32 bytes inside it; the row group 1024-byte aligned): start address,
-// LBO 16 bytes (unused with this swizzle), SBO 1024 bytes, layout type 1 (128-byte swizzle) in
-// bits 62-63.
-__device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
-  using u64 = unsigned long long;
-  return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
-}
-
 // d = (accumulate ? d : 0) + A * B, N = 64, 96, 128, 192 or 256 columns; BF16 picks .bf16 or .f16
 // inputs; M_MAJOR reads A in M-major order (wgmma's transposed A: 64 rows of a k step contiguous,
 // 128 bytes a k, the same 128-byte swizzle and 1024-byte SBO between groups of 8 k; a k16 step is

@@ -237,10 +237,35 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_tma_row(int in_w, int shift) { return (
 /// row's last column).
 CONV3DJIT_HOST_DEVICE constexpr int sm90_row_span(int positions, int row) { return (row + positions - 2) / row + 1; }
 
+/// Tiles across images (ACROSS = 1): a pointwise layer with unit strides and no padding, planned
+/// as planes of OH rows of OW = TW = 8 positions, is tiled over the N x OH rows of all its images
+/// at once, TH rows a tile, so that a tile may end in one image and go on in the next: no tile is
+/// short but the very last (pointwise_512: 784 positions an image, 6.1 tiles of 128). Its input
+/// tile is stored row by row, [TH rows][CC channels][8 columns] (RP = CC x 8, CP = 8: a gather
+/// load's 8 positions x 4 channels are 32 consecutive words), which lets a tile that crosses
+/// images be loaded as one box a row.
+CONV3DJIT_HOST_DEVICE constexpr long long sm90_across_tiles(long long n, long long oh, int th) {
+  return (n * oh + th - 1) / th;
+}
+
+/// Whether igemm_sm90 reads its weight chunks straight from the weight tensor, one TMA box of BN
+/// rows x 32 terms (128 bytes) a step of the chunk, rounded to TF32 as they land and stored
+/// 128-byte swizzled as wgmma's K-major B (wgmma::descriptor_sw128), instead of copying chunks
+/// that igemm_sm90_weights prepared on every call: one TF32 product (the tf32 class's float32
+/// weights: a half weight's float32 form, or 3xTF32's big and small parts, are made by that step),
+/// streamed chunks staged by TMA, each chunk whole rows of 32 terms (a box never reaches into the
+/// next chunk's terms: `kred` a multiple of 32, and the tensor's rows of `cg_kvol` terms on 16
+/// bytes), in the weight's own order (NCDHW; NDHWC's weights are (kd, kh, kw, c): one tap only).
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_raw_weights(int split, int half, int chunks, int tma, int kred, int cg_kvol,
+                                                      int ndhwc, int kvol) {
+  return !split && !half && chunks > 1 && tma == 1 && kred % 32 == 0 && cg_kvol % 4 == 0 && (!ndhwc || kvol == 1);
+}
+
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
                                                            int split, int row, int pl = 1,
-                                                           int staged = kSm90StageRows) {
+                                                           int staged = kSm90StageRows, int across = 0,
+                                                           int raw = 0) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
   g.in_d = sm90_input_planes(kd, pl);
@@ -260,12 +285,15 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.weight_floats = g.parts * g.slices * 8 * bn;
   g.table_ints = pattern.groups > 0 ? 0 : g.plane_slices * 4;
   g.zero_floats = g.zero_channel ? cp / kd : 0;
-  g.tile_floats = (cc * cp + g.zero_floats + 31) / 32 * 32;  // 128-byte aligned buffers (TMA)
+  // 128-byte aligned buffers (TMA); tiles across images hold TH rows of CC channels.
+  g.tile_floats = ((across ? th : 1) * cc * cp + g.zero_floats + 31) / 32 * 32;
+  // (Weights read raw, sm90_raw_weights: the kernel aligns its shared memory to the swizzle's
+  // 1024-byte row groups, from up to 1024 bytes in.)
   auto lay_out = [&] {
     g.bars_at = g.weight_buffers * g.weight_floats + g.table_ints + bn;  // even: 8-byte aligned
     g.tiles_at = (g.bars_at + 3 * kSm90MaxStages + 31) / 32 * 32;  // an mbarrier and a count a stage
     g.store_at = g.tiles_at + g.stages * g.tile_floats;
-    g.shared_bytes = 4 * (g.store_at + g.store_floats);
+    g.shared_bytes = 4 * (g.store_at + g.store_floats) + (raw ? 1024 : 0);
   };
   lay_out();
   const int regs = (sm90_registers(bn, split, cg * kd * kh * kw, pl) + 7) / 8 * 8;
@@ -397,12 +425,21 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_split_of() {
   return S::fp32_class != 0 && sizeof(typename S::element) == 4 ? 1 : 0;
 }
 
+/// Whether a specialisation S reads its weights raw (sm90_raw_weights).
+template <class S>
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_raw_weights_of() {
+  const int kvol = S::kd * S::kh * S::kw, cc = S::cc < S::cg ? S::cc : S::cg;
+  return sm90_raw_weights(sm90_split_of<S>(), sizeof(typename S::element) == 2, (S::cg + cc - 1) / cc, S::tma,
+                          cc * kvol, S::cg * kvol, S::ndhwc, kvol);
+}
+
 /// The geometry of a specialisation S (the generated traits struct of named constants).
 template <class S>
 CONV3DJIT_HOST_DEVICE constexpr auto sm90_geometry_of() {
   return sm90_geometry(S::cg, S::kd, S::kh, S::kw, S::sh, S::sw, S::dh, S::dw, S::th, S::tw, S::bn, S::cc, S::cp,
                        sm90_split_of<S>(), S::rows, S::planes,
-                       sm90_staging(S::ndhwc != 0, S::act == 0 && S::scaled == 0 && S::residual == 0));
+                       sm90_staging(S::ndhwc != 0, S::act == 0 && S::scaled == 0 && S::residual == 0), S::across,
+                       sm90_raw_weights_of<S>());
 }
 
 }  // namespace conv3djit

@@ -1,11 +1,14 @@
 // Implicit-GEMM convolution on Hopper's warpgroup tensor cores (wgmma, sm_90a), groups == 1.
 //
 // GEMM view: rows = output positions, columns = output channels, reduction = (c, kd, kh, kw). A
-// block is a persistent worker for one block of BN channels walking spatial tiles of TH x TW
-// outputs of one (n, od), or with ROW = OW > 0 of TH x TW consecutive positions of its OH x OW
+// block is a persistent worker walking items (spatial tile, block of BN channels): tiles of TH x
+// TW outputs of one (n, od), or with ROW = OW > 0 of TH x TW consecutive positions of its OH x OW
 // plane (row tiles: the input is whole rows, so no column is wasted where OW is no multiple of 8,
-// and a channel's outputs are one contiguous run). The reduction runs CC channels at a time: a
-// work item is (tile, chunk).
+// and a channel's outputs are one contiguous run), or with ACROSS of TH rows of all N x OH rows of
+// a pointwise layer planned 8 columns wide (tiles across images, geometry.cuh). With the weights
+// resident a block keeps one channel block; streamed, its items may change channel block, so that
+// every resident block takes a share. The reduction runs CC channels at a time: a work item is
+// (tile, chunk).
 // Each item's input (CC x KD x rows x columns; outside the input, the padding mode's values) is
 // copied into one of G.stages buffers while an earlier item is computed (the copies of the next
 // stages - 1 items are in flight, stages - 2 for tf32 items that run without a drain; geometry.cuh
@@ -20,7 +23,11 @@
 // reduction is one chunk (CC == CG) the block converts them itself, once; with several chunks,
 // igemm_sm90_weights (below, launched just before on the same stream) has written every chunk in that
 // form to a workspace, `wt` points there, and each item's chunk is a plain copy (one bulk copy
-// with TMA, else 16-byte cp.async) into the item's buffer, next to the input.
+// with TMA, else 16-byte cp.async) into the item's buffer, next to the input. Where one TF32
+// product takes float32 weights in chunks of whole 128-byte rows (RAW, sm90_raw_weights), each
+// item's chunk comes straight from the weight tensor instead: TMA boxes of BN rows x 32 terms
+// (`w_map`), rounded to TF32 as they land, stored 128-byte swizzled (wgmma's K-major B with
+// descriptor_sw128), and no step runs before the kernel.
 //
 // The im2col gather is what run-time specialisation buys: a thread's A fragment for reduction
 // slice s is four shared-memory loads at (its output position's base) + (the slice's offsets for
@@ -108,16 +115,17 @@ template <class Spec>
 __global__ void __launch_bounds__(Spec::th * Spec::tw * 2, sm90_geometry_of<Spec>().min_blocks)
 igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restrict__ wt,
            const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out, ConvParams p,
-           const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap out_map) {
+           const __grid_constant__ TensorMap map, const __grid_constant__ TensorMap out_map,
+           const __grid_constant__ TensorMap w_map) {
   using Out = typename Spec::out_element;
   constexpr int CG = Spec::cg, KD = Spec::kd, KH = Spec::kh, KW = Spec::kw, SD = Spec::sd, SH = Spec::sh;
   constexpr int SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw, TH = Spec::th, TW = Spec::tw;
   constexpr int BN = Spec::bn, CC = Spec::cc, RP = Spec::rp, PP = Spec::pp, CP = Spec::cp, SPLIT = sm90_split_of<Spec>();
   constexpr int TMA = Spec::tma, ROW = Spec::rows, PL = Spec::planes, PARITY = Spec::parity;
-  constexpr bool NDHWC = Spec::ndhwc != 0;
-  constexpr Sm90Geometry G =
-      sm90_geometry(CG, KD, KH, KW, SH, SW, DH, DW, TH, TW, BN, CC, CP, SPLIT, ROW, PL,
-                    sm90_staging(NDHWC, epilogue::plain<Spec>));
+  constexpr bool NDHWC = Spec::ndhwc != 0, ACROSS = Spec::across != 0;
+  constexpr Sm90Geometry G = sm90_geometry_of<Spec>();
+  // Weights read raw by TMA, 128-byte swizzled (sm90_raw_weights): else copied as prepared.
+  constexpr bool RAW = sm90_raw_weights_of<Spec>();
   constexpr int KVOL = KD * KH * KW, KRED = CG * KVOL, S = G.slices, THREADS = G.threads, NB = BN / 8;
   constexpr int PARTS = SPLIT ? 2 : 1, CHUNKS = G.chunks, STAGES = G.stages;
   // A group's slices come from one input plane z (PL = 1: one plane, all slices): S1 slices and
@@ -150,13 +158,22 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr bool NDHWC_ROLLED = NDHWC && !SPLIT && !epilogue::plain<Spec> && NB >= 32;
   constexpr int W_ELEMS = S * 8 * BN, WARPS = THREADS / 32;
   static_assert(TW % 8 == 0 && (TH * TW) % 64 == 0, "a warp's 8 + 8 rows lie in tile rows of 8");
-  static_assert(RP >= G.in_w && PP >= G.in_h * RP && CP >= G.in_d * PP, "tile pitches too small");
+  static_assert(RP >= G.in_w && PP >= G.in_h * RP && (ACROSS || CP >= G.in_d * PP), "tile pitches too small");
+  // Across images: rows of CC channels of 8 columns, each read by TMA; no padding slot (its zero
+  // channel has no place in such rows), no padding.
+  static_assert(!ACROSS || (TMA && ROW == 0 && PL == 1 && KVOL == 1 && SD == 1 && SH == 1 && SW == 1 && TW == 8 &&
+                            !NDHWC && !G.zero_channel && RP == CC * TW && CP == TW),
+                "tiles across images: a pointwise NCDHW layer, 8 columns, TMA, rows of whole slices");
+  // Floats of an item's input box: CC channels of CP (across: TH rows of CC channels of CP).
+  constexpr int BOX_FLOATS = (ACROSS ? TH : 1) * CC * CP;
   static_assert(G.tile_floats <= 65536, "gather offsets are 16 bits");
   static_assert(PL == 1 || (!SPLIT && CHUNKS == 1 && SD == 1 && DD == 1 && KD >= PL),
                 "several planes: tf32, one chunk, unit stride and dilation along D, KD >= PL");
 
   extern __shared__ float4 shared4[];
-  float* const w_s = reinterpret_cast<float*>(shared4);  // [buffers][PARTS][S][NB][2][8][4]
+  // [buffers][PARTS][S][NB][2][8][4], or raw: [buffers][S / 4][BN][32] swizzled, from a 1024-byte
+  // boundary.
+  float* const w_s = reinterpret_cast<float*>(shared4) + (RAW ? (1024 - tma::smem_addr(shared4) % 1024) % 1024 / 4 : 0);
   unsigned* const table = reinterpret_cast<unsigned*>(w_s + G.weight_buffers * G.weight_floats);  // [S1][4]
   float* const bias_s = reinterpret_cast<float*>(table + G.table_ints);                            // [BN]
   unsigned long long* const bars = reinterpret_cast<unsigned long long*>(w_s + G.bars_at);  // TMA: [STAGES] + counts
@@ -165,20 +182,26 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   // 32-bit extents and tile counts: the planner keeps each below 2^31.
-  const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
+  const int N = static_cast<int>(p.n), D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
   // Floats between input rows: half and NDHWC inputs are read from pitch_rows' float32 NCDHW copy,
   // in rows of W rounded up to 4 (the TMA map's pitch; cp.async staging reads the same copy), and
   // so are float inputs with TMA boxes where W % 4 != 0.
   const int WP = sizeof(typename Spec::element) == 2 || Spec::tma || NDHWC ? (W + 3) / 4 * 4 : W;
   const int OD = static_cast<int>(p.od), OH = static_cast<int>(p.oh), OW = static_cast<int>(p.ow);
   const int K = static_cast<int>(p.k), k_blocks = (K + BN - 1) / BN;
-  const int kb = static_cast<int>(blockIdx.x % k_blocks);
   // A plane's tiles: TH x TW blocks, or runs of TH x TW positions of the OH x ROW plane (1 x tiles_w).
   const unsigned tiles_h = ROW ? 1 : (OH + TH - 1) / TH;
   const unsigned tiles_w = ROW ? (OH * ROW + TH * TW - 1) / (TH * TW) : (OW + TW - 1) / TW;
   const int od_groups = (OD + PL - 1) / PL;  // a tile's output planes od0 .. od0 + PL - 1
-  const unsigned n_tiles = static_cast<unsigned>(p.n) * od_groups * tiles_h * tiles_w;
-  const unsigned step = gridDim.x / k_blocks;  // the planner makes the grid a multiple of k_blocks
+  // Rows the tiles walk: a plane's, or across images all N x OH (row r: image r / OH, row r % OH).
+  const int tile_rows = ACROSS ? N * OH : OH;
+  const unsigned n_tiles = ACROSS ? (tile_rows + TH - 1) / TH
+                                  : static_cast<unsigned>(p.n) * od_groups * tiles_h * tiles_w;
+  // Items (tile, channel block): the block's are blockIdx.x, + gridDim.x, ..., item i being tile
+  // i / k_blocks of channel block i % k_blocks (32 bits: the planner keeps them below 2^31). With
+  // resident weights (CHUNKS == 1) the grid is a multiple of k_blocks: kb never changes.
+  const unsigned n_items = n_tiles * static_cast<unsigned>(k_blocks);
+  int kb = static_cast<int>(blockIdx.x % k_blocks);
 
   if (CHUNKS == 1) {
     // Element (n, r) of channels kb * BN ...: warp w converts rows n = w, w + WARPS, ..., its
@@ -198,8 +221,8 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     }
   }
   // One chunk of prepared weights, contiguous in the workspace, copied 16 bytes at a time.
-  auto copy_weights = [&](int chunk, int buffer) {
-    const float* src = reinterpret_cast<const float*>(wt) + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats;
+  auto copy_weights = [&](int block, int chunk, int buffer) {
+    const float* src = reinterpret_cast<const float*>(wt) + static_cast<long long>(block * CHUNKS + chunk) * G.weight_floats;
     float* dst = w_s + buffer * G.weight_floats;
     for (int i = tid * 4; i < G.weight_floats; i += THREADS * 4) copy_or_zero<16>(dst + i, src + i, true);
   };
@@ -208,15 +231,18 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     const int off = sm90_term_offset(r, CC, KD, KH, KW, DH, DW, RP, PP, CP, PL);
     reinterpret_cast<unsigned short*>(table + r / 8 * 4 + r % 4)[(r % 8) / 4] = static_cast<unsigned short>(off);
   }
-  for (int i = tid; i < BN; i += THREADS) {
-    const int k = kb * BN + i;
-    bias_s[i] = p.has_bias && k < K ? load_float(bias + k) : 0.f;
-  }
+  auto load_bias = [&] {
+    for (int i = tid; i < BN; i += THREADS) {
+      const int k = kb * BN + i;
+      bias_s[i] = p.has_bias && k < K ? load_float(bias + k) : 0.f;
+    }
+  };
+  load_bias();
   if constexpr (G.zero_channel) {
     constexpr int Z = G.zero_floats;
     for (int i = tid; i < STAGES * Z; i += THREADS) tiles[i / Z * G.tile_floats + CC * CP + i % Z] = 0.f;
   }
-  const unsigned long long w_desc = wgmma::descriptor(w_s);
+  const unsigned long long w_desc = RAW ? wgmma::descriptor_sw128(tma::smem_addr(w_s)) : wgmma::descriptor(w_s);
 
   // This thread's two A rows: positions pa and pa + STEP of its warpgroup's 64.
   const int pa = (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + (PAIRED ? 2 * g : g);
@@ -232,6 +258,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // host encodes it under the same test), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
+  static_assert(!ACROSS || (!STAGED && !RUNS16 && !PAIRED), "tiles across images store each position from registers");
   const bool bulk = STAGED && ROW > 0 && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
@@ -240,6 +267,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     int n, od, oh0, ow0, first;
   };
   auto origin = [&](unsigned tile) {
+    if constexpr (ACROSS) return Origin{0, 0, static_cast<int>(tile) * TH, 0, 0};  // oh0: of all N x OH rows
     const unsigned plane = tile / tiles_w / tiles_h;
     const int n = static_cast<int>(plane / od_groups), od = static_cast<int>(plane % od_groups) * PL;
     if constexpr (ROW > 0) {  // (constexpr: ROW = 0 would divide by zero below)
@@ -416,27 +444,50 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   float2 pairs[NG][2];             // pair loads: the pairs at k = t and t + 4 of each box group's
                                    // last aligned translate (or the one after it)
 
-  // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of tile first + (j / CHUNKS)
-  // * step, in buffer j % STAGES. A tf32 chain runs on across a tile's chunks, so with 3 or more
-  // stages an item does not wait for its last wgmmas (the tensor cores keep running into the next
-  // item, whose first wait<1> covers them): its buffer is free one item later, and its copies run
-  // one item less far ahead.
+  // Items are (tile, chunk) pairs in order: item j is chunk j % CHUNKS of the block's (j /
+  // CHUNKS)-th (tile, channel block), in buffer j % STAGES. A tf32 chain runs on across a tile's
+  // chunks, so with 3 or more stages an item does not wait for its last wgmmas (the tensor cores
+  // keep running into the next item, whose first wait<1> covers them): its buffer is free one item
+  // later, and its copies run one item less far ahead.
   constexpr bool DRAIN = SPLIT || CHUNKS == 1 || STAGES < 3;
   constexpr int LEAD = DRAIN ? STAGES - 1 : STAGES - 2;
-  const unsigned first_tile = blockIdx.x / k_blocks;
-  auto item_tile = [&](int j) { return first_tile + static_cast<unsigned>(j / CHUNKS) * step; };
+  auto item_of = [&](int j) { return blockIdx.x + static_cast<unsigned>(j / CHUNKS) * gridDim.x; };
   // TMA: item j's box (and chunk of weights) by one thread, completing on the buffer's mbarrier.
   auto load_item = [&](int j) {
-    if (item_tile(j) >= n_tiles) return;
-    const Origin o = origin(item_tile(j));
-    const int chunk = j % CHUNKS, buf = j % STAGES;
+    const unsigned item = item_of(j);
+    if (item >= n_items) return;
+    const Origin o = origin(item / k_blocks);
+    const int chunk = j % CHUNKS, buf = j % STAGES, block = static_cast<int>(item % k_blocks);
     unsigned long long* bar = bars + buf;
-    tma::arrive_expect(bar, (CC * CP + (CHUNKS > 1 ? G.weight_floats : 0)) * 4);
-    tma::load_box(tiles + buf * G.tile_floats, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h,
-                  o.od * SD - p.pad_d, chunk * CC, o.n, bar);
-    if (CHUNKS > 1) {
+    float* const dst = tiles + buf * G.tile_floats;
+    tma::arrive_expect(bar, (BOX_FLOATS + (CHUNKS > 1 ? G.weight_floats : 0)) * 4);
+    if constexpr (ACROSS) {
+      // Rows oh0 .. oh0 + TH - 1 of all N x OH: one box of TH rows where they lie in one image (or
+      // run past the last, into zeros), else one box a row from `out_map`, the one-row map.
+      const int n0 = o.oh0 / OH, y0 = o.oh0 % OH;
+      if (y0 + TH <= OH || n0 == N - 1) {
+        tma::load_box(dst, map, 0, chunk * CC, y0, 0, n0, bar);
+      } else {
+#pragma unroll 1
+        for (int r = 0; r < TH; ++r) {
+          const int row = o.oh0 + r;
+          tma::load_box(dst + r * RP, out_map, 0, chunk * CC, row % OH, 0, row / OH, bar);
+        }
+      }
+    } else {
+      tma::load_box(dst, map, o.ow0 * SW - p.pad_w - shift, o.oh0 * SH - p.pad_h, o.od * SD - p.pad_d, chunk * CC,
+                    o.n, bar);
+    }
+    if constexpr (RAW) {
+      // Rows block * BN .. of the K x CG·KVOL weight, 32 terms (one 128-byte row) a box; rows
+      // past K and terms past the last chunk arrive as zeros (`w_map`).
+#pragma unroll 1
+      for (int a = 0; a < G.kred / 32; ++a) {
+        tma::load_box(w_s + buf * G.weight_floats + a * 32 * BN, w_map, chunk * G.kred + 32 * a, block * BN, bar);
+      }
+    } else if (CHUNKS > 1) {
       tma::load_bytes(w_s + buf * G.weight_floats,
-                      reinterpret_cast<const float*>(wt) + static_cast<long long>(kb * CHUNKS + chunk) * G.weight_floats,
+                      reinterpret_cast<const float*>(wt) + static_cast<long long>(block * CHUNKS + chunk) * G.weight_floats,
                       G.weight_floats * 4, bar);
     }
   };
@@ -463,9 +514,10 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   auto fetch = [&] {
     if (TMA) {
       if (tid == 0) load_item(fetched);
-    } else if (item_tile(fetched) < n_tiles) {
-      stage(origin(item_tile(fetched)), fetched % CHUNKS, fetched % STAGES);
-      if (CHUNKS > 1) copy_weights(fetched % CHUNKS, fetched % STAGES);
+    } else if (item_of(fetched) < n_items) {
+      const unsigned item = item_of(fetched);
+      stage(origin(item / k_blocks), fetched % CHUNKS, fetched % STAGES);
+      if (CHUNKS > 1) copy_weights(static_cast<int>(item % k_blocks), fetched % CHUNKS, fetched % STAGES);
     }
     copies_commit();
     ++fetched;
@@ -511,10 +563,11 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
 #pragma unroll 1
       for (int r = tid; r < RUNS; r += THREADS) {
         const int c = r % BN, d = r / BN % PL, y = r / (BN * PL), k = kb * BN + c;
-        const int start = ROW ? o.first : (o.oh0 + y) * OW + o.ow0;
+        const int row = o.oh0 + y, n = ACROSS ? row / OH : o.n;  // (across: of all N x OH rows)
+        const int start = ROW ? o.first : (ACROSS ? row % OH : row) * OW + o.ow0;
         const int len = ROW ? min(RUN, OH * OW - o.first) : min(RUN, OW - o.ow0);
-        if (k >= K || o.od + d >= OD || (!ROW && o.oh0 + y >= OH)) continue;
-        epilogue::prefetch_residual<Spec>(((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * plane + start, len, p);
+        if (k >= K || o.od + d >= OD || (!ROW && row >= tile_rows)) continue;
+        epilogue::prefetch_residual<Spec>(((static_cast<long long>(n) * K + k) * OD + o.od + d) * plane + start, len, p);
       }
     }
   };
@@ -522,8 +575,13 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // A tile's chunks in an inner loop: between them the accumulators are touched by wgmma only, so
   // ptxas keeps them in flight across the loop's back edge (a wait at the tile's end, not per item).
 #pragma unroll 1
-  for (unsigned tile = first_tile; tile < n_tiles; tile += step) {
-    const Origin o = origin(tile);
+  for (unsigned item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const Origin o = origin(item / k_blocks);
+    // A new channel block (streamed weights only): its bias goes to shared memory after the first
+    // chunk's barrier (every warp is past the last tile's epilogue then), and the second chunk's
+    // barrier puts it before this tile's epilogue.
+    const bool new_block = CHUNKS > 1 && static_cast<int>(item % k_blocks) != kb;
+    kb = static_cast<int>(item % k_blocks);
     constexpr bool FILLS = TMA && MODE != padding::kZeros;
     Border border{};
     if constexpr (FILLS) border = border_of(o);
@@ -552,6 +610,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
         // next copy refills: one barrier an item.
         __syncthreads();
         fetch();
+        if (CHUNKS > 1 && chunk == 0 && new_block) load_bias();
       }
       if (TMA) tma::wait(bars + buf, it / STAGES & 1);  // this buffer's (it / STAGES)-th use
       // Warps that run apart meet at a barrier of their own in tiles with padded cells.
@@ -657,8 +716,12 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
       // stays rolled (two groups per trip, so the fragment arrays keep fixed registers): NVRTC
       // compiles a fully unrolled 3xTF32 kernel in 1.3 s (BN = 64) to 11 s (BN = 128).
       using Frags = unsigned[CHAIN][PARTS][4];
-      // Slice s of tap kd (PL > 1; else slice s of the chunk) in the weights.
-      auto b_desc = [&](int kd, int s) { return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4); };
+      // Slice s of tap kd (PL > 1; else slice s of the chunk) in the weights (raw: 32 bytes into
+      // its 128-byte rows, of the rows of the slice's 32 terms).
+      auto b_desc = [&](int kd, int s) {
+        if constexpr (RAW) return w_item + static_cast<unsigned>((s / 4 * BN * 128 + s % 4 * 32) >> 4);
+        return w_item + static_cast<unsigned>((kd * S1 + s) * NB * 2 * 128 >> 4);
+      };
       // 3xTF32: an even group starts a chain, the odd one after it ends it (so does a last even
       // group); the accumulators are drained into `sum` only then, and the group between overlaps
       // its gather with the chain's first half. TF32: the group of input plane ip.z feeds output
@@ -1032,9 +1095,10 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           continue;
         }
         const long long out_vol = static_cast<long long>(OD) * OH * OW;
-        // Channel kb * BN + 2t's output at position `at` of plane od0 + d.
+        // Channel kb * BN + 2t's output at position `at` of plane od0 + d (across: at.x of all N x OH rows).
         auto out_at = [&](int2 at) {
-          return out + (static_cast<long long>(o.n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + at.x) * OW + at.y;
+          const int n = ACROSS ? at.x / OH : o.n, y = ACROSS ? at.x % OH : at.x;
+          return out + (static_cast<long long>(n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + y) * OW + at.y;
         };
         if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
           const int2 at = position(o, pa);
@@ -1084,7 +1148,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
 #pragma unroll
         for (int half = 0; half < (RUNS16 ? 0 : 2); ++half) {  // (RUNS16: stored above)
           const int2 at = position(o, pa + STEP * half);
-          if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+          if (at.x >= tile_rows || at.y >= OW) continue;  // (row tiles: past the plane's last position)
           Out* d0 = out_at(at);
 #pragma unroll
           for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {

@@ -23,7 +23,7 @@ struct DriverApi {
   X(cuMemGetInfo) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuTensorMapEncodeTiled)             \
   X(cuMemGetAddressRange) X(cuMemRetainAllocationHandle) X(cuMemRelease) X(cuMemPoolCreate)   \
   X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync) X(cuStreamIsCapturing)                \
-  X(cuTensorMapEncodeIm2col)
+  X(cuTensorMapEncodeIm2col) X(cuMemcpyDtoDAsync)
 #define CONV3DJIT_DECLARE(name) decltype(&::name) name = nullptr;
   CONV3DJIT_DRIVER_FUNCTIONS(CONV3DJIT_DECLARE)
 #undef CONV3DJIT_DECLARE

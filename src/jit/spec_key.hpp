@@ -67,7 +67,7 @@ struct KernelDef {
   int (*blocks_an_sm)(const SpecKey&) = nullptr;
 };
 
-inline constexpr int kMaxConfigFields = 11;
+inline constexpr int kMaxConfigFields = 12;
 
 struct SpecKey {
   const KernelDef* kernel = nullptr;

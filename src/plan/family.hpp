@@ -57,11 +57,11 @@ class Family {
   /// The plan of a forced configuration; fields it leaves out take the family's defaults. Throws
   /// Error(InvalidArgument) naming the rule the configuration breaks.
   virtual Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& config) const = 0;
-  /// The two tensor maps the kernel takes after its five arguments, where it takes them, from the
-  /// tensors it reads (after any preparation step) and writes; the kernels that take none ignore
-  /// them.
+  /// The tensor maps the kernel takes after its five arguments (up to three), where it takes them,
+  /// from the tensors it reads (after any preparation step) and writes; the kernels that take
+  /// fewer ignore the rest.
   virtual void tensor_maps(const Plan&, const void* /*input*/, const void* /*weight*/, void* /*output*/,
-                           CUtensorMap* /*first*/, CUtensorMap* /*second*/) const {}
+                           CUtensorMap* /*first*/, CUtensorMap* /*second*/, CUtensorMap* /*third*/) const {}
 };
 
 /// The families, in the planner's order.

@@ -60,6 +60,9 @@ struct Plan {
   // igemm_sm90 tf32 row tiles with output staging: the channels of a warp's box (0: none). They
   // store through a tensor map of the output where sm90_stores_boxed holds (tensor_map.hpp).
   int store_channels = 0;
+  // Kernels that read the weight through a tensor map (igemm_sm90's raw weights), which needs it
+  // on 16 bytes: a weight that is not is copied first (into scratch memory, on every such call).
+  bool weight_map = false;
 
   /// The plan that runs an input (16-byte) aligned or not: this one or its twin.
   const Plan& for_input(bool aligned) const { return unaligned && !aligned ? *unaligned : *this; }

@@ -388,8 +388,9 @@ TEST_CASE("prepared weights give the outputs of weights prepared on every call, 
     d.dtype = t;
     return d;
   };
-  // A weights step by each kernel that has one (igemm_sm90_weights in both float32 classes, the
-  // channels-last copy of igemm_sm90_half's NCDHW plans) and none (the weights read in place).
+  // A weights step by each kernel that has one (igemm_sm90_weights in the fp32 class, the
+  // channels-last copy of igemm_sm90_half's NCDHW plans) and none (the weights read in place: by
+  // TMA in igemm_sm90's tf32 chunks, or converted by each block).
   const std::vector<Conv3dDesc> descs = {
       with(make(2, 256, {4, 14, 14}, 512, {1, 1, 1}), Precision::Tf32, DataType::Float32),
       with(make(1, 128, {4, 12, 14}, 128, {3, 3, 3}, 1, 1, 1, 1, true), Precision::Fp32, DataType::Float32),
@@ -666,8 +667,8 @@ TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy
   // igemm_sm90 with TMA staging (both classes: their boxes read a copy of the input), the tiled
   // FFMA kernel with 16-byte copies and the depthwise kernel with 16-byte loads (their twins load
   // 4 bytes at a time): the plans end in a 1 (TMA; igemm_sm90's is followed by its row-tile
-  // width, output planes a tile and box shift parity) or 4 (copy width; the tiled kernel's is
-  // followed by its team count).
+  // width, output planes a tile, box shift parity and tiles across images) or 4 (copy width; the
+  // tiled kernel's is followed by its team count).
   struct Case {
     Engine* engine;
     Precision precision;
@@ -677,8 +678,8 @@ TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy
   };
   const Conv3dDesc dense = make(1, 8, {6, 11, 20}, 20, {3, 3, 3}, {1, 2, 2}, Dims3{1, 1, 0}, 1, 1, true);
   const Conv3dDesc depthwise = make(2, 12, {7, 10, 28}, 12, {3, 3, 3}, 1, 1, 1, 12, true);
-  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90 ", " tma=1 rows=0 planes=1 parity=0", dense},
-                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90 ", " tma=1 rows=0 planes=1 parity=0", dense},
+  for (const Case& k : {Case{&Engine::global(), Precision::Fp32, "igemm_sm90 ", " tma=1 rows=0 planes=1 parity=0 across=0", dense},
+                        Case{&Engine::global(), Precision::Tf32, "igemm_sm90 ", " tma=1 rows=0 planes=1 parity=0 across=0", dense},
                         Case{&tiled, Precision::Fp32, "direct_tiled ", " v=4 p=1", dense},
                         Case{&Engine::global(), Precision::Fp32, "depthwise ", " v=4", depthwise}}) {
     Conv3dDesc d = k.desc;
@@ -716,6 +717,45 @@ TEST_CASE("rows that are not 16-byte multiples reach TMA boxes through a pitched
       INFO("unaligned input: rel-L2 " << c.rel_l2 << ", non-finite " << c.non_finite);
       CHECK(c.non_finite == 0);
       CHECK(c.passed);
+    }
+  }
+}
+
+TEST_CASE("tiles across images match the reference: pointwise_512, fused, unaligned; images of 2 rows") {
+  // pointwise_512 in both classes (16 x 8 tiles of all 8 x 98 rows, 6 of 7 a column block
+  // crossing into the next image; streamed weights, every block walking all column blocks), plain
+  // and with SiLU, scaling and a residual, and from an input off 16 bytes (its pitched copy); then
+  // images of 2 rows of 8, each tile spanning 8 images. Forced: the heuristic keeps tiles within
+  // images.
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  Engine& across = test::engine_for("sm90:16,8,128,32,1,0,1,1");
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    for (const bool fused : {false, true}) {
+      Conv3dDesc d = make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}, 1, 0, 1, 1, true);
+      d.precision = precision;
+      if (fused) d.epilogue = test::epilogue_cases()[5];
+      DYNAMIC_SECTION(describe(d)) {
+        const std::string planned = across.kernel_for(d);
+        INFO(planned);
+        REQUIRE(planned.find(" across=1") != std::string::npos);
+        require_pass(test::check_against_reference(across, d, seeds(), stream));
+        const Comparison c = run_shifted_input(across, d, stream);
+        INFO("unaligned input: rel-L2 " << c.rel_l2 << ", non-finite " << c.non_finite);
+        CHECK(c.non_finite == 0);
+        CHECK(c.passed);
+      }
+    }
+  }
+  Engine& forced = test::engine_for("sm90:16,8,64,16,1,0,1,1");
+  for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
+    Conv3dDesc d = make(37, 16, {1, 2, 8}, 72, {1, 1, 1}, 1, 0, 1, 1, true);
+    d.precision = precision;
+    DYNAMIC_SECTION("forced " << describe(d)) {
+      const test::GpuCheck r = test::check_against_reference(forced, d, seeds(), stream);
+      require_pass(r);
+      CHECK(r.kernel.find(" across=1") != std::string::npos);
     }
   }
 }

@@ -133,7 +133,7 @@ TEST_CASE("two-plane kernels keep their accumulators in named registers: no ptxa
   const PrecompileResult r = engine.precompile(d, "sm_90");
   INFO(r.main().kernel << "\ncompiler notes: " << r.main().compiler_notes);
   CHECK(r.main().kernel.find("igemm_sm90 fp32 ncdhw class=tf32 epi=bias cg=4 k=3x3x3 ") == 0);
-  CHECK(r.main().kernel.rfind(" planes=2 parity=0") == r.main().kernel.size() - 18);  // two planes, even box shift
+  CHECK(r.main().kernel.rfind(" planes=2 parity=0 across=0") == r.main().kernel.size() - 27);  // two planes, even box shift
   CHECK(r.main().compiler_notes.empty());
   // The named sets are 64 columns wide, and there are three of them.
   for (const char* config : {"sm90:4,64,128,512,1,1,2", "sm90:2,32,64,512,1,0,4"}) {
@@ -195,6 +195,54 @@ TEST_CASE("igemm_sm90's register stores with a residual compile without spills")
       CHECK(r.kernel.rfind("igemm_sm90 ", 0) == 0);
       test::check_no_spills(r);
     }
+  }
+}
+
+TEST_CASE("tiles across images compile without spills: both classes, streamed and resident weights, half inputs") {
+  // pointwise_512 (streamed chunks: a new column block's bias reloaded), plain and with
+  // GELU and a residual; one chunk (C = 16, warps apart); 4 warpgroups; bf16 inputs and outputs.
+  struct Case {
+    Conv3dDesc d;
+    const char* config;
+  };
+  Conv3dDesc half = test::make(3, 24, {2, 6, 10}, 40, {1, 1, 1}, 1, 0, 1, 1, true);
+  half.dtype = DataType::BFloat16;
+  for (Case c : {Case{test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}), "sm90:16,8,128,32,1,0,1,1"},
+                 Case{test::make(2, 16, {4, 4, 6}, 24, {1, 1, 1}), "sm90:16,8,64,32,1,0,1,1"},
+                 Case{test::make(5, 72, {1, 3, 8}, 70, {1, 1, 1}), "sm90:32,8,64,16,1,0,1,1"},
+                 Case{half, "sm90:16,8,64,32,1,0,1,1"}}) {
+    for (const Precision precision : {Precision::Fp32, Precision::Tf32}) {
+      for (const bool fused : {false, true}) {
+        Conv3dDesc d = c.d;
+        d.precision = precision;
+        if (fused) {
+          d.epilogue = test::epilogue_cases()[3];
+          d.epilogue.residual = true;
+        }
+        INFO(describe(d) << " " << c.config);
+        const test::PtxasReport r = test::ptxas_report(d, "sm_90", c.config);
+        CHECK(r.kernel.rfind("igemm_sm90 ", 0) == 0);
+        CHECK(r.kernel.find(" across=1") != std::string::npos);
+        test::check_no_spills(r);
+      }
+    }
+  }
+}
+
+TEST_CASE("igemm_sm90 kernels that read their weights raw compile without spills") {
+  // tf32, streamed chunks of whole rows of 32 terms: 3 x 3 taps, plain and with GELU and a residual.
+  for (const bool fused : {false, true}) {
+    Conv3dDesc d = test::make(1, 48, {4, 9, 12}, 40, {1, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true);
+    d.precision = Precision::Tf32;
+    if (fused) {
+      d.epilogue = test::epilogue_cases()[3];
+      d.epilogue.residual = true;
+    }
+    INFO(describe(d));
+    const detail::Plan plan = detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), "sm90:2,64,64,32,1");
+    CHECK(plan.weight_map);
+    CHECK_FALSE(plan.prep);
+    test::check_no_spills(test::ptxas_report(d, "sm_90", "sm90:2,64,64,32,1"));
   }
 }
 

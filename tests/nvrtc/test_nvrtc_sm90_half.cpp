@@ -528,8 +528,8 @@ TEST_CASE("tf32-class maps are of the TFLOAT32 type so that the TMA rounds what 
   auto maps_of = [&](const Conv3dDesc& d) {
     types.clear();
     const detail::Plan plan = detail::make_plan(detail::make_problem(d), sm90);
-    CUtensorMap first{}, second{};
-    plan.family->tensor_maps(plan, tensors[0], tensors[1], nullptr, &first, &second);
+    CUtensorMap first{}, second{}, third{};
+    plan.family->tensor_maps(plan, tensors[0], tensors[1], nullptr, &first, &second, &third);
     INFO(describe(d) << ": " << detail::canonical_text(plan.key));
     CHECK_FALSE(types.empty());
     return types;
@@ -549,5 +549,63 @@ TEST_CASE("tf32-class maps are of the TFLOAT32 type so that the TMA rounds what 
         std::vector<CUtensorMapDataType>{CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_DATA_TYPE_FLOAT32});
   reference.precision = Precision::Fp32;
   CHECK(maps_of(reference).front() == CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  detail::set_driver_for_testing(nullptr);
+}
+
+TEST_CASE("igemm_sm90's maps: tiles across images see the input row by row, raw weights in swizzled rows of 32") {
+  // A driver that records each map (nothing runs).
+  struct Map {
+    CUtensorMapDataType type;
+    std::vector<cuuint64_t> dims, strides;
+    std::vector<cuuint32_t> box;
+    CUtensorMapSwizzle swizzle;
+  };
+  static std::vector<Map> maps;
+  detail::DriverApi api;
+  api.cuTensorMapEncodeTiled = [](CUtensorMap*, CUtensorMapDataType type, cuuint32_t rank, void*,
+                                  const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                  const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle swizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    maps.push_back({type, {dims, dims + rank}, {strides, strides + rank - 1}, {box, box + rank}, swizzle});
+    return CUDA_SUCCESS;
+  };
+  detail::set_driver_for_testing(&api);
+  alignas(256) static float tensors[2][64];  // stand-ins: only their addresses are read
+  // pointwise_512 in tiles across images (8 images of 98 rows of 8 positions, 512 channels): the
+  // input as (W, C, H, D, N), boxes of 16 rows x 32 channels, and of one row; in the tf32 class
+  // the 2048 x 512 weight in boxes of 128 rows x 32 terms, 128-byte swizzled, rounded as they land.
+  for (const Precision precision : {Precision::Tf32, Precision::Fp32}) {
+    Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+    d.precision = precision;
+    INFO(describe(d));
+    maps.clear();
+    const detail::Plan plan =
+        detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), "sm90:16,8,128,32,1,0,1,1");
+    REQUIRE(plan.key.field("across") == 1);
+    CHECK(plan.weight_map == (precision == Precision::Tf32));
+    CHECK(plan.prep.has_value() == (precision == Precision::Fp32));  // 3xTF32's big and small parts
+    CUtensorMap first{}, second{}, third{};
+    plan.family->tensor_maps(plan, tensors[0], tensors[1], nullptr, &first, &second, &third);
+    REQUIRE(maps.size() == (precision == Precision::Tf32 ? 3u : 2u));
+    const CUtensorMapDataType type =
+        precision == Precision::Tf32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const cuuint64_t row = 8 * 4, plane = 98 * row, channel = plane;
+    for (int i = 0; i < 2; ++i) {
+      CHECK(maps[i].type == type);
+      CHECK(maps[i].dims == std::vector<cuuint64_t>{8, 512, 98, 1, 8});
+      CHECK(maps[i].strides == std::vector<cuuint64_t>{channel, row, plane, 512 * channel});
+      CHECK(maps[i].swizzle == CU_TENSOR_MAP_SWIZZLE_NONE);
+    }
+    const cuuint32_t cc = static_cast<cuuint32_t>(plan.key.field("cc")), th = static_cast<cuuint32_t>(plan.key.field("th"));
+    CHECK(maps[0].box == std::vector<cuuint32_t>{8, cc, th, 1, 1});
+    CHECK(maps[1].box == std::vector<cuuint32_t>{8, cc, 1, 1, 1});
+    if (precision == Precision::Tf32) {
+      CHECK(maps[2].type == CU_TENSOR_MAP_DATA_TYPE_TFLOAT32);
+      CHECK(maps[2].dims == std::vector<cuuint64_t>{512, 2048});
+      CHECK(maps[2].strides == std::vector<cuuint64_t>{512 * 4});
+      CHECK(maps[2].box == std::vector<cuuint32_t>{32, static_cast<cuuint32_t>(plan.key.field("bn"))});
+      CHECK(maps[2].swizzle == CU_TENSOR_MAP_SWIZZLE_128B);
+    }
+  }
   detail::set_driver_for_testing(nullptr);
 }

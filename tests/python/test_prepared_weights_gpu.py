@@ -1,5 +1,6 @@
 """Prepared weights on a CUDA device: a layer of each kind of weights step (igemm_sm90's chunks in
-the tf32 class, igemm_sm90_half's channels-last copy in bf16) and one without, each run with and
+the fp32 class, igemm_sm90_half's channels-last copy in bf16) and two without (igemm_sm90's tf32
+chunks read the weight by TMA; a small fp32 layer converts it in each block), each run with and
 without Engine.prepare_weights to the same bits, also at another batch size; the counter; calls
 with another weight tensor or weight shape refused before anything is written."""
 import pytest
@@ -14,6 +15,7 @@ import conv3djit  # noqa: E402
 from conv3djit import Conv3dDesc  # noqa: E402
 
 CASES = {
+    "fp32_pointwise": dict(input_shape=(2, 256, 4, 14, 14), out_channels=512, kernel_size=1),
     "tf32_pointwise": dict(input_shape=(2, 256, 4, 14, 14), out_channels=512, kernel_size=1, precision="tf32"),
     "bf16_ncdhw": dict(input_shape=(2, 64, 6, 10, 12), out_channels=64, kernel_size=3, padding=1, bias=True,
                        dtype="bf16"),
@@ -65,15 +67,15 @@ def test_prepared_weights_give_the_same_bits(engine, name):
 def test_module_prepares_once_and_again_after_an_in_place_update():
     import conv3djit.torch as ct
 
-    conv = ct.Conv3d(256, 512, 1, bias=False, precision="tf32", prepared_weights=True).cuda()
-    plain = ct.Conv3d(256, 512, 1, bias=False, precision="tf32").cuda()
+    conv = ct.Conv3d(256, 512, 1, bias=False, precision="fp32", prepared_weights=True).cuda()
+    plain = ct.Conv3d(256, 512, 1, bias=False, precision="fp32").cuda()
     plain.load_state_dict(conv.state_dict())
     x = torch.empty(2, 256, 4, 14, 14, device="cuda").uniform_(-1, 1)
     engine = conv3djit.default_engine()
     with torch.no_grad():
         before = engine.stats().prepared_weight_reads
         first, second = conv(x), conv(x)
-        assert engine.stats().prepared_weight_reads == before + 2  # (pointwise tf32: igemm_sm90's weights step)
+        assert engine.stats().prepared_weight_reads == before + 2  # (pointwise fp32: igemm_sm90's weights step)
         assert torch.equal(first, plain(x)) and torch.equal(second, first)
         prepared = conv._prepared._prepared  # (the kept copy)
         assert prepared is not None

@@ -186,6 +186,30 @@ ConfigCases config_cases() {
   for (Conv3dDesc& d : pitched_planes_tf32) d.precision = Precision::Tf32;
   std::vector<Conv3dDesc> chunked_wide_tf32 = chunked_wide;
   for (Conv3dDesc& d : chunked_wide_tf32) d.precision = Precision::Tf32;
+  // Tiles across images (pointwise, planned as planes 8 wide): 15 rows an image, so that every
+  // tile but the last crosses into the next image (a box a row) and the last runs past the last
+  // image (one box, rows of zeros beyond); images of 3 rows (a tile spans six, the first tile's
+  // last row past the fifth image); K past the column block; chunks of 32 with a last one of 8
+  // channels past C (72), and one chunk (C = 16: the warps run apart).
+  const std::vector<Conv3dDesc> across = {
+      make(3, 64, {2, 6, 10}, 40, {1, 1, 1}, 1, 0, 1, 1, true),
+      make(5, 72, {1, 3, 8}, 70, {1, 1, 1}),
+      make(2, 16, {4, 4, 6}, 24, {1, 1, 1}, 1, 0, 1, 1, true),
+  };
+  std::vector<Conv3dDesc> across_tf32 = across;
+  for (Conv3dDesc& d : across_tf32) d.precision = Precision::Tf32;
+  // ... and half inputs of at most 32 channels (igemm_sm90 reads their float32 copy): bf16 and
+  // fp16 outputs, and float32 ones.
+  std::vector<Conv3dDesc> across_half = {make(3, 24, {2, 6, 10}, 40, {1, 1, 1}, 1, 0, 1, 1, true), across[2], across[2]};
+  across_half[0].dtype = DataType::BFloat16;
+  across_half[1].dtype = DataType::Float16;
+  across_half[2].dtype = DataType::BFloat16;
+  across_half[2].fp32_output = true;
+  // Weights read raw (tf32, streamed chunks of whole rows of 32 terms, TMA): 3 x 3 taps in chunks
+  // of 32 channels, the second chunk 16 channels short (C = 48), K past the column block.
+  std::vector<Conv3dDesc> raw_weights_tf32 = {make(1, 48, {4, 9, 12}, 40, {1, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true),
+                                              make(2, 64, {3, 7, 10}, 70, {3, 1, 1}, 1, Dims3{1, 0, 0})};
+  for (Conv3dDesc& d : raw_weights_tf32) d.precision = Precision::Tf32;
   return ConfigCases{
       {
           {"generic", dense},
@@ -276,6 +300,13 @@ ConfigCases config_cases() {
           {"sm90:4,64,64,512,1,1,2", carried_tf32},
           {"sm90:4,64,64,512,1,1,2", pair_loads_rows_tf32},
           {"sm90:2,64,64,512,1,0,2", pair_loads_tf32},
+          {"sm90:16,8,64,32,1,0,1,1", across},
+          {"sm90:16,8,64,32,1,0,1,1", across_tf32},
+          {"sm90:32,8,64,16,1,0,1,1", across},   // 4 warpgroups
+          {"sm90:16,8,256,32,1,0,1,1", {across_tf32[1]}},  // 256 columns (tf32 only)
+          {"sm90:16,8,64,32,1,0,1,1", across_half},
+          {"sm90:2,64,64,32,1", raw_weights_tf32},
+          {"sm90:2,64,32,32,1", raw_weights_tf32},
       },
       {dense, grouped, grouped_multi, grouped_aligned, grouped_tiled, depthwise, dense_tf32, short_reduction,
        short_reduction_tf32, tma, tma_tf32, heads}};
@@ -317,6 +348,7 @@ std::vector<ConfigCase> epilogue_store_cases() {
       "sm90:2,64,64,4,1,1",   // staged boxes of row tiles: TMA stores, or the warps' copies
       "sm90:4,64,64,512,1,1,2",
       "sm90:2,64,64,512,1,0,2",  // paired rows: staged in two planes (8-byte stores when plain)
+      "sm90:16,8,64,32,1,0,1,1",  // tiles across images: a position's image and row from its row of all images
   };
   // The first description of the first list of each (configuration, class): every epilogue
   // compiles once per case, so the count stays small.

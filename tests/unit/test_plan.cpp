@@ -47,7 +47,7 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.field("th"), k.field("tw"),
                        k.field("bn"), k.field("cc"), k.field("cp"), d.precision == Precision::Fp32 ? 1 : 0, k.field("rows"),
-                       k.field("planes"), k.layout == Layout::NCDHW);
+                       k.field("planes"), k.layout == Layout::NCDHW, k.field("across"));
 }
 
 }  // namespace
@@ -664,6 +664,63 @@ TEST_CASE("pointwise layers are planned as the flat plane whose tiles they fill"
   }
 }
 
+TEST_CASE("tiles across images: asked for only, on pointwise NCDHW layers planned 8 columns wide") {
+  // pointwise_512: 784 positions an image, 6.1 tiles of 128. As 98 rows of 8 an image, 16-row
+  // tiles of all 8 x 98 rows fill 49 tiles exactly; with streamed weights every one of the 132
+  // blocks walks items of all the column blocks. The heuristic keeps its tiles within images
+  // (measured faster); a forced configuration or the tuner's candidates take these.
+  for (const Precision precision : {Precision::Tf32, Precision::Fp32}) {
+    Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+    d.precision = precision;
+    INFO(describe(d));
+    CHECK(plan_for(d, "sm_90").key.field("across") == 0);
+    const detail::Plan plan = plan_for(d, "sm_90", "sm90:16,8,128,32,1,0,1,1");
+    REQUIRE(kernel(plan.key) == "igemm_sm90");
+    CHECK(plan.key.field("across") == 1);
+    CHECK(plan.key.field("tw") == 8);
+    CHECK(plan.key.field("tma") == 1);
+    CHECK((plan.params.n == 8 && plan.params.d == 1 && plan.params.oh == 98 && plan.params.ow == 8));
+    CHECK(plan.key.field("cp") == 8);
+    CHECK(plan.key.field("rp") == plan.key.field("cc") * 8);
+    const Sm90Geometry g = sm90_geometry_of(d, plan.key);
+    CHECK(g.tile_floats == plan.key.field("th") * plan.key.field("cc") * 8);
+    CHECK(g.zero_channel == 0);
+    CHECK(g.chunks > 1);
+    CHECK(g.store_channels == 0);  // positions leave from registers
+    CHECK(plan.grid == 132);       // not a multiple of the column blocks: streamed weights
+    CHECK(sm90_across_tiles(8, 98, plan.key.field("th")) * plan.key.field("th") == 8 * 98);
+  }
+  // The tuner's candidates include them where they fit.
+  Conv3dDesc tf32 = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+  tf32.precision = Precision::Tf32;
+  bool offered = false;
+  for (const detail::Family* f : detail::registry()) {
+    for (const detail::Plan& p : f->candidates(detail::make_problem(tf32), detail::limits_for_arch("sm_90"), 16)) {
+      offered |= kernel(p.key) == "igemm_sm90" && p.key.field("across") == 1;
+    }
+  }
+  CHECK(offered);
+  // Forced: tiles across images need a pointwise NCDHW layer whose image is a whole number of
+  // 8-position rows, TW 8, CC a multiple of 8 and TMA.
+  const Conv3dDesc pw = test::make(3, 64, {2, 6, 10}, 40, {1, 1, 1});
+  CHECK(plan_for(pw, "sm_90", "sm90:16,8,64,32,1,0,1,1").key.field("across") == 1);
+  CHECK_THROWS_AS(plan_for(pw, "sm_90", "sm90:8,16,64,32,1,0,1,1"), Error);  // TW 16
+  CHECK_THROWS_AS(plan_for(pw, "sm_90", "sm90:16,8,64,12,1,0,1,1"), Error);  // CC 12
+  CHECK_THROWS_AS(plan_for(pw, "sm_90", "sm90:16,8,64,32,0,0,1,1"), Error);  // cp.async
+  CHECK_THROWS_AS(plan_for(test::make(3, 64, {2, 6, 9}, 40, {1, 1, 1}), "sm_90", "sm90:16,8,64,32,1,0,1,1"),
+                  Error);  // 108 positions an image
+  CHECK_THROWS_AS(plan_for(test::make(3, 64, {2, 6, 10}, 40, {1, 3, 3}, 1, Dims3{0, 1, 1}), "sm_90",
+                           "sm90:16,8,64,32,1,0,1,1"),
+                  Error);
+  Conv3dDesc ndhwc = pw;
+  ndhwc.layout = Layout::NDHWC;
+  CHECK_THROWS_AS(plan_for(ndhwc, "sm_90", "sm90:16,8,64,32,1,0,1,1"), Error);
+  // Streamed weights take every resident block, resident ones a multiple of the column blocks.
+  const detail::Plan resident = plan_for(test::make(64, 16, {4, 14, 14}, 192, {1, 1, 1}), "sm_90", "sm90:16,8,64,16,1,0,1,1");
+  CHECK(sm90_geometry_of(test::make(64, 16, {4, 14, 14}, 192, {1, 1, 1}), resident.key).chunks == 1);
+  CHECK(resident.grid % 3 == 0);
+}
+
 TEST_CASE("grouped layers put all channels of a group in one block, up to 8, and stream planes in runs") {
   const Conv3dDesc resnext = test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32);
   const detail::Plan plan = plan_for(resnext, "sm_90");
@@ -949,7 +1006,7 @@ TEST_CASE("forced configurations: positional, named and by alias, from one field
   auto contains = [](const std::string& text, const char* part) { return text.find(part) != std::string::npos; };
   const std::string unknown = message("fast");
   CHECK(contains(unknown, "no kernel family 'fast'"));
-  CHECK(contains(unknown, "igemm_sm90:th,tw,bn,cc[,tma[,rows[,planes]]]"));
+  CHECK(contains(unknown, "igemm_sm90:th,tw,bn,cc[,tma[,rows[,planes[,across]]]]"));
   CHECK(contains(unknown, "direct[:tw]"));
   CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64"), "igemm_sm90 needs cc"));
   CHECK(contains(message("igemm_sm90:th=4,tw=64,bn=64,cc=3,rp=84"), "no field 'rp' to set"));
@@ -1127,9 +1184,10 @@ TEST_CASE("float32 NDHWC layers with long kernels take narrower igemm_sm90 colum
 TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input, outputs from registers") {
   // The reference problem (row tiles, two planes in tf32), C3D's conv3b (chunks), a pointwise
   // layer (a flat plane) and a reflect-padded one with W % 4 != 0, in both float32 classes: the
-  // NCDHW twin's tiles where it has no output staging (a padding mode may take boxes where the
-  // twin has none: the copy is made anyway), an input copy on every call (the kernel
-  // reads NCDHW rows of W rounded up to 4 floats), and no output staging. In the tf32 class,
+  // NCDHW twin's tiles where it has no output staging and its tiles stay within images (a
+  // padding mode may take boxes where the twin has none: the copy is made anyway), an input copy
+  // on every call (the kernel reads NCDHW rows of W rounded up to 4 floats), and no output
+  // staging. In the tf32 class,
   // layers of 32 channels or more run on igemm_sm90_half instead, reading input and weight in
   // place.
   Conv3dDesc odd = test::make(2, 5, {7, 9, 11}, 33, {3, 3, 3}, 1, 1);
@@ -1154,7 +1212,7 @@ TEST_CASE("float32 NDHWC layers run on wgmma from a transposed copy of the input
       CHECK(plan.key.layout == Layout::NDHWC);
       CHECK(plan.store_channels == 0);
       CHECK(sm90_geometry_of(d, plan.key).store_channels == 0);
-      if (twin.store_channels == 0) {
+      if (twin.store_channels == 0 && twin.key.field("across") == 0) {
         for (const char* field : {"th", "tw", "bn", "cc", "rows", "planes"}) {
           CHECK(plan.key.field(field) == twin.key.field(field));
         }

@@ -16,17 +16,17 @@ using namespace conv3djit;
 using namespace conv3djit::detail;
 
 namespace {
-// A kernel of eleven fields (as many as a key holds), so that every slot can be mutated.
-const KernelDef kEleven{"direct", "direct/direct.cu", kUsesConvolution, false,
+// A kernel of twelve fields (as many as a key holds), so that every slot can be mutated.
+const KernelDef kTwelve{"direct", "direct/direct.cu", kUsesConvolution, false,
                         {{"a", FieldRole::Chosen, ""}, {"b", FieldRole::Chosen, ""}, {"c", FieldRole::Chosen, ""},
                          {"d", FieldRole::Chosen, ""}, {"e", FieldRole::Chosen, ""}, {"f", FieldRole::Chosen, ""},
                          {"g", FieldRole::Chosen, ""}, {"h", FieldRole::Chosen, ""}, {"i", FieldRole::Chosen, ""},
-                         {"j", FieldRole::Chosen, ""}, {"k", FieldRole::Chosen, ""}}};
-const KernelDef kOther{"direct_tiled", "direct_tiled/direct_tiled.cu", kUsesConvolution, false, kEleven.fields};
+                         {"j", FieldRole::Chosen, ""}, {"k", FieldRole::Chosen, ""}, {"l", FieldRole::Chosen, ""}}};
+const KernelDef kOther{"direct_tiled", "direct_tiled/direct_tiled.cu", kUsesConvolution, false, kTwelve.fields};
 
 SpecKey base_key() {
   SpecKey k;
-  k.kernel = &kEleven;
+  k.kernel = &kTwelve;
   k.c_per_group = 3;
   k.kd = 3; k.kh = 5; k.kw = 7;
   k.sd = k.sh = k.sw = 1;
@@ -44,12 +44,12 @@ Conv3dDesc reference_problem() {
 
 TEST_CASE("canonical text names every field") {
   CHECK(canonical_text(base_key()) ==
-        "direct fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 a=4 b=0 c=0 d=0 e=0 f=0 g=0 h=0 i=0 j=0 k=0");
+        "direct fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 a=4 b=0 c=0 d=0 e=0 f=0 g=0 h=0 i=0 j=0 k=0 l=0");
   // The reference problem's kernel on sm_90, as the cache listing, logs and bench print it.
   const Plan plan = make_plan(make_problem(reference_problem()), limits_for_arch("sm_90"));
   CHECK(canonical_text(plan.key) ==
         "igemm_sm90 fp32 ncdhw class=fp32 epi=bias cg=3 k=3x5x7 s=1x1x1 d=1x1x1 th=4 tw=64 bn=64 cc=3 rp=84 pp=840 "
-        "cp=2520 tma=1 rows=58 planes=1 parity=0");
+        "cp=2520 tma=1 rows=58 planes=1 parity=0 across=0");
   CHECK(plan.key.field("rows") == 58);
   CHECK_THROWS_AS(plan.key.field("bm"), std::out_of_range);
   // Its helpers: the weights of a chunked plan carry the kernel extents and class only; the input
@@ -77,6 +77,7 @@ TEST_CASE("changing any single field changes the key, the text and (here) the ha
       [](SpecKey& k) { k.config[6] = 1; },
       [](SpecKey& k) { k.config[7] = 1; }, [](SpecKey& k) { k.config[8] = 1; },
       [](SpecKey& k) { k.config[9] = 1; }, [](SpecKey& k) { k.config[10] = 1; },
+      [](SpecKey& k) { k.config[11] = 1; },
       [](SpecKey& k) { k.epilogue.activation = Activation::Silu; },
       [](SpecKey& k) { k.epilogue.activation = Activation::Clamp; },
       [](SpecKey& k) { k.epilogue.scaled = true; },

@@ -12,9 +12,10 @@ struct Sm90Config {
   int rows;            // row tiles: the output width; 0: TH x TW tiles
   int planes;          // output planes a tile
   int parity;          // the TMA box shift's parity, for paired loads (0 where there are none)
+  int across;          // 1: a pointwise layer's tiles run on from one image into the next
 };
 
-inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
+inline const ConfigTable<Sm90Config, 12> kSm90Table{{{
     {{"th", FieldRole::Chosen, "tile rows (row tiles: TH x 64 positions); TH x TW a multiple of 64 up to 256"},
      &Sm90Config::th},
     {{"tw", FieldRole::Chosen, "tile columns, a multiple of 8"}, &Sm90Config::tw},
@@ -33,6 +34,9 @@ inline const ConfigTable<Sm90Config, 11> kSm90Table{{{
                                      "64, CC = C, unit stride and dilation along D, KD >= PLANES and zero padding; "
                                      "default 1"}, &Sm90Config::planes},
     {{"parity", FieldRole::Derived, "parity of the TMA box shift, for paired input loads"}, &Sm90Config::parity},
+    {{"across", FieldRole::Optional, "1: tiles of a pointwise NCDHW layer (unit strides, no padding) planned as "
+                                     "planes 8 positions wide run on across images: TW 8, TMA; default 0"},
+     &Sm90Config::across},
 }}};
 
 }  // namespace conv3djit::detail

@@ -131,6 +131,7 @@ class Sm90Family final : public Family {
     }
     vary(&Sm90Filter::rows, c.row > 0 ? 0 : 1);
     vary(&Sm90Filter::planes, c.pl > 1 ? 1 : 2);
+    vary(&Sm90Filter::across, c.across ? 0 : 1);
     if (c.boxed) vary(&Sm90Filter::tma, 0);
     for (int cc : {c.cc / 2, std::min(2 * c.cc, static_cast<int>(prob.c_per_group))}) {
       if (cc >= 1 && cc != c.cc) vary(&Sm90Filter::cc, cc);
@@ -148,6 +149,7 @@ class Sm90Family final : public Family {
     f.th = forced.get("th"), f.tw = forced.get("tw"), f.bn = forced.get("bn");
     f.cc = std::min<int>(*forced.get("cc"), static_cast<int>(prob.c_per_group));
     f.tma = forced.get("tma"), f.rows = forced.get("rows"), f.planes = forced.get("planes");
+    f.across = forced.get("across");
     if (auto c = forced_choice(prob, limits, f)) return plan(c->first, limits, c->second);
     refuse_config(forced,
                   "groups == 1, compute capability 9.0, BN 32, 64, 128 or 256 (256: one TF32 product, the tf32 "
@@ -156,14 +158,19 @@ class Sm90Family final : public Family {
                   "memory, and TMA 1 needs a dilation along D of at most 8 and boxes within 256 (row tiles: whole "
                   "input rows; padding modes other than zeros: W % 4 == 0, half types or NDHWC); PLANES 2 or 3 needs "
                   "one TF32 product, BN 64, CC = C, unit stride and dilation along D and KD >= PLANES (NDHWC: no "
-                  "residual)");
+                  "residual); ACROSS 1 needs an NCDHW 1 x 1 x 1 layer with unit strides and no padding, TW 8, "
+                  "CC a multiple of 8 and TMA");
   }
 
-  // The input's map, then the output's.
-  void tensor_maps(const Plan& plan, const void* input, const void* /*weight*/, void* output, CUtensorMap* in_map,
-                   CUtensorMap* out_map) const override {
+  // The input's map, then the output's, then the weight's (raw weights); tiles across images,
+  // whose outputs leave from registers, take the input's one-row map in the output's place
+  // (tensor_map.hpp).
+  void tensor_maps(const Plan& plan, const void* input, const void* weight, void* output, CUtensorMap* in_map,
+                   CUtensorMap* out_map, CUtensorMap* weight_map) const override {
     if (uses_tensor_map(plan)) *in_map = input_tensor_map(plan, input);
     if (uses_output_map(plan, output)) *out_map = output_tensor_map(plan, output);
+    if (kSm90Table.load(plan.key.config).across) *out_map = input_row_map(plan, input);
+    if (plan.weight_map) *weight_map = weight_tensor_map(plan, weight);
   }
 
  private:
@@ -179,9 +186,14 @@ class Sm90Family final : public Family {
     if (!f.th || !f.tw || !f.bn || !f.cc || !f.admits_row(rows ? static_cast<int>(prob.out.w) : 0)) {
       return std::nullopt;
     }
-    auto c = sm90_candidate(prob, limits, *f.th, *f.tw, *f.bn, *f.cc, f.tma.value_or(-1), rows, f.planes.value_or(1));
+    // (Tiles across images: on the layer planned as planes 8 wide.)
+    const bool across = f.across.value_or(0) != 0;
+    const std::optional<Problem> shape = across ? sm90_flat_plane(prob, 8) : prob;
+    if (!shape) return std::nullopt;
+    auto c = sm90_candidate(*shape, limits, *f.th, *f.tw, *f.bn, *f.cc, f.tma.value_or(-1), rows, f.planes.value_or(1),
+                            across);
     if (!c) return std::nullopt;
-    return std::make_pair(prob, *c);
+    return std::make_pair(*shape, *c);
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const Sm90Choice& c, const Sm90Staging& s) const {
@@ -193,19 +205,24 @@ class Sm90Family final : public Family {
                            ? sm90_tma_shift(static_cast<int>(prob.pad.before.w)) & 1
                            : 0;
     Plan plan = new_plan(prob, *this, kSm90Table, Sm90Config{c.th, c.tw, c.bn, c.cc, s.rp, s.pp, s.cp, s.tma, c.row,
-                                                            c.pl, parity},
+                                                            c.pl, parity, c.across},
                          g.threads, g.shared_bytes);
-    // Persistent: each block keeps one channel block's weights (the grid is a multiple of the
-    // channel blocks) and walks spatial tiles; as many blocks per SM as the kernel's launch bounds
-    // guarantee room for.
+    // Persistent: as many blocks per SM as the kernel's launch bounds guarantee room for, each
+    // walking items (tile, channel block). With the weights resident each block keeps one
+    // channel block (the grid a multiple of them); streamed in chunks, its items may change
+    // channel block, and every resident block takes a share.
     plan.store_channels = g.store_channels;
     const int per_sm = g.min_blocks;
     const long long k_blocks = ceil_div(prob.out.k, c.bn);
-    const long long tiles = sm90_tiles(prob, c.th, c.tw, c.row, c.pl);
+    const long long items = sm90_tiles(prob, c.th, c.tw, c.row, c.pl, c.across != 0) * k_blocks;
     const long long resident = 1LL * limits.sm_count * per_sm;
-    plan.grid = checked_grid(
-        tiles * k_blocks <= resident ? tiles * k_blocks : std::max(k_blocks, resident / k_blocks * k_blocks), *this);
-    if (g.chunks > 1) {
+    plan.grid = checked_grid(items <= resident ? items
+                             : g.chunks > 1 ? resident
+                                            : std::max(k_blocks, resident / k_blocks * k_blocks),
+                             *this);
+    // Chunks read raw from the weight (sm90_raw) need no step before; the others are prepared.
+    plan.weight_map = sm90_raw(prob, c.cc, s.tma == 1);
+    if (g.chunks > 1 && !plan.weight_map) {
       PrepPlan prep;
       prep.key = shape_key(prob, kWeightsDef);
       kWeightsTable.store(WeightsConfig{c.bn, c.cc}, prep.key.config);

@@ -74,16 +74,27 @@ bool sm90_split(const Problem& prob) {
   return prob.desc.dtype == DataType::Float32 && prob.desc.precision == Precision::Fp32;
 }
 
-Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl) {
+bool sm90_raw(const Problem& prob, int cc, bool tma) {
+  const Conv3dDesc& d = prob.desc;
+  const int kvol = static_cast<int>(d.kernel.d * d.kernel.h * d.kernel.w), cg = static_cast<int>(prob.c_per_group);
+  return tma && sm90_raw_weights(sm90_split(prob) ? 1 : 0, d.dtype != DataType::Float32 ? 1 : 0, (cg + cc - 1) / cc, 1,
+                                 cc * kvol, cg * kvol, d.layout == Layout::NDHWC ? 1 : 0, kvol);
+}
+
+// With TMA staging (`tma`) a chunked tf32 kernel may read its weights raw (sm90_raw).
+Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl,
+                       bool across = false, bool tma = false) {
   const Conv3dDesc& d = prob.desc;
   const Epilogue& e = d.epilogue;
   auto i = [](int64_t v) { return static_cast<int>(v); };
+  const bool raw = sm90_raw(prob, cc, tma);
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
                        sm90_split(prob) ? 1 : 0, row, pl,
                        sm90_staging(prob.desc.layout == Layout::NDHWC,
                                     e.activation == Activation::Identity && e.alpha == 1.f && e.gamma == 1.f &&
-                                        !e.residual));
+                                        !e.residual),
+                       across ? 1 : 0, raw ? 1 : 0);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
@@ -92,13 +103,33 @@ long long sm90_plane_tiles(const Problem& prob, int th, int tw, int row) {
 }
 
 // Tiles of the whole output: (n, group of PL output planes) x a plane's tiles.
-long long sm90_tiles(const Problem& prob, int th, int tw, int row, int pl) {
+long long sm90_tiles(const Problem& prob, int th, int tw, int row, int pl, bool across) {
+  if (across) return sm90_across_tiles(prob.out.n, prob.out.h, th);
   return prob.out.n * ceil_div(prob.out.d, pl) * sm90_plane_tiles(prob, th, tw, row);
 }
 
-// The fraction of a plane's tile positions that are outputs.
-double sm90_area(const Problem& prob, int th, int tw, int row) {
+// The fraction of the tiles' positions that are outputs.
+double sm90_area(const Problem& prob, int th, int tw, int row, bool across = false) {
+  if (across) {
+    return double(prob.out.n * prob.out.h * prob.out.w) / double(sm90_tiles(prob, th, tw, 0, 1, true) * th * tw);
+  }
   return double(prob.out.h * prob.out.w) / double(sm90_plane_tiles(prob, th, tw, row) * th * tw);
+}
+
+namespace {
+// A 1 x 1 x 1 kernel with unit strides and no padding: every position reads its own input.
+bool sm90_pointwise(const Problem& prob) {
+  const Conv3dDesc& d = prob.desc;
+  const Dims3& lo = prob.pad.before;
+  const Dims3& hi = prob.pad.after;
+  return d.kernel.d * d.kernel.h * d.kernel.w == 1 && d.stride.d * d.stride.h * d.stride.w == 1 &&
+         lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0;
+}
+}  // namespace
+
+bool sm90_across_fits(const Problem& prob) {
+  return prob.desc.layout == Layout::NCDHW && prob.desc.groups == 1 && sm90_pointwise(prob) && prob.out.d == 1 &&
+         prob.out.w == 8 && prob.out.n * prob.out.h < (1LL << 31);
 }
 
 // TMA staging loads each item's tile as one box of the input seen as a 5-D tensor (W, H, D, C, N):
@@ -118,9 +149,14 @@ bool sm90_tma_fits(const Problem& prob, int in_h, int box_row, int cc, int in_d)
 // types), 64 columns, the whole reduction in one chunk, unit stride and dilation along D, and KD >=
 // PL (up to 3).
 std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits& limits, int th, int tw, int bn,
-                                         int cc, int staging, bool rows, int pl) {
+                                         int cc, int staging, bool rows, int pl, bool across) {
   const Conv3dDesc& d = prob.desc;
   if (d.groups != 1 || limits.cc_major != 9 || limits.cc_minor != 0) return std::nullopt;
+  // Across images: TW = OW = 8, whole slices a chunk (no padding slot: the all-zero channel a
+  // padding slot reads has no place in rows of channels), TMA boxes only.
+  if (across && (!sm90_across_fits(prob) || tw != 8 || rows || pl != 1 || cc % 8 != 0 || staging == 0)) {
+    return std::nullopt;
+  }
   if ((bn != 32 && bn != 64 && bn != 128 && bn != 256) || tw < 8 || tw % 8 != 0 || th < 1 || th * tw % 64 != 0 ||
       th * tw > 256 || cc < 1 || cc > prob.c_per_group || pl < 1) {
     return std::nullopt;
@@ -135,12 +171,12 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     return std::nullopt;
   }
   const int row = rows ? static_cast<int>(prob.out.w) : 0;
-  // The kernel counts tiles, extents and one image's offsets in 32 bits.
-  const long long n_tiles = sm90_tiles(prob, th, tw, row, pl);
+  // The kernel counts items (tile, channel block), extents and one image's offsets in 32 bits.
+  const long long n_tiles = sm90_tiles(prob, th, tw, row, pl, across);
   const long long limit = (1LL << 31) - 1;
   // (NDHWC: pitch_rows' transpose counts an image's input positions in 32 bits too.)
-  if (n_tiles > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit || prob.out.k > limit ||
-      (d.layout != Layout::NCDHW && d.d * d.h * d.w > limit)) {
+  if (n_tiles * ceil_div(prob.out.k, bn) > limit || prob.out.d * prob.out.h * prob.out.w > limit || d.c * d.d > limit ||
+      prob.out.k > limit || (d.layout != Layout::NCDHW && d.d * d.h * d.w > limit)) {
     return std::nullopt;
   }
   // Bound the tile before the pitch search: input tiles beyond the shared memory cannot fit.
@@ -153,6 +189,16 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
   const long long tile_floats = cc * rough.in_d * rough.in_h * rough.in_w;
   if (4 * ((rough.chunks > 1 ? 2 : 1) * rough.weight_floats + 2 * tile_floats) > limits.max_smem_per_block_optin) {
     return std::nullopt;
+  }
+  if (across) {
+    // Its box is stored densely, a row's channels 8 floats apart (conflict-free: sm90_across_tiles).
+    const int rp = cc * tw, pp = th * rp, cp = tw;
+    const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, cp, 0, 1, true, true);
+    if (g.shared_bytes > limits.max_smem_per_block_optin || th > 256 || cc > 256) return std::nullopt;
+    const Sm90Staging box{1, rp, pp, cp, g, sm90_gather_wavefronts(prob, cc, rp, pp, cp, 1)};
+    Sm90Choice choice{th, tw, bn, cc, 0, 1, box, box};
+    choice.across = 1;
+    return choice;
   }
   const Sm90Pitches pitches = sm90_pitches(prob, cc, rough.in_h, rough.in_w, rough.in_d, pl);
   const Sm90Geometry g = sm90_geom(prob, th, tw, bn, cc, pitches.cp, row, pl);
@@ -176,7 +222,7 @@ std::optional<Sm90Choice> sm90_candidate(const Problem& prob, const DeviceLimits
     // apart, a multiple of 32 floats: one bank for all four k of a load at any row.)
     for (int box_row = narrowest; box_row <= std::min(256, narrowest + 28); box_row += 4) {
       const int plane = rough.in_h * box_row, channel = rough.in_d * plane;
-      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl);
+      const Sm90Geometry boxed = sm90_geom(prob, th, tw, bn, cc, channel, row, pl, false, true);
       if (boxed.shared_bytes > limits.max_smem_per_block_optin) break;
       const double wavefronts = sm90_gather_wavefronts(prob, cc, box_row, plane, channel, pl);
       if (!choice.boxed || wavefronts < choice.boxed->wavefronts) {
@@ -202,6 +248,22 @@ double sm90_wave_fill(long long blocks) {
   const double waves = double(blocks) / double(kWaveBlocks);
   return waves <= 2 ? waves / std::ceil(waves) : 1.0;
 }
+
+// Tiles across images exist to even out the items (tile, column block) a block walks: they are
+// scored by the busy fraction of the rounds of items the resident blocks take (pointwise_512 in
+// 16 x 8 tiles of 256 columns: 392 items on 132 blocks, 3 rounds, 0.99; in 32 x 8 tiles of 128:
+// 400, 4 rounds, 0.76). A chunked kernel's blocks walk every column block's tiles; with resident
+// weights each keeps one column block (igemm_sm90.cu). A layer of less than a round scores its
+// idle SMs too, so that small layers keep the plans they had (for many, igemm_sm80's more and
+// smaller blocks) where fuller tiles would mean fewer blocks. Not measured yet against tiles
+// within images, which are scored without it.
+double sm90_round_fill(long long tiles, long long k_blocks, const Sm90Geometry& g) {
+  const long long resident = kWaveBlocks * g.min_blocks;
+  const long long blocks = g.chunks > 1 ? resident : std::max(1LL, resident / k_blocks) * k_blocks;
+  const long long items = tiles * k_blocks;
+  return double(items) / double(ceil_div(items, blocks) * blocks);
+}
+
 }  // namespace
 
 // Columns: K rounded up to 32, 64 or 128 (several channel blocks beyond). Channels per chunk: the
@@ -274,6 +336,10 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   const long long khw = desc.kernel.h * desc.kernel.w;
   const double planes_eff = double(cg * kvol) / double(desc.kernel.d * ceil_div(cg * khw, 8) * 8) *
                             double(prob.out.d) / double(ceil_div(prob.out.d, 2) * 2) * kPlanesGain;
+  // Tiles across images only where asked for (--config, the tuner's candidates): the heuristic
+  // leaves them off, measured slower than the tiles within images on the layer they were built
+  // for (H100, pointwise_512: tf32 0.0772 -> 0.0838 ms, fp32 0.151 -> 0.159; igemm_sm90.md).
+  const bool across_fits = sm90_across_fits(prob) && filter.across.value_or(0) != 0;
   std::optional<Sm90Choice> best;
   double best_eff = 0;
   auto search = [&](const std::vector<int>& widths) {
@@ -285,24 +351,31 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
         if (width == 0 && !rows_pay) continue;
         for (int wgs : {4, 3, 2}) {
           for (int bn : widths) {
-            for (int pl : {1, 2}) {
+            // Variants of a tile: one output plane, two (row tiles), or tiles across images (after
+            // the same tile within images, so that ties stay there).
+            for (auto [pl, across] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{1, 1}}) {
               const bool rows = width == 0;
               if (pl > 1 && !(rows && wgs == 4 && bn == 64)) continue;  // (sm90_candidate checks the rest)
+              if (across && !(across_fits && width == 8 && pl == 1)) continue;
               const int tw = rows ? 64 : width, th = 64 * wgs / tw;
-              if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl)) continue;
+              if (!filter.admits(th, tw, bn, cc, rows ? static_cast<int>(prob.out.w) : 0, pl, across)) continue;
               // Useful fraction of the padded work, times the speed of this tile relative to 4
               // warpgroups of 128 columns (the times above).
               const double speed = bn == 256 ? (kvol > 1 ? 1.0 : 0.91) : wgs == 4 ? 1.0 : wgs == 3 ? 0.89 : 0.77;
               const int row = rows ? static_cast<int>(prob.out.w) : 0;
-              double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) * sm90_area(prob, th, tw, row) *
+              double eff = (rows && bn >= 128 && kvol > 1 ? kWideRowsGain : 1.0) *
+                           sm90_area(prob, th, tw, row, across) *
                            (pl > 1 ? planes_eff : eff_r) * double(k) / double(ceil_div(k, bn) * bn) * speed *
                            (kvol > 1 ? sm90_wave_fill(sm90_tiles(prob, th, tw, row, pl) * ceil_div(k, bn)) : 1.0);
               if (eff * pipelined <= best_eff * 1.01) continue;  // conflicts only lower it
-              auto c = sm90_candidate(prob, limits, th, tw, bn, cc, filter.tma.value_or(-1), rows, pl);
+              auto c = sm90_candidate(prob, limits, th, tw, bn, cc, filter.tma.value_or(-1), rows, pl, across);
               if (!c) continue;
               if (kvol == 1) eff /= 1.0 + (c->staging().wavefronts - 1.0) / 16;
               if (!c->boxed) eff *= kCopiesSpeed;
               if (bn >= 128 && c->staging().g.chunks > 1 && c->staging().g.stages >= 3) eff *= pipelined;
+              if (across) {
+                eff *= sm90_round_fill(sm90_tiles(prob, th, tw, 0, 1, true), ceil_div(k, bn), c->staging().g);
+              }
               if (eff <= best_eff * 1.01) continue;
               best = c;
               best_eff = eff;
@@ -343,7 +416,7 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
   // 87.5 % of their 4 x 32 tiles won, 0.33 against 0.45 and 0.18 against 0.20, and won more once
   // planned as flat planes that fill the tiles: 0.29 and 0.15).
   if (best && kvol == 1 && !filter.forced && prob.desc.layout == Layout::NCDHW) {  // (igemm_sm80: NCDHW only)
-    if (sm90_area(prob, best->th, best->tw, best->row) < 0.85) return std::nullopt;
+    if (sm90_area(prob, best->th, best->tw, best->row, best->across) < 0.85) return std::nullopt;
   }
   if (best) best->score = best_eff;
   return best;
@@ -353,25 +426,25 @@ std::optional<Sm90Choice> choose_sm90(const Problem& prob, const DeviceLimits& l
 // (D, H, W) with the same product addresses the same memory: it is also planned as one plane of
 // W' = 256, 248, ..., 8 columns (W' dividing D x H x W), and the shape whose tiles waste the least
 // wins (pointwise_256's 28 x 28 planes fill 4 x 32 tiles to 87.5 %; 98 rows of 64 fill them).
+std::optional<Problem> sm90_flat_plane(const Problem& prob, int64_t w) {
+  const int64_t positions = prob.out.d * prob.out.h * prob.out.w;
+  if (!sm90_pointwise(prob) || positions % w != 0) return std::nullopt;
+  Problem flat = prob;
+  flat.desc.d = flat.out.d = 1;
+  flat.desc.h = flat.out.h = positions / w;
+  flat.desc.w = flat.out.w = w;
+  return flat;
+}
+
 std::optional<std::pair<Problem, Sm90Choice>> choose_sm90_shape(const Problem& prob, const DeviceLimits& limits,
                                                                  const Sm90Filter& filter) {
   std::optional<std::pair<Problem, Sm90Choice>> best;
   if (auto c = choose_sm90(prob, limits, filter)) best.emplace(prob, *c);
-  const Conv3dDesc& d = prob.desc;
-  const Dims3& lo = prob.pad.before;
-  const Dims3& hi = prob.pad.after;
-  const bool pointwise = d.kernel.d * d.kernel.h * d.kernel.w == 1 && d.stride.d * d.stride.h * d.stride.w == 1 &&
-                         lo.d + lo.h + lo.w + hi.d + hi.h + hi.w == 0;
-  if (!pointwise) return best;
-  const int64_t positions = prob.out.d * prob.out.h * prob.out.w;
   for (int64_t w = 256; w >= 8; w -= 8) {  // the widest of equal tiles: longer store rows
-    if (positions % w != 0) continue;
-    Problem flat = prob;
-    flat.desc.d = flat.out.d = 1;
-    flat.desc.h = flat.out.h = positions / w;
-    flat.desc.w = flat.out.w = w;
-    auto c = choose_sm90(flat, limits, filter);
-    if (c && (!best || c->score > best->second.score * 1.01)) best.emplace(flat, *c);
+    const std::optional<Problem> flat = sm90_flat_plane(prob, w);
+    if (!flat) continue;
+    auto c = choose_sm90(*flat, limits, filter);
+    if (c && (!best || c->score > best->second.score * 1.01)) best.emplace(*flat, *c);
   }
   return best;
 }

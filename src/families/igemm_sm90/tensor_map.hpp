@@ -19,6 +19,17 @@ bool uses_tensor_map(const Plan& plan);
 /// thread's next call.
 const CUtensorMap& input_tensor_map(const Plan& plan, const void* input);
 
+/// Tiles across images (the key's `across`, igemm_sm90/geometry.cuh) see the input as the 5-D
+/// tensor (W, C, H, D, N) instead, so that a box of a tile's rows lands row by row: input_tensor_map
+/// then has boxes of TH rows x CC channels x 8 columns, and this map, for the tiles that cross into
+/// the next image, boxes of one row. Kept per thread like the input's.
+const CUtensorMap& input_row_map(const Plan& plan, const void* input);
+
+/// The raw weights' map (Plan::weight_map: sm90_raw): the K x CG·KD·KH·KW weight in boxes of BN
+/// rows x 32 terms, 128-byte swizzled, rounded to TF32 as they land. `weight` must be 16-byte
+/// aligned. Kept per thread like the input's.
+const CUtensorMap& weight_tensor_map(const Plan& plan, const void* weight);
+
 /// True when plan's kernel stores `output` through a tensor map (igemm_sm90 row tiles with
 /// output staging, 16-byte aligned planes and address: sm90_stores_boxed, which the kernel tests
 /// alike).

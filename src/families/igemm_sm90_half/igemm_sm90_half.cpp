@@ -191,7 +191,7 @@ class HalfSm90Family final : public Family {
   // im2col, the NDHWC input in im2col mode, BM window origins x 64 channels a copy, its bounding
   // box the layer's window origins (geometry.cuh). All 128-byte swizzled as the ring holds A and B.
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void* /*output*/,
-                   CUtensorMap* weight_map, CUtensorMap* input_map) const override {
+                   CUtensorMap* weight_map, CUtensorMap* input_map, CUtensorMap*) const override {
     const ConvParams& p = plan.params;
     const HalfSm90Config c = kTable.load(plan.key.config);
     // Float32 here is the tf32 class's: the TMA rounds its boxes.

@@ -97,7 +97,7 @@ class K16Family final : public Family {
   // A 16-bit output's, where the kernel stores boxes (sm90_stores_boxed): (OH·OW, OD, K, N) in boxes
   // of a warpgroup's 64 positions x BN channels, 128-byte swizzled.
   void tensor_maps(const Plan& plan, const void* input, const void*, void* output, CUtensorMap* in_map,
-                   CUtensorMap* out_map) const override {
+                   CUtensorMap* out_map, CUtensorMap*) const override {
     thread_local LastTensorMap last, last_out;
     const ConvParams& p = plan.params;
     const int out_bytes = element_bytes(plan.key.out_dtype);
