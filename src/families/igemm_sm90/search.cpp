@@ -255,8 +255,8 @@ double sm90_wave_fill(long long blocks) {
 // 400, 4 rounds, 0.76). A chunked kernel's blocks walk every column block's tiles; with resident
 // weights each keeps one column block (igemm_sm90.cu). A layer of less than a round scores its
 // idle SMs too, so that small layers keep the plans they had (for many, igemm_sm80's more and
-// smaller blocks) where fuller tiles would mean fewer blocks. Not measured yet against tiles
-// within images, which are scored without it.
+// smaller blocks) where fuller tiles would mean fewer blocks. Only the tuner's candidates and
+// forced configurations are scored so (tiles within images measured faster: choose_sm90).
 double sm90_round_fill(long long tiles, long long k_blocks, const Sm90Geometry& g) {
   const long long resident = kWaveBlocks * g.min_blocks;
   const long long blocks = g.chunks > 1 ? resident : std::max(1LL, resident / k_blocks) * k_blocks;
