@@ -43,11 +43,16 @@ detail::Plan sm90_pick(const Conv3dDesc& d) {
 
 Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 5, 7}); }
 
-// The igemm_sm90 geometry a plan's key describes.
+// The igemm_sm90 geometry a plan's key describes (raw weights' 1 KB of alignment included).
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
+  const int split = d.precision == Precision::Fp32 && d.dtype == DataType::Float32 ? 1 : 0;
+  const int kvol = k.kd * k.kh * k.kw, cc = std::min(k.field("cc"), k.c_per_group);
+  const int raw = sm90_raw_weights(split, d.dtype != DataType::Float32 ? 1 : 0, (k.c_per_group + cc - 1) / cc,
+                                   k.field("tma"), cc * kvol, k.c_per_group * kvol, k.layout == Layout::NDHWC ? 1 : 0,
+                                   kvol);
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.field("th"), k.field("tw"),
-                       k.field("bn"), k.field("cc"), k.field("cp"), d.precision == Precision::Fp32 ? 1 : 0, k.field("rows"),
-                       k.field("planes"), k.layout == Layout::NCDHW, k.field("across"));
+                       k.field("bn"), k.field("cc"), k.field("cp"), split, k.field("rows"), k.field("planes"),
+                       k.layout == Layout::NCDHW, k.field("across"), raw);
 }
 
 }  // namespace
@@ -910,6 +915,9 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
   const test::ConfigCases cases = test::config_cases();
   std::vector<Conv3dDesc> all = {reference_problem()};
   for (const auto& list : cases.automatic) all.insert(all.end(), list.begin(), list.end());
+  // ... and a tf32 pointwise layer whose chunks igemm_sm90 reads raw.
+  all.push_back(test::make(8, 256, {8, 28, 28}, 256, {1, 1, 1}));
+  all.back().precision = Precision::Tf32;
   for (const char* arch : {"sm_80", "sm_90"}) {
     const detail::DeviceLimits limits = detail::limits_for_arch(arch);
     for (const Conv3dDesc& d : all) {
@@ -927,7 +935,8 @@ TEST_CASE("every plan for the GPU suite's problems fits its device") {
         CHECK(pp >= g.in_h * rp);
         CHECK(cp >= plan.key.kd * pp);
         CHECK(plan.block == static_cast<unsigned>(g.threads));
-        CHECK(plan.prep.has_value() == (g.chunks > 1));
+        CHECK(plan.shared_bytes == static_cast<unsigned>(g.shared_bytes));
+        CHECK(plan.prep.has_value() == (g.chunks > 1 && !plan.weight_map));  // (raw weights: no step)
       }
     }
   }
