@@ -15,6 +15,7 @@
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
 #include "core/problem.hpp"
+#include "families/igemm_sm90/search.hpp"
 #include "igemm_sm90/geometry.cuh"
 #include "depthwise/geometry.cuh"
 #include "pitch_rows/geometry.cuh"
@@ -45,11 +46,9 @@ Conv3dDesc reference_problem() { return test::make(16, 3, {64, 64, 64}, 64, {3, 
 
 // The igemm_sm90 geometry a plan's key describes (raw weights' 1 KB of alignment included).
 Sm90Geometry sm90_geometry_of(const Conv3dDesc& d, const detail::SpecKey& k) {
-  const int split = d.precision == Precision::Fp32 && d.dtype == DataType::Float32 ? 1 : 0;
-  const int kvol = k.kd * k.kh * k.kw, cc = std::min(k.field("cc"), k.c_per_group);
-  const int raw = sm90_raw_weights(split, d.dtype != DataType::Float32 ? 1 : 0, (k.c_per_group + cc - 1) / cc,
-                                   k.field("tma"), cc * kvol, k.c_per_group * kvol, k.layout == Layout::NDHWC ? 1 : 0,
-                                   kvol);
+  const detail::Problem prob = detail::make_problem(d);
+  const int split = detail::sm90_split(prob) ? 1 : 0;
+  const int raw = detail::sm90_raw(prob, k.field("cc"), k.field("tma") == 1) ? 1 : 0;
   return sm90_geometry(k.c_per_group, k.kd, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.field("th"), k.field("tw"),
                        k.field("bn"), k.field("cc"), k.field("cp"), split, k.field("rows"), k.field("planes"),
                        k.layout == Layout::NCDHW, k.field("across"), raw);
