@@ -15,23 +15,15 @@ grouped kernels, a few instructions each, between two runs of one build). Fill a
 from the same build and compare the two to see that noise before reading a DIFF."""
 import pathlib, re, struct, sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cache_files  # noqa: E402  (the cache's file format)
+
 # Kernel names of key texts before the families had their own names.
 OLD = {'direct_fp32': 'direct', 'direct_tiled_fp32': 'direct_tiled', 'grouped_fp32': 'grouped',
        'depthwise_fp32': 'depthwise', 'igemm_tf32': 'igemm_sm80', 'sm90_weights': 'igemm_sm90_weights'}
 
 def entries(folder):
-    out = {}
-    for f in pathlib.Path(folder).rglob('*'):
-        if not f.is_file() or f.name.startswith('.'): continue
-        b = f.read_bytes()
-        if not b.startswith(b'C3JCUBIN'): continue
-        ksz = struct.unpack_from('<I', b, 12)[0]
-        key = b[16:16 + ksz].decode()
-        psz = struct.unpack_from('<Q', b, 16 + ksz)[0]
-        payload = b[24 + ksz:24 + ksz + psz]
-        cubin = payload[payload.index(b'\n') + 1:]
-        out[normalize(key.split('|')[0])] = (key, cubin)
-    return out
+    return {normalize(key.split('|')[0]): (key, cubin) for key, _, cubin, _ in cache_files.kernels(folder)}
 
 def normalize(text):
     if ';' in text:  # old: name;class;cg=..;k=AxBxC;s=..;d=..;cfg=a,b,...
