@@ -49,9 +49,10 @@
 // p + o, p + o + 1 as one 8-byte pair where it is aligned (every other translate, by the parity
 // PARITY of the box shift) and each pair serves two slices (0.500 -> 0.464 ms, docs/kernels/igemm_sm90.md).
 //
-// Outputs: tf32 row tiles stage them (G.store_channels > 0): each warp fills a box of its
-// 16 positions x PL planes x some channels in shared memory, and one lane stores it with a TMA
-// tensor store (where the output has no tensor map, the warp copies the box out itself); elsewhere
+// Outputs: tf32 row tiles (and 256-column tiles with an epilogue) stage them (G.store_channels >
+// 0): each warp fills a box of its 16 positions x PL planes x some channels in shared memory, and
+// one lane stores it with a TMA tensor store (where the output has no tensor map, the warp copies
+// the box out itself); elsewhere
 // each thread stores its accumulators (8-byte stores for paired rows).
 // These kernels are bound by shared-memory bandwidth, so the box's stores avoid bank conflicts.
 //
@@ -254,12 +255,13 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   // Half outputs of tiles whose warps' 16 positions are one run (row tiles, or TW a multiple of
   // 16) store pairs of positions after a shuffle (store_run16, below).
   constexpr bool RUNS16 = sizeof(Out) == 2 && !NDHWC && !PAIRED && (ROW > 0 || TW % 16 == 0);
-  // Row tiles with output staging store through the output's tensor map where it exists (the
-  // host encodes it under the same test), else copy their boxes out.
+  // Tiles with output staging store through the output's tensor map where it exists (the host
+  // encodes it under the same test, sm90_stores_staged), else copy their boxes out.
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
   static_assert(!ACROSS || (!STAGED && !RUNS16 && !PAIRED), "tiles across images store each position from registers");
-  const bool bulk = STAGED && ROW > 0 && sm90_stores_boxed(OH * OW, reinterpret_cast<unsigned long long>(out), sizeof(Out));
+  const bool bulk = STAGED && sm90_stores_staged(ROW, OW, static_cast<long long>(OH) * OW,
+                                                 reinterpret_cast<unsigned long long>(out), sizeof(Out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they
   // touch, column 0) and, for row tiles, the plane position of its first output.
@@ -978,7 +980,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
           tma::fence_shared_to_async();
           __syncwarp();
           if (lane == 0) {
-            if (first < OH * OW && kb * BN + r * BOXC < K) {  // (row tiles only)
+            if (first < OH * OW && kb * BN + r * BOXC < K) {  // (the last tiles' warps past the plane)
               tma::store_box(out_map, box, first, o.od, kb * BN + r * BOXC, o.n);
             }
             tma::commit_stores();

@@ -760,28 +760,38 @@ TEST_CASE("tiles across images match the reference: pointwise_512, fused, unalig
   }
 }
 
-TEST_CASE("row tiles that stage their outputs copy them out themselves where TMA cannot store them") {
+TEST_CASE("tiles that stage their outputs copy them out themselves where TMA cannot store them") {
   // igemm_sm90's staging boxes leave through a tensor map of the output, which needs a 16-byte
-  // aligned address and planes of OH x OW a multiple of 4 floats; elsewhere each warp copies its
-  // box out with plain stores (the 19-row input's planes are 15 x 26 = 390 floats).
+  // aligned address and planes of OH x OW a multiple of 4 floats, and for TH x TW tiles rows of OW
+  // a multiple of 16; elsewhere each warp copies its box out with plain stores. Row tiles (the
+  // 19-row input's planes are 15 x 26 = 390 floats), and the planner's 256-column tiles of a
+  // pointwise layer with SiLU and a residual (W = 28 planned as planes 64 wide; W = 30 not).
   cli::make_context_current();
   cli::Stream stream;
   EngineOptions options;
   options.kernel_config = "sm90:4,64,64,3,1,1,2";  // test_plan: these tiles stage 32 channels a box
-  Engine engine(options);
-  for (int64_t h : {20, 19}) {
-    Conv3dDesc d = make(2, 3, {9, h, 32}, 40, {3, 5, 7}, 1, 1, 1, 1, true);
+  Engine rows(options);
+  std::vector<std::pair<Engine*, Conv3dDesc>> cases;
+  for (int64_t h : {20, 19}) cases.emplace_back(&rows, make(2, 3, {9, h, 32}, 40, {3, 5, 7}, 1, 1, 1, 1, true));
+  for (int64_t w : {28, 30}) {
+    Conv3dDesc d = make(1, 512, {8, 28, w}, 512, {1, 1, 1}, 1, 0, 1, 1, true);
+    d.epilogue.activation = Activation::Silu;
+    d.epilogue.residual = true;
+    cases.emplace_back(&Engine::global(), d);
+  }
+  for (auto& [engine, d] : cases) {
     d.precision = Precision::Tf32;
     cli::ProblemData data(d, 5);
-    const std::vector<double> ref = cli::reference_output(engine, d, data, stream, false);
+    const std::vector<double> ref = cli::reference_output(*engine, d, data, stream, false);
     const size_t bytes = static_cast<size_t>(data.output_elements) * sizeof(float);
     for (int offset : {0, 4, 8}) {
-      DYNAMIC_SECTION("H = " << h << ", output " << offset << " bytes past a 256-byte boundary") {
+      DYNAMIC_SECTION(describe(d) << ", output " << offset << " bytes past a 256-byte boundary") {
+        INFO(engine->kernel_for(d));
         cli::DeviceBuffer shifted(bytes + 16);
         cli::fill_nan(shifted);
         Conv3dTensors t = data.tensors();
         t.output = reinterpret_cast<float*>(static_cast<char*>(shifted.ptr()) + offset);
-        engine.run(d, t, stream.get());
+        engine->run(d, t, stream.get());
         stream.synchronize();
         std::vector<float> got(static_cast<size_t>(data.output_elements));
         detail::check_cu(detail::driver().cuMemcpyDtoH(got.data(), reinterpret_cast<CUdeviceptr>(t.output), bytes),

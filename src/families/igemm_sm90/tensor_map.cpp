@@ -94,11 +94,11 @@ const CUtensorMap& weight_tensor_map(const Plan& plan, const void* weight) {
   });
 }
 
-// Row tiles' staged boxes only: TH x TW tiles copy theirs out (the kernel's `bulk`).
+// Staged boxes where the kernel stores them by TMA (its `bulk`); else its warps copy them out.
 bool uses_output_map(const Plan& plan, const void* output) {
-  return plan.store_channels > 0 && kSm90Table.load(plan.key.config).rows > 0 &&
-         sm90_stores_boxed(plan.params.oh * plan.params.ow, reinterpret_cast<unsigned long long>(output),
-                           element_bytes(plan.key.out_dtype));
+  return plan.store_channels > 0 &&
+         sm90_stores_staged(kSm90Table.load(plan.key.config).rows, plan.params.ow, plan.params.oh * plan.params.ow,
+                            reinterpret_cast<unsigned long long>(output), element_bytes(plan.key.out_dtype));
 }
 
 const CUtensorMap& output_tensor_map(const Plan& plan, void* output) {

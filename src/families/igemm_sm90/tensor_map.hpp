@@ -30,9 +30,8 @@ const CUtensorMap& input_row_map(const Plan& plan, const void* input);
 /// aligned. Kept per thread like the input's.
 const CUtensorMap& weight_tensor_map(const Plan& plan, const void* weight);
 
-/// True when plan's kernel stores `output` through a tensor map (igemm_sm90 row tiles with
-/// output staging, 16-byte aligned planes and address: sm90_stores_boxed, which the kernel tests
-/// alike).
+/// True when plan's kernel stores `output` through a tensor map (igemm_sm90 tiles with output
+/// staging: sm90_stores_staged, which the kernel tests alike).
 bool uses_output_map(const Plan& plan, const void* output);
 
 /// The map of `output` (NCDHW, the output's type) as a 4-D tensor (OH x OW, OD, K, N) with a warp's staging box:
