@@ -28,11 +28,12 @@ constexpr int kSm90StoreWarpFloats[2] = {1024, 512};
 
 /// Which tiles may stage their outputs (sm90_geometry's `staged`): none (NDHWC outputs); row
 /// tiles; row tiles and TH x TW tiles of 256 columns whose warps' 16 positions lie in one output
-/// row (TW % 16 == 0), for epilogues other than the plain one: their epilogue then runs over the
-/// box in a rolled loop, where from registers it was unrolled for every accumulator (a tf32 384 ->
-/// 256 GELU kernel: 0.48 s of its 1.0 s compile). Narrower TH x TW tiles store from registers: staged,
-/// layers of short reductions ran 0.73-0.96x as fast (H200; docs/kernels/igemm_sm90.md), and
-/// their register epilogues compile in under 0.7 s.
+/// row (TW % 16 == 0). With an epilogue other than the plain one such tiles always stage: their
+/// epilogue then runs over the box in a rolled loop, where from registers it was unrolled for every
+/// accumulator (a tf32 384 -> 256 GELU kernel: 0.48 s of its 1.0 s compile); with the plain one
+/// (kSm90StageRows) only where TMA stores the boxes (sm90_stores_staged), else from registers.
+/// Narrower TH x TW tiles store from registers: staged, layers of short reductions ran 0.73-0.96x
+/// as fast (H200; docs/kernels/igemm_sm90.md), and their register epilogues compile in under 0.7 s.
 enum : int { kSm90StageNone = 0, kSm90StageRows = 1, kSm90StageRuns = 2 };
 CONV3DJIT_HOST_DEVICE constexpr int sm90_staging(bool ndhwc, bool plain_epilogue) {
   return ndhwc ? kSm90StageNone : plain_epilogue ? kSm90StageRows : kSm90StageRuns;
@@ -309,7 +310,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Output staging where it fits without costing a block an SM: the largest box.
   auto stage_outputs = [&] {
-    const bool stages = row > 0 ? staged != kSm90StageNone : staged == kSm90StageRuns && tw % 16 == 0 && bn >= 256;
+    const bool stages = staged != kSm90StageNone && (row > 0 || (tw % 16 == 0 && bn >= 256));
     for (int i = 0; i < 2 && stages && split == 0 && g.store_channels == 0; ++i) {
       const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
       if (channels == 0) continue;

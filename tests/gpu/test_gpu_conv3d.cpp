@@ -763,9 +763,10 @@ TEST_CASE("tiles across images match the reference: pointwise_512, fused, unalig
 TEST_CASE("tiles that stage their outputs copy them out themselves where TMA cannot store them") {
   // igemm_sm90's staging boxes leave through a tensor map of the output, which needs a 16-byte
   // aligned address and planes of OH x OW a multiple of 4 floats, and for TH x TW tiles rows of OW
-  // a multiple of 16; elsewhere each warp copies its box out with plain stores. Row tiles (the
-  // 19-row input's planes are 15 x 26 = 390 floats), and the planner's 256-column tiles of a
-  // pointwise layer with SiLU and a residual (W = 28 planned as planes 64 wide; W = 30 not).
+  // a multiple of 16; elsewhere each warp copies its box out with plain stores (and TH x TW tiles
+  // with the plain epilogue store from registers). Row tiles (the 19-row input's planes are 15 x
+  // 26 = 390 floats), and the planner's 256-column tiles of a pointwise layer, plain and with SiLU
+  // and a residual (W = 28 planned as planes 64 wide; W = 30 not).
   cli::make_context_current();
   cli::Stream stream;
   EngineOptions options;
@@ -775,6 +776,7 @@ TEST_CASE("tiles that stage their outputs copy them out themselves where TMA can
   for (int64_t h : {20, 19}) cases.emplace_back(&rows, make(2, 3, {9, h, 32}, 40, {3, 5, 7}, 1, 1, 1, 1, true));
   for (int64_t w : {28, 30}) {
     Conv3dDesc d = make(1, 512, {8, 28, w}, 512, {1, 1, 1}, 1, 0, 1, 1, true);
+    cases.emplace_back(&Engine::global(), d);
     d.epilogue.activation = Activation::Silu;
     d.epilogue.residual = true;
     cases.emplace_back(&Engine::global(), d);
