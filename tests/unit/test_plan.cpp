@@ -121,11 +121,16 @@ TEST_CASE("output staging: the largest box that fits beside the stages, channels
   const Sm90Geometry c8 = sm90_geometry(8, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 8, CP, 0, 64, 1);
   CHECK(c8.store_channels == 64);
   CHECK(c8.stages == 2);
-  // Epilogues other than the plain one: TH x TW tiles 64 wide stage at 256 columns only (narrower
-  // ones ran slower staged and compile fast from registers).
-  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1, kSm90StageRuns).store_channels == 0);
-  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 128, 4, CP, 0, 0, 1, kSm90StageRuns).store_channels == 0);
-  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, kSm90StageRuns).store_channels > 0);
+  // TH x TW tiles stage at 256 columns only (narrower ones ran slower staged and compile fast from
+  // registers), with any epilogue (the plain one uses the boxes only where TMA stores them), and
+  // only where a warp's 16 positions lie in one tile row (TW % 16 == 0).
+  for (const int staged : {kSm90StageRows, kSm90StageRuns}) {
+    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1, staged).store_channels == 0);
+    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 128, 4, CP, 0, 0, 1, staged).store_channels == 0);
+    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, staged).store_channels > 0);
+    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 8, 24, 256, 4, 3 * 10 * 28, 0, 0, 1, staged).store_channels == 0);
+  }
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, kSm90StageNone).store_channels == 0);
 }
 
 TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and dilation along D, KD >= PL") {
@@ -334,7 +339,9 @@ TEST_CASE("a block alone on its SM streams its weight chunks through as many sta
     CHECK(g.stages == stages);
     CHECK(g.weight_buffers == stages);
     CHECK(g.shared_bytes + 1024 <= kSm90SharedPerSm);
-    CHECK(g.tiles_at + stages * g.tile_floats == g.shared_bytes / 4);
+    // (then the warps' output staging boxes, where they fit)
+    CHECK(g.tiles_at + stages * g.tile_floats + g.store_floats == g.shared_bytes / 4);
+    CHECK(g.store_at == g.tiles_at + stages * g.tile_floats);
   }
   const Sm90Geometry one_chunk = geometry(24, 24, 256);
   CHECK(one_chunk.stages == 3);
