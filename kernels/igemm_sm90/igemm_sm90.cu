@@ -49,11 +49,11 @@
 // p + o, p + o + 1 as one 8-byte pair where it is aligned (every other translate, by the parity
 // PARITY of the box shift) and each pair serves two slices (0.500 -> 0.464 ms, docs/kernels/igemm_sm90.md).
 //
-// Outputs: tf32 row tiles (and 256-column tiles with an epilogue) stage them (G.store_channels >
-// 0): each warp fills a box of its 16 positions x PL planes x some channels in shared memory, and
-// one lane stores it with a TMA tensor store (where the output has no tensor map, the warp copies
-// the box out itself); elsewhere
-// each thread stores its accumulators (8-byte stores for paired rows).
+// Outputs: tf32 row tiles and 256-column TH x TW tiles stage them (G.store_channels > 0): each
+// warp fills a box of its 16 positions x PL planes x some channels in shared memory, and one lane
+// stores it with a TMA tensor store (where the output has no tensor map, the warp copies the box
+// out itself, or with the plain epilogue TH x TW tiles store from registers); elsewhere each
+// thread stores its accumulators (8-byte stores for paired rows).
 // These kernels are bound by shared-memory bandwidth, so the box's stores avoid bank conflicts.
 //
 // SPLIT = 1 (fp32 class): 3xTF32, x = big + small with big = tf32(x), small = tf32(x - big); per
@@ -849,137 +849,137 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
     // Each thread stores its accumulators (kernels without staging; plain TH x TW tiles whose
     // boxes TMA cannot store).
     auto store_from_registers = [&] {
-  #pragma unroll
-        for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
-          if (o.od + d >= OD) break;     // (the last group of planes may be short)
-  #pragma unroll
-          for (int i = 0; i < R; ++i) {
-            if (!SPLIT) sum[i] = acc[PL - 1 - d][i];
-            if (BLOCKED) sum[i] += total[i];
-          }
-          // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
-          if constexpr (NDHWC) {
-            // A position's channels are adjacent: a thread's two leave in one 8-byte store where K is
-            // even and `out` aligned, and a warp's store instruction fills 8 whole 32-byte sectors.
-            const bool pairs = K % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
-            // Channel octet j of the position at `base`: its channels 2t and 2t + 1 hold s0 and s1.
-            auto octet = [&](long long base, int j, float s0, float s1) {
-              const int k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              const long long at0 = base + k;
-              const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
-              const float r1 = epilogue::residual<Spec, float>(at0 + 1, k + 1 < K, p);
-              const float v0 = epilogue::apply_read<Spec>(s0, b.x, r0, p);
-              const float v1 = epilogue::apply_read<Spec>(s1, b.y, r1, p);
-              if (k < K) store_two(out + at0, v0, v1, pairs, k + 1 < K);
-            };
-            // The first output element of the tile's position at.
-            auto position_base = [&](int2 at) {
-              return (((static_cast<long long>(o.n) * OD + o.od + d) * OH + at.x) * OW + at.y) * K;
-            };
-            if constexpr (NDHWC_ROLLED) {
-              // NDHWC_OCTETS octets a round, then the next round's accumulators shifted to the
-              // front (the accumulators themselves, dead after this: a shifted copy would need
-              // registers of its own): the epilogue compiles for one round, not for all NB octets.
-              float* const a = acc[PL - 1 - d];
-              long long base[2];  // -1: past the plane
-  #pragma unroll
-              for (int half = 0; half < 2; ++half) {
-                const int2 at = position(o, pa + STEP * half);
-                base[half] = at.x >= OH || at.y >= OW ? -1 : position_base(at);
-              }
-  #pragma unroll 1
-              for (int j0 = 0; j0 < NB; j0 += NDHWC_OCTETS) {
-  #pragma unroll
-                for (int j = 0; j < NDHWC_OCTETS; ++j) {
-  #pragma unroll
-                  for (int half = 0; half < 2; ++half) {
-                    if (base[half] >= 0) octet(base[half], j0 + j, a[j * 4 + half * 2], a[j * 4 + half * 2 + 1]);
-                  }
-                }
-  #pragma unroll
-                for (int i = 0; i + 4 * NDHWC_OCTETS < R; ++i) a[i] = a[i + 4 * NDHWC_OCTETS];
-              }
-            } else {
-  #pragma unroll
-              for (int half = 0; half < 2; ++half) {
-                const int2 at = position(o, pa + STEP * half);
-                if (at.x >= OH || at.y >= OW) continue;
-                const long long base = position_base(at);
-  #pragma unroll
-                for (int j = 0; j < NB; ++j) octet(base, j, sum[j * 4 + half * 2], sum[j * 4 + half * 2 + 1]);
-              }
-            }
-            continue;
-          }
-          const long long out_vol = static_cast<long long>(OD) * OH * OW;
-          // Channel kb * BN + 2t's output at position `at` of plane od0 + d (across: at.x of all N x OH rows).
-          auto out_at = [&](int2 at) {
-            const int n = ACROSS ? at.x / OH : o.n, y = ACROSS ? at.x % OH : at.x;
-            return out + (static_cast<long long>(n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + y) * OW + at.y;
+#pragma unroll
+      for (int d = 0; d < PL; ++d) {  // the tile's outputs, plane by plane
+        if (o.od + d >= OD) break;     // (the last group of planes may be short)
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          if (!SPLIT) sum[i] = acc[PL - 1 - d][i];
+          if (BLOCKED) sum[i] += total[i];
+        }
+        // Accumulator j * 4 + half * 2 + e: position pa (+ STEP for half 1), channel kb * BN + 8j + 2t + e.
+        if constexpr (NDHWC) {
+          // A position's channels are adjacent: a thread's two leave in one 8-byte store where K is
+          // even and `out` aligned, and a warp's store instruction fills 8 whole 32-byte sectors.
+          const bool pairs = K % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+          // Channel octet j of the position at `base`: its channels 2t and 2t + 1 hold s0 and s1.
+          auto octet = [&](long long base, int j, float s0, float s1) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at0 = base + k;
+            const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at0 + 1, k + 1 < K, p);
+            const float v0 = epilogue::apply_read<Spec>(s0, b.x, r0, p);
+            const float v1 = epilogue::apply_read<Spec>(s1, b.y, r1, p);
+            if (k < K) store_two(out + at0, v0, v1, pairs, k + 1 < K);
           };
-          if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
-            const int2 at = position(o, pa);
-            if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-            Out* d0 = out_at(at);
-  #pragma unroll
-            for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-              const int k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              const long long at0 = d0 - out, at1 = at0 + out_vol;
-              // The residuals first, all four in flight (epilogue.cuh).
-              const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
-              const float r1 = epilogue::residual<Spec, float>(at0 + 1, k < K, p);
-              const float r2 = epilogue::residual<Spec, float>(at1, k + 1 < K, p);
-              const float r3 = epilogue::residual<Spec, float>(at1 + 1, k + 1 < K, p);
-              if (k < K) {
-                store_pair(d0, epilogue::apply_read<Spec>(sum[j * 4], b.x, r0, p),
-                           epilogue::apply_read<Spec>(sum[j * 4 + 2], b.x, r1, p));
-              }
-              if (k + 1 < K) {
-                store_pair(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + 1], b.y, r2, p),
-                           epilogue::apply_read<Spec>(sum[j * 4 + 3], b.y, r3, p));
-              }
+          // The first output element of the tile's position at.
+          auto position_base = [&](int2 at) {
+            return (((static_cast<long long>(o.n) * OD + o.od + d) * OH + at.x) * OW + at.y) * K;
+          };
+          if constexpr (NDHWC_ROLLED) {
+            // NDHWC_OCTETS octets a round, then the next round's accumulators shifted to the
+            // front (the accumulators themselves, dead after this: a shifted copy would need
+            // registers of its own): the epilogue compiles for one round, not for all NB octets.
+            float* const a = acc[PL - 1 - d];
+            long long base[2];  // -1: past the plane
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int2 at = position(o, pa + STEP * half);
+              base[half] = at.x >= OH || at.y >= OW ? -1 : position_base(at);
             }
-            continue;
-          }
-          if constexpr (RUNS16) {
-            // Half outputs whose warp's 16 positions are one run in memory: stores of pairs of
-            // positions that fill whole sectors (common/run_store.cuh; c3d_conv1 in bf16 took twice
-            // its float32-output time with a 2-byte store a lane and position).
-            const int2 at0 = position(o, pa - g);  // the warp's first position
-            const int lin0 = at0.x * OW + at0.y;
-            const int limit = ROW ? min(16, OH * OW - lin0) : at0.x < OH ? min(16, OW - at0.y) : 0;
-  #pragma unroll
-            for (int j = 0; j < NB; ++j) {
-              const int k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              // Element offset of position 0 of the warp's run for channel k (+ e).
-              const long long base = ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * (OH * OW) + lin0;
-  #pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                store_run16<Spec>(out, base + e * out_vol, limit, k + e < K, sum[j * 4 + e], sum[j * 4 + 2 + e],
-                                  e ? b.y : b.x, p, g, t);
+#pragma unroll 1
+            for (int j0 = 0; j0 < NB; j0 += NDHWC_OCTETS) {
+#pragma unroll
+              for (int j = 0; j < NDHWC_OCTETS; ++j) {
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                  if (base[half] >= 0) octet(base[half], j0 + j, a[j * 4 + half * 2], a[j * 4 + half * 2 + 1]);
+                }
               }
+#pragma unroll
+              for (int i = 0; i + 4 * NDHWC_OCTETS < R; ++i) a[i] = a[i + 4 * NDHWC_OCTETS];
+            }
+          } else {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int2 at = position(o, pa + STEP * half);
+              if (at.x >= OH || at.y >= OW) continue;
+              const long long base = position_base(at);
+#pragma unroll
+              for (int j = 0; j < NB; ++j) octet(base, j, sum[j * 4 + half * 2], sum[j * 4 + half * 2 + 1]);
             }
           }
-  #pragma unroll
-          for (int half = 0; half < (RUNS16 ? 0 : 2); ++half) {  // (RUNS16: stored above)
-            const int2 at = position(o, pa + STEP * half);
-            if (at.x >= tile_rows || at.y >= OW) continue;  // (row tiles: past the plane's last position)
-            Out* d0 = out_at(at);
-  #pragma unroll
-            for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
-              const int k = kb * BN + j * 8 + 2 * t;
-              const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
-              const long long at = d0 - out;
-              const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
-              const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
-              if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
-              if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
+          continue;
+        }
+        const long long out_vol = static_cast<long long>(OD) * OH * OW;
+        // Channel kb * BN + 2t's output at position `at` of plane od0 + d (across: at.x of all N x OH rows).
+        auto out_at = [&](int2 at) {
+          const int n = ACROSS ? at.x / OH : o.n, y = ACROSS ? at.x % OH : at.x;
+          return out + (static_cast<long long>(n) * K + kb * BN + 2 * t) * out_vol + ((o.od + d) * OH + y) * OW + at.y;
+        };
+        if (pairs_vec) {  // positions pa and pa + 1 of one channel as one 8-byte store
+          const int2 at = position(o, pa);
+          if (at.x >= OH || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+          Out* d0 = out_at(at);
+#pragma unroll
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at0 = d0 - out, at1 = at0 + out_vol;
+            // The residuals first, all four in flight (epilogue.cuh).
+            const float r0 = epilogue::residual<Spec, float>(at0, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at0 + 1, k < K, p);
+            const float r2 = epilogue::residual<Spec, float>(at1, k + 1 < K, p);
+            const float r3 = epilogue::residual<Spec, float>(at1 + 1, k + 1 < K, p);
+            if (k < K) {
+              store_pair(d0, epilogue::apply_read<Spec>(sum[j * 4], b.x, r0, p),
+                         epilogue::apply_read<Spec>(sum[j * 4 + 2], b.x, r1, p));
+            }
+            if (k + 1 < K) {
+              store_pair(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + 1], b.y, r2, p),
+                         epilogue::apply_read<Spec>(sum[j * 4 + 3], b.y, r3, p));
+            }
+          }
+          continue;
+        }
+        if constexpr (RUNS16) {
+          // Half outputs whose warp's 16 positions are one run in memory: stores of pairs of
+          // positions that fill whole sectors (common/run_store.cuh; c3d_conv1 in bf16 took twice
+          // its float32-output time with a 2-byte store a lane and position).
+          const int2 at0 = position(o, pa - g);  // the warp's first position
+          const int lin0 = at0.x * OW + at0.y;
+          const int limit = ROW ? min(16, OH * OW - lin0) : at0.x < OH ? min(16, OW - at0.y) : 0;
+#pragma unroll
+          for (int j = 0; j < NB; ++j) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            // Element offset of position 0 of the warp's run for channel k (+ e).
+            const long long base = ((static_cast<long long>(o.n) * K + k) * OD + o.od + d) * (OH * OW) + lin0;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              store_run16<Spec>(out, base + e * out_vol, limit, k + e < K, sum[j * 4 + e], sum[j * 4 + 2 + e],
+                                e ? b.y : b.x, p, g, t);
             }
           }
         }
+#pragma unroll
+        for (int half = 0; half < (RUNS16 ? 0 : 2); ++half) {  // (RUNS16: stored above)
+          const int2 at = position(o, pa + STEP * half);
+          if (at.x >= tile_rows || at.y >= OW) continue;  // (row tiles: past the plane's last position)
+          Out* d0 = out_at(at);
+#pragma unroll
+          for (int j = 0; j < NB; ++j, d0 += 8 * out_vol) {
+            const int k = kb * BN + j * 8 + 2 * t;
+            const float2 b = *reinterpret_cast<const float2*>(bias_s + j * 8 + 2 * t);
+            const long long at = d0 - out;
+            const float r0 = epilogue::residual<Spec, float>(at, k < K, p);
+            const float r1 = epilogue::residual<Spec, float>(at + out_vol, k + 1 < K, p);
+            if (k < K) store_float(d0, epilogue::apply_read<Spec>(sum[j * 4 + half * 2], b.x, r0, p));
+            if (k + 1 < K) store_float(d0 + out_vol, epilogue::apply_read<Spec>(sum[j * 4 + half * 2 + 1], b.y, r1, p));
+          }
+        }
+      }
     };
     // Plain TH x TW tiles stage only for TMA stores: copied out by the warps, such boxes ran slower
     // than register stores (docs/kernels/igemm_sm90.md).
