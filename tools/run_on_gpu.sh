@@ -2,8 +2,9 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/run_on_gpu.sh [tests|sweep|bench|tune|compile|all]
-# (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT)
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|all]
+# (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT;
+# suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them)
 set -u -o pipefail
 what=${1:-all}
 out=${OUT:-device-out}
@@ -31,12 +32,12 @@ case $what in sweep|all)
     echo "config $cfg: $($cli run $ref --config $cfg --iters 20 2>&1 | grep -E 'median|error')"
   done | tee "$out/sweep.txt"
 esac
-case $what in bench|all)
-  manifest=${BENCH_MANIFEST:-bench/suite.jsonl}
-  $cli precompile --manifest "$manifest" >/dev/null 2>&1
-  $cli bench --manifest "$manifest" --json ${BENCH_CONFIG:+--config $BENCH_CONFIG} >"$out/bench.json" 2>"$out/bench.log"
-  echo "bench exit $?"; tail -5 "$out/bench.log"
-  python3 - "$out/bench.json" <<'PY'
+# Benches a manifest against cuDNN into $out/NAME.json and prints its rows.
+bench_manifest() {  # manifest name
+  $cli precompile --manifest "$1" >/dev/null 2>&1
+  $cli bench --manifest "$1" --json ${BENCH_CONFIG:+--config $BENCH_CONFIG} >"$out/$2.json" 2>"$out/$2.log"
+  echo "bench $2 exit $?"; tail -5 "$out/$2.log"
+  python3 - "$out/$2.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(r["device"], r.get("cudnn_version"), "geomean", r.get("geomean_speedup"))
@@ -45,6 +46,18 @@ for row in r["rows"]:
     print(f'{row["name"]:22} {row["precision"]:5} c3j {f(row["conv3djit_ms"],4):>8} cudnn {f(row["cudnn_ms"],4):>8} x{f(row["speedup"],3):>6}'
           f' err {f(row["conv3djit_rel_l2"],2)}/{f(row["cudnn_rel_l2"],2)} {(row.get("kernel") or row.get("conv3djit_error") or "")[:60]}')
 PY
+}
+case $what in bench|all) bench_manifest "${BENCH_MANIFEST:-bench/suite.jsonl}" bench ;; esac
+case $what in suites)
+  # Every suite, one after the other (each JSON beside its log: bench-<suite>.json), then with
+  # FUSION=1 the fusion benchmark (its logs in $out/fusion).
+  for m in ${SUITES:-bench/suite.jsonl bench/suite_tf32.jsonl bench/suite_ndhwc.jsonl bench/suite_half.jsonl}; do
+    bench_manifest "$m" "bench-$(basename "$m" .jsonl)"
+  done
+  if [ -n "${FUSION:-}" ]; then
+    tools/test_python.sh --fusion "$out/fusion" >/dev/null 2>&1
+    echo "fusion exit $?"; tail -45 "$out/fusion/bench.log"
+  fi
 esac
 case $what in tune)
   # Tunes each suite into a cache of its own (tune-<suite>.json: every candidate's time beside the
