@@ -231,12 +231,12 @@ CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_boxed(long long plane, unsigned
 }
 
 /// Whether staged igemm_sm90 tiles store their boxes by TMA (else the warps copy them out): the
-/// output aligned for it (sm90_stores_boxed) and each warp's 16 positions a run of one output row
-/// or of the plane (row tiles; TH x TW tiles where OW % 16 == 0: else a box reaching past the row's
-/// end would write over the next row's first outputs).
-CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_staged(int row, long long ow, long long plane,
+/// output aligned for it (sm90_stores_boxed), and each warp's 16 positions a run of the plane (row
+/// tiles) or of one output row (TH x TW tiles, TW % 16 == 0, where OW % TW == 0: a box of
+/// positions past the row's end, in a tile reaching past it, would write over the next row's).
+CONV3DJIT_HOST_DEVICE constexpr bool sm90_stores_staged(int row, int tw, long long ow, long long plane,
                                                         unsigned long long out_address, int out_bytes) {
-  return sm90_stores_boxed(plane, out_address, out_bytes) && (row > 0 || ow % 16 == 0);
+  return sm90_stores_boxed(plane, out_address, out_bytes) && (row > 0 || ow % tw == 0);
 }
 
 /// The narrowest TMA box row: the tile's in_w columns after the shift, rounded up to 4 floats. The

@@ -260,7 +260,7 @@ igemm_sm90(const float* __restrict__ in, const typename Spec::element* __restric
   constexpr bool STAGED = G.store_channels > 0;
   static_assert(!STAGED || !SPLIT, "staged outputs come from the tf32 accumulators");
   static_assert(!ACROSS || (!STAGED && !RUNS16 && !PAIRED), "tiles across images store each position from registers");
-  const bool bulk = STAGED && sm90_stores_staged(ROW, OW, static_cast<long long>(OH) * OW,
+  const bool bulk = STAGED && sm90_stores_staged(ROW, TW, OW, static_cast<long long>(OH) * OW,
                                                  reinterpret_cast<unsigned long long>(out), sizeof(Out));
 
   // A tile's image and (first) plane, its first output row and column (row tiles: the first row they

@@ -765,15 +765,25 @@ TEST_CASE("tiles that stage their outputs copy them out themselves where TMA can
   // aligned address and planes of OH x OW a multiple of 4 floats, and for TH x TW tiles rows of OW
   // a multiple of 16; elsewhere each warp copies its box out with plain stores (and TH x TW tiles
   // with the plain epilogue store from registers). Row tiles (the 19-row input's planes are 15 x
-  // 26 = 390 floats), and the planner's 256-column tiles of a pointwise layer, plain and with SiLU
-  // and a residual (W = 28 planned as planes 64 wide; W = 30 not).
+  // 26 = 390 floats), the planner's 256-column tiles of a pointwise layer, plain and with SiLU
+  // and a residual (W = 28 planned as planes 64 wide; W = 30 not), and forced 2 x 64 tiles of 256
+  // columns on rows of 128 (TMA) and of 48 (tiles reaching past the row's end: the warps copy out,
+  // or plain, store from registers), 5 rows (the last tile half past the plane).
   cli::make_context_current();
   cli::Stream stream;
   EngineOptions options;
   options.kernel_config = "sm90:4,64,64,3,1,1,2";  // test_plan: these tiles stage 32 channels a box
   Engine rows(options);
+  options.kernel_config = "sm90:2,64,256,32,1,0,1";
+  Engine wide(options);
   std::vector<std::pair<Engine*, Conv3dDesc>> cases;
   for (int64_t h : {20, 19}) cases.emplace_back(&rows, make(2, 3, {9, h, 32}, 40, {3, 5, 7}, 1, 1, 1, 1, true));
+  for (int64_t w : {128, 48}) {
+    Conv3dDesc d = make(1, 64, {2, 5, w}, 256, {1, 1, 1}, 1, 0, 1, 1, true);
+    cases.emplace_back(&wide, d);
+    d.epilogue.activation = Activation::Silu;
+    cases.emplace_back(&wide, d);
+  }
   for (int64_t w : {28, 30}) {
     Conv3dDesc d = make(1, 512, {8, 28, w}, 512, {1, 1, 1}, 1, 0, 1, 1, true);
     cases.emplace_back(&Engine::global(), d);

@@ -96,8 +96,9 @@ const CUtensorMap& weight_tensor_map(const Plan& plan, const void* weight) {
 
 // Staged boxes where the kernel stores them by TMA (its `bulk`); else its warps copy them out.
 bool uses_output_map(const Plan& plan, const void* output) {
+  const Sm90Config c = kSm90Table.load(plan.key.config);
   return plan.store_channels > 0 &&
-         sm90_stores_staged(kSm90Table.load(plan.key.config).rows, plan.params.ow, plan.params.oh * plan.params.ow,
+         sm90_stores_staged(c.rows, c.tw, plan.params.ow, plan.params.oh * plan.params.ow,
                             reinterpret_cast<unsigned long long>(output), element_bytes(plan.key.out_dtype));
 }
 
