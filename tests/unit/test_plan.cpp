@@ -131,6 +131,14 @@ TEST_CASE("output staging: the largest box that fits beside the stages, channels
     CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 8, 24, 256, 4, 3 * 10 * 28, 0, 0, 1, staged).store_channels == 0);
   }
   CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, kSm90StageNone).store_channels == 0);
+  // TMA stores the boxes (sm90_stores_staged) where the output is aligned for it and a warp's 16
+  // positions never reach past their row: row tiles, or TH x TW tiles on rows of whole tiles.
+  constexpr unsigned long long kAligned = 1ull << 20;
+  CHECK(sm90_stores_staged(64, 64, 58, 58 * 60, kAligned, 4));        // row tiles: any width
+  CHECK(sm90_stores_staged(0, 64, 128, 128 * 5, kAligned, 4));        // two tiles a row
+  CHECK_FALSE(sm90_stores_staged(0, 64, 48, 48 * 5, kAligned, 4));    // a tile past the row's end
+  CHECK_FALSE(sm90_stores_staged(0, 64, 64, 64 * 5, kAligned + 4, 4));  // output off 16 bytes
+  CHECK_FALSE(sm90_stores_staged(64, 64, 58, 58 * 59, kAligned, 4));  // planes off 16 bytes
 }
 
 TEST_CASE("two output planes a tile: the tf32 class, one chunk, unit stride and dilation along D, KD >= PL") {
