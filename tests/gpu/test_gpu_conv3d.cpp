@@ -762,8 +762,8 @@ TEST_CASE("tiles across images match the reference: pointwise_512, fused, unalig
 
 TEST_CASE("tiles that stage their outputs copy them out themselves where TMA cannot store them") {
   // igemm_sm90's staging boxes leave through a tensor map of the output, which needs a 16-byte
-  // aligned address and planes of OH x OW a multiple of 4 floats, and for TH x TW tiles rows of OW
-  // a multiple of 16; elsewhere each warp copies its box out with plain stores (and TH x TW tiles
+  // aligned address and planes of OH x OW a multiple of 4 floats, and for TH x TW tiles rows of
+  // whole tiles (OW a multiple of TW); elsewhere each warp copies its box out with plain stores (and TH x TW tiles
   // with the plain epilogue store from registers). Row tiles (the 19-row input's planes are 15 x
   // 26 = 390 floats), the planner's 256-column tiles of a pointwise layer, plain and with SiLU
   // and a residual (W = 28 planned as planes 64 wide; W = 30 not), and forced 2 x 64 tiles of 256
