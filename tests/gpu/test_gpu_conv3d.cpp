@@ -238,12 +238,18 @@ TEST_CASE("the memory cache serves repeated calls without compiling or loading a
   CHECK(s.memory_hits == 4);
 }
 
-TEST_CASE("every kernel configuration the planner can pick matches the reference") {
+// igemm_sm90's configurations ("sm90:...") apart from the other families': the two halves of
+// the configuration matrices run as tests of their own, side by side.
+bool is_sm90(const std::string& config) { return config.rfind("sm90:", 0) == 0; }
+
+// Each forced configuration of config_cases() of igemm_sm90 (or of the other families) on its
+// descriptions, a section each.
+void check_forced_configs(bool sm90) {
   cli::make_context_current();
   cli::Stream stream;
-  const test::ConfigCases cases = test::config_cases();
   std::random_device seeds;
-  for (const test::ConfigCase& c : cases.forced) {
+  for (const test::ConfigCase& c : test::config_cases().forced) {
+    if (is_sm90(c.config) != sm90) continue;
     EngineOptions options;
     options.kernel_config = c.config;
     options.disk_cache = false;
@@ -254,8 +260,17 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
       }
     }
   }
-  // The heuristic's own choices for these shapes too.
-  for (const std::vector<Conv3dDesc>& descs : cases.automatic) {
+}
+
+TEST_CASE("every igemm_sm90 configuration the planner can pick matches the reference") { check_forced_configs(true); }
+
+TEST_CASE("every other family's configurations and the planner's own choices match the reference") {
+  check_forced_configs(false);
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
+  // The heuristic's own choices for the configurations' shapes.
+  for (const std::vector<Conv3dDesc>& descs : test::config_cases().automatic) {
     for (const Conv3dDesc& d : descs) {
       DYNAMIC_SECTION("auto " << describe(d)) {
         require_pass(test::check_against_reference(Engine::global(), d, seeds(), stream));
@@ -264,11 +279,15 @@ TEST_CASE("every kernel configuration the planner can pick matches the reference
   }
 }
 
-TEST_CASE("every activation, scaling and the residual match the reference in every family's store path") {
+// Every activation (scaled, with the residual; clamped within the tf32 class's reach) in the
+// store path of each configuration of test::epilogue_store_cases() of igemm_sm90 (or of the other
+// families).
+void check_epilogue_stores(bool sm90) {
   cli::make_context_current();
   cli::Stream stream;
   std::random_device seeds;
   for (const test::ConfigCase& c : test::epilogue_store_cases()) {
+    if (is_sm90(c.config) != sm90) continue;
     EngineOptions options;
     options.kernel_config = c.config;
     options.disk_cache = false;
@@ -286,6 +305,17 @@ TEST_CASE("every activation, scaling and the residual match the reference in eve
       }
     }
   }
+}
+
+TEST_CASE("every activation with scaling and the residual matches the reference in igemm_sm90's store paths") {
+  check_epilogue_stores(true);
+}
+
+TEST_CASE("every activation with scaling and the residual matches the reference in the other families' store paths") {
+  check_epilogue_stores(false);
+  cli::make_context_current();
+  cli::Stream stream;
+  std::random_device seeds;
   // The planner's choices with an epilogue (the reference problem's check runs on the GPU oracle).
   for (Conv3dDesc d : {listed_descriptions()[1], listed_descriptions()[5], listed_descriptions()[10]}) {
     for (Precision precision : {Precision::Fp32, Precision::Tf32}) {
