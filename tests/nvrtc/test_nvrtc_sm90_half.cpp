@@ -2,6 +2,7 @@
 // on sm_90 (igemm_sm80 elsewhere and for what it refuses; NCDHW ones with channels_last copies of
 // input and weight), compile for sm_90a, and ptxas reports no spills for the planner's tiles,
 // forced tiles, an epilogue with a residual, padding modes and the NCDHW store.
+#include <algorithm>
 #include <string>
 
 #include "catch.hpp"
@@ -605,6 +606,47 @@ TEST_CASE("igemm_sm90's maps: tiles across images see the input row by row, raw 
       CHECK(maps[2].strides == std::vector<cuuint64_t>{512 * 4});
       CHECK(maps[2].box == std::vector<cuuint32_t>{32, static_cast<cuuint32_t>(plan.key.field("bn"))});
       CHECK(maps[2].swizzle == CU_TENSOR_MAP_SWIZZLE_128B);
+    }
+  }
+  detail::set_driver_for_testing(nullptr);
+}
+
+TEST_CASE("igemm_sm90's output map: staged TH x TW tiles store by TMA only on rows of whole tiles") {
+  // A driver that records each map's address and box (nothing runs).
+  static std::vector<std::pair<const void*, std::vector<cuuint32_t>>> maps;
+  detail::DriverApi api;
+  api.cuTensorMapEncodeTiled = [](CUtensorMap*, CUtensorMapDataType, cuuint32_t rank, void* base, const cuuint64_t*,
+                                  const cuuint64_t*, const cuuint32_t* box, const cuuint32_t*, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    maps.emplace_back(base, std::vector<cuuint32_t>(box, box + rank));
+    return CUDA_SUCCESS;
+  };
+  detail::set_driver_for_testing(&api);
+  alignas(256) static float tensors[3][64];  // stand-ins: only their addresses are read
+  // 2 x 64 tiles of 256 columns (tf32, staged boxes of a warp's 16 positions x 1 plane x their
+  // channels), plain and with SiLU: rows of 128 (two whole tiles) take the output's map, rows of
+  // 48 (a tile past the row's end) and an output off 16 bytes do not.
+  for (const bool silu : {false, true}) {
+    for (const int w : {128, 48}) {
+      Conv3dDesc d = test::make(1, 64, {2, 5, w}, 256, {1, 1, 1});
+      d.precision = Precision::Tf32;
+      if (silu) d.epilogue.activation = Activation::Silu;
+      const detail::Plan plan =
+          detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), "sm90:2,64,256,32,1,0,1");
+      INFO(detail::canonical_text(plan.key));
+      REQUIRE(plan.store_channels > 0);
+      for (const int shift : {0, 1}) {
+        maps.clear();
+        CUtensorMap first{}, second{}, third{};
+        plan.family->tensor_maps(plan, tensors[0], tensors[1], tensors[2] + shift, &first, &second, &third);
+        const auto out = std::find_if(maps.begin(), maps.end(), [&](const auto& m) { return m.first == tensors[2] + shift; });
+        if (w == 128 && shift == 0) {
+          REQUIRE(out != maps.end());
+          CHECK(out->second == std::vector<cuuint32_t>{16, 1, static_cast<cuuint32_t>(plan.store_channels), 1});
+        } else {
+          CHECK(out == maps.end());
+        }
+      }
     }
   }
   detail::set_driver_for_testing(nullptr);
