@@ -26,18 +26,15 @@ constexpr int kSm90MaxStages = 4;
 /// inputs not 16-byte aligned) spilled 44 bytes storing from registers, none staged.
 constexpr int kSm90StoreWarpFloats[2] = {1024, 512};
 
-/// Which tiles may stage their outputs (sm90_geometry's `staged`): none (NDHWC outputs); row
-/// tiles; row tiles and TH x TW tiles of 256 columns whose warps' 16 positions lie in one output
-/// row (TW % 16 == 0). With an epilogue other than the plain one such tiles always stage: their
-/// epilogue then runs over the box in a rolled loop, where from registers it was unrolled for every
-/// accumulator (a tf32 384 -> 256 GELU kernel: 0.48 s of its 1.0 s compile); with the plain one
-/// (kSm90StageRows) only where TMA stores the boxes (sm90_stores_staged), else from registers.
-/// Narrower TH x TW tiles store from registers: staged, layers of short reductions ran 0.73-0.96x
-/// as fast (H200; docs/kernels/igemm_sm90.md), and their register epilogues compile in under 0.7 s.
-enum : int { kSm90StageNone = 0, kSm90StageRows = 1, kSm90StageRuns = 2 };
-CONV3DJIT_HOST_DEVICE constexpr int sm90_staging(bool ndhwc, bool plain_epilogue) {
-  return ndhwc ? kSm90StageNone : plain_epilogue ? kSm90StageRows : kSm90StageRuns;
-}
+/// Which tiles stage their outputs (sm90_geometry's `staged`: 0 for NDHWC outputs, which leave
+/// from registers): row tiles, and TH x TW tiles of 256 columns whose warps' 16 positions lie in
+/// one output row (TW % 16 == 0). With an epilogue other than the plain one such tiles always use
+/// their boxes: the epilogue then runs over the box in a rolled loop, where from registers it was
+/// unrolled for every accumulator (a tf32 384 -> 256 GELU kernel: 0.48 s of its 1.0 s compile);
+/// with the plain one only where TMA stores the boxes (sm90_stores_staged), else the kernel stores
+/// from registers. Narrower TH x TW tiles store from registers: staged, layers of short reductions
+/// ran 0.73-0.96x as fast (H200; docs/kernels/igemm_sm90.md), and their register epilogues compile
+/// in under 0.7 s.
 
 /// Channels of a staging box of `floats` (a multiple of 8 dividing BN), 0 where none fits.
 CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floats) {
@@ -61,7 +58,7 @@ CONV3DJIT_HOST_DEVICE constexpr int sm90_store_channels(int bn, int pl, int floa
 /// the bias of its channels, one mbarrier and one counter per stage (TMA staging), then, 128-byte aligned, one
 /// input tile per stage of [CC][in_d planes of PP][in_h rows of RP] (channel pitch CP), then a zero
 /// plane when the padding terms need it; then, for row tiles of NCDHW outputs (`staged`; TH x TW
-/// tiles of 256 columns too with an epilogue other than the plain one, sm90_staging),
+/// tiles of 256 columns too, above),
 /// each warp's output staging box (NDHWC outputs leave from registers: a thread's two channels
 /// are adjacent there, and a warp's store fills whole 32-byte sectors).
 /// The stages are the items whose copies are in flight
@@ -274,7 +271,7 @@ CONV3DJIT_HOST_DEVICE constexpr bool sm90_raw_weights(int split, int half, int c
 CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dh,
                                                            int dw, int th, int tw, int bn, int cc, int cp,
                                                            int split, int row, int pl = 1,
-                                                           int staged = kSm90StageRows, int across = 0,
+                                                           int staged = 1, int across = 0,
                                                            int raw = 0) {
   Sm90Geometry g{};
   g.kred = cc * kd * kh * kw;  // one chunk's terms
@@ -310,7 +307,7 @@ CONV3DJIT_HOST_DEVICE constexpr Sm90Geometry sm90_geometry(int cg, int kd, int k
   g.min_blocks = 2 * regs * g.threads <= 65536 && 2 * (g.shared_bytes + 1024) <= kSm90SharedPerSm ? 2 : 1;
   // Output staging where it fits without costing a block an SM: the largest box.
   auto stage_outputs = [&] {
-    const bool stages = staged != kSm90StageNone && (row > 0 || (tw % 16 == 0 && bn >= 256));
+    const bool stages = staged != 0 && (row > 0 || (tw % 16 == 0 && bn >= 256));
     for (int i = 0; i < 2 && stages && split == 0 && g.store_channels == 0; ++i) {
       const int channels = sm90_store_channels(bn, pl, kSm90StoreWarpFloats[i]);
       if (channels == 0) continue;
@@ -448,7 +445,7 @@ template <class S>
 CONV3DJIT_HOST_DEVICE constexpr auto sm90_geometry_of() {
   return sm90_geometry(S::cg, S::kd, S::kh, S::kw, S::sh, S::sw, S::dh, S::dw, S::th, S::tw, S::bn, S::cc, S::cp,
                        sm90_split_of<S>(), S::rows, S::planes,
-                       sm90_staging(S::ndhwc != 0, S::act == 0 && S::scaled == 0 && S::residual == 0), S::across,
+                       S::ndhwc == 0 ? 1 : 0, S::across,
                        sm90_raw_weights_of<S>());
 }
 

@@ -124,13 +124,12 @@ TEST_CASE("output staging: the largest box that fits beside the stages, channels
   // TH x TW tiles stage at 256 columns only (narrower ones ran slower staged and compile fast from
   // registers), with any epilogue (the plain one uses the boxes only where TMA stores them), and
   // only where a warp's 16 positions lie in one tile row (TW % 16 == 0).
-  for (const int staged : {kSm90StageRows, kSm90StageRuns}) {
-    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1, staged).store_channels == 0);
-    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 128, 4, CP, 0, 0, 1, staged).store_channels == 0);
-    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, staged).store_channels > 0);
-    CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 8, 24, 256, 4, 3 * 10 * 28, 0, 0, 1, staged).store_channels == 0);
-  }
-  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, kSm90StageNone).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 64, 4, CP, 0, 0, 1).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 4, 64, 128, 4, CP, 0, 0, 1).store_channels == 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1).store_channels > 0);
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 8, 24, 256, 4, 3 * 10 * 28, 0, 0, 1).store_channels == 0);
+  // NDHWC outputs (staged 0) leave from registers.
+  CHECK(sm90_geometry(4, 3, 3, 3, 1, 1, 1, 1, 2, 64, 256, 4, 3 * 4 * 68, 0, 0, 1, 0).store_channels == 0);
   // TMA stores the boxes (sm90_stores_staged) where the output is aligned for it and a warp's 16
   // positions never reach past their row: row tiles, or TH x TW tiles on rows of whole tiles.
   constexpr unsigned long long kAligned = 1ull << 20;

@@ -85,16 +85,12 @@ bool sm90_raw(const Problem& prob, int cc, bool tma) {
 Sm90Geometry sm90_geom(const Problem& prob, int th, int tw, int bn, int cc, int cp, int row, int pl,
                        bool across = false, bool tma = false) {
   const Conv3dDesc& d = prob.desc;
-  const Epilogue& e = d.epilogue;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   const bool raw = sm90_raw(prob, cc, tma);
   return sm90_geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h),
                        i(d.stride.w), i(d.dilation.h), i(d.dilation.w), th, tw, bn, cc, cp,
                        sm90_split(prob) ? 1 : 0, row, pl,
-                       sm90_staging(prob.desc.layout == Layout::NDHWC,
-                                    e.activation == Activation::Identity && e.alpha == 1.f && e.gamma == 1.f &&
-                                        !e.residual),
-                       across ? 1 : 0, raw ? 1 : 0);
+                       prob.desc.layout == Layout::NDHWC ? 0 : 1, across ? 1 : 0, raw ? 1 : 0);
 }
 
 // Tiles of one (n, od) output plane: TH x TW blocks, or runs of TH x TW positions (row tiles).
