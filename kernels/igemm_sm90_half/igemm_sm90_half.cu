@@ -454,11 +454,26 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       }
     }
     it += CHUNKS;
+    // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
+    const int g = lane >> 2, t = lane & 3;
+    // Outputs staged in shared memory (all but plain NDHWC ones, which leave from registers):
+    // the bias of the thread's columns is read while the last wgmmas run. Read after them, its
+    // loads ran one after another (pointwise layers of 2-8 chunks took 1.2x longer); held across
+    // the register store, 64 of them spilled.
+    constexpr bool PLAIN = epilogue::plain<Spec>;
+    constexpr bool STAGED = Spec::ndhwc == 0 || (!PLAIN && BN >= 128);
+    float bias_at[STAGED ? BN / 4 : 1];
+#pragma unroll
+    for (int j = 0; j < (STAGED ? BN / 8 : 0); ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const long long k = cur.k0 + 8 * j + 2 * t + e;
+        bias_at[2 * j + e] = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+      }
+    }
     wgmma::wait<0>();
     wgmma::settle(acc);
 
-    // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
-    const int g = lane >> 2, t = lane & 3;
     // NCDHW outputs go through shared memory as BN channel rows of BM positions (16 bytes more a
     // row keep the columns' writes off each other's banks), the ring being free once every
     // warpgroup is past its last wgmma, and leave as 16-byte stores along each channel's positions
@@ -471,7 +486,6 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     // residual is read along the same runs as the stores, 16 bytes of outputs at a time, and each
     // output is rounded once, after it. NDHWC outputs with an epilogue go the same way, as BM
     // position rows of BN channels; plain NDHWC outputs leave from registers, below.
-    constexpr bool PLAIN = epilogue::plain<Spec>;
     using Staged = select_t<PLAIN, Out, float>;
     constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
     constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
@@ -489,7 +503,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int kl = 8 * j + 2 * t + e;
-          const float b = p.has_bias && cur.k0 + kl < k_end ? load_float(bias + cur.k0 + kl) : 0.f;
+          const float b = bias_at[2 * j + e];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
@@ -574,8 +588,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         const int kl = 8 * j + 2 * t;
-        const float b0 = p.has_bias && cur.k0 + kl < k_end ? load_float(bias + cur.k0 + kl) : 0.f;
-        const float b1 = p.has_bias && cur.k0 + kl + 1 < k_end ? load_float(bias + cur.k0 + kl + 1) : 0.f;
+        const float b0 = bias_at[2 * j], b1 = bias_at[2 * j + 1];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;

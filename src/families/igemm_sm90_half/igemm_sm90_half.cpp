@@ -284,7 +284,9 @@ class HalfSm90Family final : public Family {
   std::optional<Plan> choose_tile(const Problem& prob, const DeviceLimits& limits) const {
     if (serves_types(prob) || can_implement(prob, limits)) return std::nullopt;
     const long long k = prob.k_per_group;
-    if (k > 128) {
+    // Pointwise NCDHW layers (M-major boxes) keep 128 x 128 tiles, two blocks an SM, whatever K:
+    // their reductions of a few chunks leave a lone wide block idle through its copy-out.
+    if (k > 128 && !mmajor_fits(prob)) {
       // The width whose waves of one-a-SM blocks sum the fewest columns.
       auto columns = [&](int bn) { return ceil_div(blocks(prob, staged({128, bn, 4}, prob)), kWaveBlocks) * bn; };
       int wide_bn = columns(192) < columns(256) ? 192 : 256;
