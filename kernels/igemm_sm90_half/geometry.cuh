@@ -20,20 +20,10 @@ CONV3DJIT_HOST_DEVICE constexpr int threads(int bm) { return bm / 64 * 128; }
 CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn) { return (bm + bn) * kRowBytes; }
 /// Most stages a ring may have.
 inline constexpr int kMaxStages = 8;
-/// Bytes of a tile's staged outputs where a persistent block (Spec::persist) keeps them apart from
-/// the ring, which holds its next tile's chunks by then (a block of one tile stages them in the
-/// ring): NCDHW outputs as BN channel rows of BM positions, 16 bytes more a row, in the output
-/// type for the plain convolution and float32 for any other epilogue; NDHWC outputs with an
-/// epilogue and BN >= 128 as BM rows of BN + 8 float32; none where they leave from registers.
-CONV3DJIT_HOST_DEVICE constexpr int staging_bytes(int bm, int bn, bool ndhwc, bool plain, int out_bytes) {
-  if (ndhwc) return plain || bn < 128 ? 0 : bm * (bn + 8) * 4;
-  const int staged = plain ? out_bytes : 4;
-  return bn * (bm + 16 / staged) * staged;
-}
-/// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, one
-/// mbarrier a stage for its boxes, and a persistent block's staged outputs (`staging`).
-CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int staging = 0) {
-  return stages * stage_bytes(bm, bn) + 1024 + 8 * kMaxStages + staging;
+/// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, and
+/// one mbarrier a stage for its box of weights.
+CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages) {
+  return stages * stage_bytes(bm, bn) + 1024 + 8 * kMaxStages;
 }
 /// Whether the weight's chunks arrive as TMA boxes (one a chunk, from the weight's tensor map):
 /// where its address is 16-byte aligned, as a map needs; else by cp.async like the input's.

@@ -206,7 +206,6 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4, ES);
   constexpr bool BF16 = kIsBf16<T>, TF32 = ES == 4;
   constexpr bool A_BOX = Spec::im2col != 0, A_MN = Spec::mmajor != 0, A_MAPPED = A_BOX || A_MN;
-  constexpr bool PERSIST = Spec::persist != 0;
   static_assert(CG % PIECE == 0, "16-byte pieces of one tap's channels");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
@@ -216,7 +215,6 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
                 "M-major boxes: pointwise NCDHW layers with unit strides");
   static_assert(!TF32 || !A_MN, "tf32 wgmma reads K-major operands only");
   static_assert(GROUPS == 1 || !A_MAPPED || CG % CHUNK == 0, "a group's boxes stay in its channels");
-  static_assert(!PERSIST || A_MAPPED, "a persistent block loads the next tile's A by one thread's boxes");
 
   extern __shared__ uint4 shared_half_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_half_ring));
@@ -224,50 +222,29 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   char* const ring_ptr = reinterpret_cast<char*>(shared_half_ring) + (ring - base);
   // One mbarrier a stage after the ring: its boxes have landed.
   auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
-  // Staged outputs: in the ring once every warpgroup is past its last wgmma; a persistent block's
-  // after the barriers (geometry.cuh's staging_bytes), the ring holding the next tile's chunks.
-  char* const staging_ptr = PERSIST ? ring_ptr + STAGES * STAGE + 8 * kMaxStages : ring_ptr;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
-  // Column blocks: BN channels of one group each. kg and the k_end of ungrouped kernels are
-  // references so that they read p.k at each use as they did before groups: a copy held in a
-  // register changed their machine code.
+  // Column blocks: BN channels of one group each. The block's first channel k0, the end of its
+  // group's channels k_end (its columns from there on are dropped), and the group's first input
+  // channel c_base. kg and k_end are references so that ungrouped kernels read p.k at each use as
+  // they did before groups: a copy held in a register changed their machine code.
   const long long& kg = GROUPS == 1 ? p.k : p.k_per_group;
   const long long group_tiles = (kg + BN - 1) / BN, n_tiles = GROUPS * group_tiles;
   const long long out_vol = p.od * p.oh * p.ow;
   const long long m_total = p.n * out_vol;
-  // Tile `id`: column block id % n_tiles (its first channel k0, the end of its group's channels
-  // group_end, from which its columns are dropped, and the group's first input channel c_base) of
-  // row tile id / n_tiles (its first row m0 of all N·OD·OH·OW, or with M-major boxes position s0
-  // of image img0, m0 then unused; with im2col boxes the first window origin, from which they
-  // walk). A block's tiles: blockIdx.x, and with Spec::persist blockIdx.x + gridDim.x, ...
-  struct Tile {
-    long long k0, group_end, m0, s0, img0;
-    int c_base, x0, y0, z0, n0;
-  };
-  auto tile_at = [&](long long id) {
-    Tile t{};
-    const long long col = id % n_tiles, group = GROUPS == 1 ? 0 : col / group_tiles;
-    t.k0 = (col - group * group_tiles) * BN + group * kg;
-    t.group_end = (group + 1) * kg;
-    t.c_base = static_cast<int>(group) * CG;
-    t.m0 = (id / n_tiles) * BM;
-    if constexpr (A_MN) {
-      const long long per_image = (out_vol + BM - 1) / BM;
-      t.img0 = id / n_tiles / per_image;
-      t.s0 = (id / n_tiles % per_image) * BM;
-    }
-    if constexpr (A_BOX) {
-      long long n = t.m0;
-      const long long s = take_remainder(n, out_vol);
-      t.n0 = static_cast<int>(n);
-      t.z0 = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
-      t.y0 = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
-      t.x0 = static_cast<int>(s % p.ow) * SW - p.pad_w;
-    }
-    return t;
-  };
-  const Tile first = tile_at(blockIdx.x);
+  const long long tile = blockIdx.x % n_tiles, group = GROUPS == 1 ? 0 : tile / group_tiles;
+  const long long k0 = (tile - group * group_tiles) * BN + group * kg;
+  const long long group_end = (group + 1) * kg;
+  const long long& k_end = GROUPS == 1 ? p.k : group_end;
+  const int c_base = static_cast<int>(group) * CG;
+  // The block's first row: position m0 of all N·OD·OH·OW, or with M-major boxes position s0 of
+  // image img0 (then m0 is unused).
+  long long m0 = (blockIdx.x / n_tiles) * BM, s0 = 0, img0 = 0;
+  if constexpr (A_MN) {
+    const long long per_image = (out_vol + BM - 1) / BM;
+    img0 = blockIdx.x / n_tiles / per_image;
+    s0 = (blockIdx.x / n_tiles % per_image) * BM;
+  }
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
 
   // This thread stages piece cj (channels 8cj .. 8cj + 7 of a chunk) of rows r0 + i * RPP; the
@@ -279,7 +256,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   bool a_ok[A_COPIES];
 #pragma unroll
   for (int i = 0; i < (A_MAPPED ? 0 : A_COPIES); ++i) {
-    const long long m = first.m0 + r0 + i * RPP;
+    const long long m = m0 + r0 + i * RPP;
     a_ok[i] = m < m_total;
     a_d[i] = -(1 << 28), a_h[i] = 0, a_w[i] = 0;  // past the last position: every tap fails
     a_image[i] = in;
@@ -289,12 +266,22 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       a_d[i] = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
       a_h[i] = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
       a_w[i] = static_cast<int>(s % p.ow) * SW - p.pad_w;
-      a_image[i] = in + n * (static_cast<long long>(CIN) * D * H * W) + first.c_base;
+      a_image[i] = in + n * (static_cast<long long>(CIN) * D * H * W) + c_base;
     }
   }
-  const T* const w_first = wt + (first.k0 + r0) * static_cast<long long>(KRED);
+  const T* w_rows = wt + (k0 + r0) * static_cast<long long>(KRED);
   const bool a_vector = (reinterpret_cast<unsigned long long>(in) & 15) == 0;
   const bool b_box = weight_boxes(reinterpret_cast<unsigned long long>(wt));
+  // The block's first window origin, from which its im2col boxes walk.
+  int x0 = 0, y0 = 0, z0 = 0, n0 = 0;
+  if constexpr (A_BOX) {
+    long long n = m0;
+    const long long s = take_remainder(n, out_vol);
+    n0 = static_cast<int>(n);
+    z0 = static_cast<int>(s / (p.oh * p.ow)) * SD - p.pad_d;
+    y0 = static_cast<int>(s / p.ow % p.oh) * SH - p.pad_h;
+    x0 = static_cast<int>(s % p.ow) * SW - p.pad_w;
+  }
   if (A_MAPPED || b_box) {
     if (tid == 0) {
 #pragma unroll
@@ -304,8 +291,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     __syncthreads();  // initialised before any thread waits
   }
 
-  // Chunk q (tap q / CPT, channels from CHUNK * (q % CPT)) of tile t into stage s.
-  auto load_chunk = [&](const Tile& t, int q, int s) {
+  // Chunk q (tap q / CPT, channels from CHUNK * (q % CPT)) into stage s.
+  auto load_chunk = [&](int q, int s) {
     const int tap = q / CPT, c0 = (q - tap * CPT) * CHUNK;
     const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
     const int c = c0 + cj * PIECE;
@@ -332,8 +319,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if (!b_box) {
 #pragma unroll
       for (int i = 0; i < B_COPIES; ++i) {
-        const bool ok = c_ok && t.k0 + r0 + i * RPP < p.k;
-        const T* const w_rows = PERSIST ? wt + (t.k0 + r0) * static_cast<long long>(KRED) : w_first;
+        const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
         sm90_half::copy16<T>(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
       }
     }
@@ -344,315 +330,294 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       if constexpr (A_MN) {
 #pragma unroll
         for (int w = 0; w < BM / kMajorBox; ++w) {
-          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(t.s0) + w * kMajorBox,
-                        t.c_base + c0, static_cast<int>(t.img0), full + s);
+          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox, c_base + c0,
+                        static_cast<int>(img0), full + s);
         }
       }
       // BM window origins from the block's first, each read at this tap: 64 channels from c0.
       if constexpr (A_BOX) {
-        tma::load_im2col(stage, input_map, t.c_base + c0, t.x0, t.y0, t.z0, t.n0, static_cast<unsigned short>(kw * DW),
+        tma::load_im2col(stage, input_map, c_base + c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * DW),
                          static_cast<unsigned short>(kh * DH), static_cast<unsigned short>(kd * DD), full + s);
       }
       // BN output channels x 64 columns from this chunk's first; columns past the tap's channels
       // meet A's zeros, rows and columns past the weight arrive as zeros.
-      if (b_box) tma::load_box(stage + BM * kRowBytes, weight_map, tap * CG + c0, static_cast<int>(t.k0), full + s);
+      if (b_box) tma::load_box(stage + BM * kRowBytes, weight_map, tap * CG + c0, static_cast<int>(k0), full + s);
     }
   };
 
-  // The block's chunks one after another: chunk j is chunk j % CHUNKS of its (j / CHUNKS)-th tile,
-  // in stage j % STAGES. A persistent block's loads run on into its next tile while it stores
-  // this one's outputs (the staged outputs have shared memory of their own), as its next tile's
-  // first chunks used to wait for a block of their own to start.
-  const long long tiles_total = PERSIST ? row_tiles(p.n, out_vol, BM, A_MN) * n_tiles : 0;
-  Tile ahead = first;  // the tile of the chunks being loaded
-  auto load_ahead = [&](int j) {
-    if constexpr (PERSIST) {
-      const long long id = blockIdx.x + static_cast<long long>(j / CHUNKS) * gridDim.x;
-      if (id >= tiles_total) return;
-      if (j % CHUNKS == 0 && j > 0) ahead = tile_at(id);
-      load_chunk(ahead, j % CHUNKS, j % STAGES);
-    } else {
-      if (j < CHUNKS) load_chunk(first, j, j % STAGES);
-    }
-  };
+  float acc[R], total[BLOCKED ? R : 1];
 #pragma unroll
-  for (int j = 0; j < STAGES - 2; ++j) {
-    load_ahead(j);
+  for (int i = 0; i < R; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < (BLOCKED ? R : 1); ++i) total[i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < CHUNKS) load_chunk(s, s);
     copies_commit();
   }
-  int it = 0;  // chunks of the block's earlier tiles
+  // The tile's residual goes to L2 kResidualLead chunks before the reduction ends (one tile a
+  // block: the copy-out's reads waited on DRAM one after another, behind the whole reduction).
+  // Asked for as the block started, the lines gained nothing by the copy-out (c3d_conv3b), and
+  // shorter reductions (pointwise layers) lost 1-3 %: they prefetch nothing.
+  auto prefetch_residual = [&]() {
+    if constexpr (Spec::residual != 0) {
+      const long long left = A_MN ? out_vol - s0 : m_total - m0;
+      const int valid = static_cast<int>(left < BM ? left : BM);
+      const int width = static_cast<int>(k_end - k0 < BN ? k_end - k0 : BN);  // the tile's channels
+      if constexpr (Spec::ndhwc != 0) {  // a row of the tile's channels a position
 #pragma unroll 1
-  for (long long id = blockIdx.x;; id += gridDim.x) {
-    const Tile cur = PERSIST ? tile_at(id) : first;
-    const long long& k_end = GROUPS == 1 ? p.k : cur.group_end;
-    float acc[R], total[BLOCKED ? R : 1];
-#pragma unroll
-    for (int i = 0; i < R; ++i) acc[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < (BLOCKED ? R : 1); ++i) total[i] = 0.f;
-
-    // The tile's residual goes to L2 kResidualLead chunks before the reduction ends (one tile a
-    // block: the copy-out's reads waited on DRAM one after another, behind the whole reduction).
-    // Asked for as the block started, the lines gained nothing by the copy-out (c3d_conv3b), and
-    // shorter reductions (pointwise layers) lost 1-3 %: they prefetch nothing.
-    auto prefetch_residual = [&]() {
-      if constexpr (Spec::residual != 0) {
-        const long long left = A_MN ? out_vol - cur.s0 : m_total - cur.m0;
-        const int valid = static_cast<int>(left < BM ? left : BM);
-        const int width = static_cast<int>(k_end - cur.k0 < BN ? k_end - cur.k0 : BN);  // the tile's channels
-        if constexpr (Spec::ndhwc != 0) {  // a row of the tile's channels a position
+        for (int row = tid; row < valid; row += THREADS) epilogue::prefetch_residual<Spec>((m0 + row) * p.k + k0, width, p);
+      } else {  // a channel's run of positions an image
 #pragma unroll 1
-          for (int row = tid; row < valid; row += THREADS) epilogue::prefetch_residual<Spec>((cur.m0 + row) * p.k + cur.k0, width, p);
-        } else {  // a channel's run of positions an image
+        for (int kl = tid; kl < width; kl += THREADS) {
+          long long n = A_MN ? img0 : m0;
+          long long pos = A_MN ? s0 : take_remainder(n, out_vol);
 #pragma unroll 1
-          for (int kl = tid; kl < width; kl += THREADS) {
-            long long n = A_MN ? cur.img0 : cur.m0;
-            long long pos = A_MN ? cur.s0 : take_remainder(n, out_vol);
-#pragma unroll 1
-            for (int done = 0; done < valid; ++n, pos = 0) {
-              const int len = static_cast<int>(out_vol - pos < valid - done ? out_vol - pos : valid - done);
-              epilogue::prefetch_residual<Spec>((n * p.k + cur.k0 + kl) * out_vol + pos, len, p);
-              done += len;
-            }
+          for (int done = 0; done < valid; ++n, pos = 0) {
+            const int len = static_cast<int>(out_vol - pos < valid - done ? out_vol - pos : valid - done);
+            epilogue::prefetch_residual<Spec>((n * p.k + k0 + kl) * out_vol + pos, len, p);
+            done += len;
           }
         }
       }
-    };
+    }
+  };
 #pragma unroll 1
-    for (int q = 0; q < CHUNKS; ++q) {
-      const int j = it + q;
-      copies_wait<STAGES - 3>();  // this thread's pieces of chunk j are in
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the wgmmas
-      __syncthreads();  // everyone's pieces; every warpgroup is past the wgmmas of chunk j - 2
-      load_ahead(j + STAGES - 2);
-      copies_commit();
-      if (CHUNKS > kResidualLead && q == CHUNKS - kResidualLead) prefetch_residual();
-      const unsigned a_stage = ring + static_cast<unsigned>((j % STAGES) * STAGE) + wg * 64 * kRowBytes;
-      const unsigned b_stage = ring + static_cast<unsigned>((j % STAGES) * STAGE) + BM * kRowBytes;
-      if (A_MAPPED || b_box) tma::wait(full + j % STAGES, (j / STAGES) & 1);  // chunk j's boxes
-      if constexpr (TF32 && Spec::ndhwc != 0 && !A_BOX) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
-      wgmma::fence();
+  for (int q = 0; q < CHUNKS; ++q) {
+    copies_wait<STAGES - 3>();  // this thread's pieces of chunk q are in
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the wgmmas
+    __syncthreads();  // everyone's pieces; every warpgroup is past the wgmmas of chunk q - 2
+    if (q + STAGES - 2 < CHUNKS) load_chunk(q + STAGES - 2, (q + STAGES - 2) % STAGES);
+    copies_commit();
+    if (CHUNKS > kResidualLead && q == CHUNKS - kResidualLead) prefetch_residual();
+    const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
+    const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
+    if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
+    if constexpr (TF32 && Spec::ndhwc != 0 && !A_BOX) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
+    wgmma::fence();
 #pragma unroll
-      for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32
-        if constexpr (TF32) {
-          wgmma::mma_tf32<BN>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks), wgmma::descriptor_sw128(b_stage + 32 * ks),
-                              true);
-        } else {
-          wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_sw128(a_stage + (A_MN ? 16 * kRowBytes : 32) * ks),
-                                          wgmma::descriptor_sw128(b_stage + 32 * ks), true);
-        }
-      }
-      wgmma::commit();
-      wgmma::wait<1>();
-      if constexpr (BLOCKED) {
-        if ((q + 1) % kBlockedChunks == 0 || q + 1 == CHUNKS) {
-          wgmma::wait<0>();
-          wgmma::settle(acc);
-#pragma unroll
-          for (int i = 0; i < R; ++i) total[i] += acc[i], acc[i] = 0.f;
-        }
+    for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32
+      if constexpr (TF32) {
+        wgmma::mma_tf32<BN>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks), wgmma::descriptor_sw128(b_stage + 32 * ks),
+                            true);
+      } else {
+        wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_sw128(a_stage + (A_MN ? 16 * kRowBytes : 32) * ks),
+                                        wgmma::descriptor_sw128(b_stage + 32 * ks), true);
       }
     }
-    it += CHUNKS;
-    // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
-    const int g = lane >> 2, t = lane & 3;
-    // Outputs staged in shared memory (all but plain NDHWC ones, which leave from registers):
-    // the bias of the thread's columns is read while the last wgmmas run. Read after them, its
-    // loads ran one after another (pointwise layers of 2-8 chunks took 1.2x longer); held across
-    // the register store, 64 of them spilled.
-    constexpr bool PLAIN = epilogue::plain<Spec>;
-    constexpr bool STAGED = Spec::ndhwc == 0 || (!PLAIN && BN >= 128);
-    float bias_at[STAGED ? BN / 4 : 1];
+    wgmma::commit();
+    wgmma::wait<1>();
+    if constexpr (BLOCKED) {
+      if ((q + 1) % kBlockedChunks == 0 || q + 1 == CHUNKS) {
+        wgmma::wait<0>();
+        wgmma::settle(acc);
 #pragma unroll
-    for (int j = 0; j < (STAGED ? BN / 8 : 0); ++j) {
+        for (int i = 0; i < R; ++i) total[i] += acc[i], acc[i] = 0.f;
+      }
+    }
+  }
+  // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
+  const int g = lane >> 2, t = lane & 3;
+  // Outputs staged in shared memory (all but plain NDHWC ones, which leave from registers) of
+  // tiles up to 128 columns: the bias of the thread's columns is read while the last wgmmas run.
+  // Where the copy-out read it, each load could wait out its own latency (pointwise layers of 2-8
+  // chunks took 1.2x longer); 64 values a thread (256 columns) spilled beside the threads' copies.
+  constexpr bool PLAIN = epilogue::plain<Spec>;
+  constexpr bool EARLY_BIAS = (Spec::ndhwc == 0 || (!PLAIN && BN >= 128)) && BN <= 128;
+  float bias_at[EARLY_BIAS ? BN / 4 : 1];
+#pragma unroll
+  for (int j = 0; j < (EARLY_BIAS ? BN / 8 : 0); ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const long long k = k0 + 8 * j + 2 * t + e;
+      bias_at[2 * j + e] = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+    }
+  }
+  wgmma::wait<0>();
+  wgmma::settle(acc);
+
+  // NCDHW outputs go through shared memory as BN channel rows of BM positions (16 bytes more a
+  // row keep the columns' writes off each other's banks), the ring being free once every
+  // warpgroup is past its last wgmma, and leave as 16-byte stores along each channel's positions
+  // where a run of 16 bytes stays in one image and lies on 16 bytes (element by element where not):
+  // from registers, 8 lanes of a warp stored 8 positions of a channel, half-filling each 32-byte
+  // sector of 16-bit outputs. The plain convolution's rows hold the outputs; any other epilogue's
+  // hold the float32 sums, and the epilogue runs in the copy-out, EPV outputs an iteration of a
+  // rolled loop: run on the 128 sums a thread holds in registers, an activation's code was
+  // unrolled 128 times (twice the machine code and 0.3 s more compile for a 128 x 256 tile). The
+  // residual is read along the same runs as the stores, 16 bytes of outputs at a time, and each
+  // output is rounded once, after it. NDHWC outputs with an epilogue go the same way, as BM
+  // position rows of BN channels; plain NDHWC outputs leave from registers, below.
+  using Staged = select_t<PLAIN, Out, float>;
+  constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
+  constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
+  // Residuals read a batch of runs ahead in the copy-out where the tile's residual was prefetched
+  // (long reductions: tiles in several waves, copy-outs apart in time, each waiting out one
+  // latency a run); reductions of a few chunks read a run at a time: with every block's copy-out
+  // at once they are bound by bandwidth, and reads bunched ahead of the stores cost 6-13 %.
+  constexpr int RB = Spec::residual != 0 && CHUNKS > kResidualLead ? 8 : 1;
+  static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
+  if constexpr (Spec::ndhwc == 0) {
+    Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
+    __syncthreads();  // every warpgroup's wgmmas are done with the ring
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const long long k = cur.k0 + 8 * j + 2 * t + e;
-        bias_at[2 * j + e] = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
-      }
-    }
-    wgmma::wait<0>();
-    wgmma::settle(acc);
-
-    // NCDHW outputs go through shared memory as BN channel rows of BM positions (16 bytes more a
-    // row keep the columns' writes off each other's banks), the ring being free once every
-    // warpgroup is past its last wgmma, and leave as 16-byte stores along each channel's positions
-    // where a run of 16 bytes stays in one image and lies on 16 bytes (element by element where not):
-    // from registers, 8 lanes of a warp stored 8 positions of a channel, half-filling each 32-byte
-    // sector of 16-bit outputs. The plain convolution's rows hold the outputs; any other epilogue's
-    // hold the float32 sums, and the epilogue runs in the copy-out, EPV outputs an iteration of a
-    // rolled loop: run on the 128 sums a thread holds in registers, an activation's code was
-    // unrolled 128 times (twice the machine code and 0.3 s more compile for a 128 x 256 tile). The
-    // residual is read along the same runs as the stores, 16 bytes of outputs at a time, and each
-    // output is rounded once, after it. NDHWC outputs with an epilogue go the same way, as BM
-    // position rows of BN channels; plain NDHWC outputs leave from registers, below.
-    using Staged = select_t<PLAIN, Out, float>;
-    constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
-    constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
-    // Residuals read a batch of runs ahead in the copy-out where the tile's residual was prefetched
-    // (long reductions: tiles in several waves, copy-outs apart in time, each waiting out one
-    // latency a run); reductions of a few chunks read a run at a time: with every block's copy-out
-    // at once they are bound by bandwidth, and reads bunched ahead of the stores cost 6-13 %.
-    constexpr int RB = Spec::residual != 0 && CHUNKS > kResidualLead ? 8 : 1;
-    static_assert(Spec::ndhwc != 0 || PERSIST || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
-    if constexpr (Spec::ndhwc == 0) {
-      Staged* const staged = reinterpret_cast<Staged*>(staging_ptr);
-      __syncthreads();  // every warpgroup's wgmmas are done with the ring
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int kl = 8 * j + 2 * t + e;
-          const float b = bias_at[2 * j + e];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
-            float v;
-            if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
-            else v = acc[4 * j + 2 * h + e];
-            if constexpr (PLAIN) staged[kl * PITCH + row] = from_float<Out>(v + b);
-            else staged[kl * PITCH + row] = epilogue::argument<Spec>(v, b, p);
-          }
-        }
-      }
-      __syncthreads();
-      const long long left = A_MN ? out_vol - cur.s0 : m_total - cur.m0;
-      const int valid = static_cast<int>(left < BM ? left : BM);
-      const Out* const residual = reinterpret_cast<const Out*>(p.residual);
-      // 16-byte runs where every run stays in one image and lies on 16 bytes (OD·OH·OW a multiple
-      // of a run, the output and residual aligned; valid is a multiple of a run then); else one
-      // element a thread, consecutive threads on consecutive positions of a channel.
-      const bool runs = (A_MN || out_vol % EPV == 0) && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
-                        (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
-      if (runs) {
-        // Run i: channel kl's positions at .. at + EPV - 1.
-        auto where = [&](int i, long long& offset, const Staged*& src) {
-          const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
-          if (cur.k0 + kl >= k_end || at >= valid) return false;
-          long long n = A_MN ? cur.img0 : cur.m0 + at;
-          const long long pos = A_MN ? cur.s0 + at : take_remainder(n, out_vol);
-          offset = (n * p.k + cur.k0 + kl) * out_vol + pos;
-          src = staged + kl * PITCH + at;
-          return true;
-        };
-        if constexpr (PLAIN) {
-          for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
-            long long offset;
-            const Staged* src;
-            if (where(i, offset, src)) *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
-          }
-        } else {
-          sm90_half::finish_runs16<Spec, RB, THREADS, BN * (BM / EPV)>(out, tid, p, where);
-        }
-      } else {
-        // The residuals of 8 channels are read before their outputs are stored: loads after a store
-        // would wait for it (the residual may be the output), one DRAM round trip each.
-        static_assert(THREADS % BM == 0, "a thread's position is the same in every channel it stores");
-        constexpr int STEP = THREADS / BM, BATCH = 8;
-        const int at = tid % BM;
-        if (at < valid) {
-          long long n = A_MN ? cur.img0 : cur.m0 + at;
-          const long long pos = A_MN ? cur.s0 + at : take_remainder(n, out_vol);
-          const long long o0 = (n * p.k + cur.k0) * out_vol + pos;  // channel k0
-          for (int kl0 = tid / BM; kl0 < BN; kl0 += BATCH * STEP) {
-            float r[BATCH];
-#pragma unroll
-            for (int u = 0; u < BATCH; ++u) {
-              const int kl = kl0 + u * STEP;
-              r[u] = epilogue::residual<Spec, float>(o0 + kl * out_vol, kl < BN && cur.k0 + kl < k_end, p);
-            }
-#pragma unroll
-            for (int u = 0; u < BATCH; ++u) {
-              const int kl = kl0 + u * STEP;
-              if (kl >= BN || cur.k0 + kl >= k_end) break;
-              const float v = to_float(staged[kl * PITCH + at]);
-              out[o0 + kl * out_vol] =
-                  from_float<Out>(PLAIN ? v : epilogue::finish<Spec>(epilogue::activated<Spec>(v, p), r[u], p));
-            }
-          }
-        }
-      }
-    } else if constexpr (!PLAIN && BN >= 128) {
-      // BM rows of the BN channels' activation arguments in float32 (8 floats more a row: a
-      // half-warp's 8-byte writes of 4 rows land on distinct banks); the copy-out takes EPV
-      // channels of a position an iteration, a warp's 16-byte stores along one position's channels,
-      // or two channels a thread where runs do not fit. From registers, a warp's store half-filled
-      // 8 sectors and the epilogue was unrolled for each of a thread's 128 outputs. Tiles of 64
-      // columns store from registers: staged, short reductions ran 0.87-0.96x as fast (H200), and
-      // their 32 outputs a thread compile quickly.
-      constexpr int NPITCH = BN + 8;
-      static_assert(PERSIST || BM * NPITCH * sizeof(float) <= STAGES * STAGE,
-                    "the staged sums fit the ring (3 stages or more do)");
-      float* const staged = reinterpret_cast<float*>(staging_ptr);
-      __syncthreads();  // every warpgroup's wgmmas are done with the ring
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int kl = 8 * j + 2 * t;
-        const float b0 = bias_at[2 * j], b1 = bias_at[2 * j + 1];
+        const int kl = 8 * j + 2 * t + e;
+        const float b = EARLY_BIAS ? bias_at[2 * j + e]
+                                   : p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
-          float v0, v1;
-          if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-          else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-          *reinterpret_cast<float2*>(staged + row * NPITCH + kl) =
-              make_float2(epilogue::argument<Spec>(v0, b0, p), epilogue::argument<Spec>(v1, b1, p));
-        }
-      }
-      __syncthreads();
-      const int valid = static_cast<int>(m_total - cur.m0 < BM ? m_total - cur.m0 : BM);
-      // 16-byte runs where K is a multiple of a run and the output and residual lie on 16 bytes.
-      const bool runs = kg % EPV == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
-                        (Spec::residual == 0 || reinterpret_cast<unsigned long long>(p.residual) % 16 == 0);
-      if (runs) {
-        // Run i: position row's channels kl .. kl + EPV - 1.
-        sm90_half::finish_runs16<Spec, RB, THREADS, BM * (BN / EPV)>(out, tid, p,
-                                                [&](int i, long long& offset, const float*& src) {
-                                                  const int row = i / (BN / EPV), kl = i % (BN / EPV) * EPV;
-                                                  if (row >= valid || cur.k0 + kl >= k_end) return false;
-                                                  offset = (cur.m0 + row) * p.k + cur.k0 + kl;
-                                                  src = staged + row * NPITCH + kl;
-                                                  return true;
-                                                });
-      } else {
-        const bool pairs = kg % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
-#pragma unroll 1
-        for (int i = tid; i < BM * (BN / 2); i += THREADS) {
-          const int row = i / (BN / 2), kl = i % (BN / 2) * 2;
-          if (row >= valid || cur.k0 + kl >= k_end) continue;
-          const long long at = (cur.m0 + row) * p.k + cur.k0 + kl;
-          const bool second = cur.k0 + kl + 1 < k_end;
-          const float r0 = epilogue::residual<Spec, float>(at, true, p);
-          const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
-          const float* const src = staged + row * NPITCH + kl;
-          store_two(out + at, epilogue::finish<Spec>(epilogue::activated<Spec>(src[0], p), r0, p),
-                    epilogue::finish<Spec>(epilogue::activated<Spec>(src[1], p), r1, p), pairs, second);
-        }
-      }
-    } else {
-      const bool pairs = kg % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const long long k = cur.k0 + 8 * j + 2 * t;
-        const float b0 = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
-        const float b1 = p.has_bias && k + 1 < k_end ? load_float(bias + k + 1) : 0.f;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const long long m = cur.m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
-          if (m >= m_total || k >= k_end) continue;
-          float v0, v1;
-          if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-          else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-          const long long at = m * p.k + k;
-          // Channels k, k + 1: paired where K is even (`at` is then) and `out` aligned to two elements.
-          const float r0v = epilogue::residual<Spec, float>(at, true, p);
-          const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < k_end, p);
-          store_two(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p),
-                    pairs, k + 1 < k_end);
+          float v;
+          if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
+          else v = acc[4 * j + 2 * h + e];
+          if constexpr (PLAIN) staged[kl * PITCH + row] = from_float<Out>(v + b);
+          else staged[kl * PITCH + row] = epilogue::argument<Spec>(v, b, p);
         }
       }
     }
-    if (!PERSIST || id + gridDim.x >= tiles_total) break;
+    __syncthreads();
+    const long long left = A_MN ? out_vol - s0 : m_total - m0;
+    const int valid = static_cast<int>(left < BM ? left : BM);
+    const Out* const residual = reinterpret_cast<const Out*>(p.residual);
+    // 16-byte runs where every run stays in one image and lies on 16 bytes (OD·OH·OW a multiple
+    // of a run, the output and residual aligned; valid is a multiple of a run then); else one
+    // element a thread, consecutive threads on consecutive positions of a channel.
+    const bool runs = (A_MN || out_vol % EPV == 0) && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
+                      (Spec::residual == 0 || reinterpret_cast<unsigned long long>(residual) % 16 == 0);
+    if (runs) {
+      // Run i: channel kl's positions at .. at + EPV - 1.
+      auto where = [&](int i, long long& offset, const Staged*& src) {
+        const int kl = i / (BM / EPV), at = i % (BM / EPV) * EPV;
+        if (k0 + kl >= k_end || at >= valid) return false;
+        long long n = A_MN ? img0 : m0 + at;
+        const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
+        offset = (n * p.k + k0 + kl) * out_vol + pos;
+        src = staged + kl * PITCH + at;
+        return true;
+      };
+      if constexpr (PLAIN) {
+        for (int i = tid; i < BN * (BM / EPV); i += THREADS) {
+          long long offset;
+          const Staged* src;
+          if (where(i, offset, src)) *reinterpret_cast<uint4*>(out + offset) = *reinterpret_cast<const uint4*>(src);
+        }
+      } else {
+        sm90_half::finish_runs16<Spec, RB, THREADS, BN * (BM / EPV)>(out, tid, p, where);
+      }
+    } else {
+      // The residuals of 8 channels are read before their outputs are stored: loads after a store
+      // would wait for it (the residual may be the output), one DRAM round trip each.
+      static_assert(THREADS % BM == 0, "a thread's position is the same in every channel it stores");
+      constexpr int STEP = THREADS / BM, BATCH = 8;
+      const int at = tid % BM;
+      if (at < valid) {
+        long long n = A_MN ? img0 : m0 + at;
+        const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
+        const long long o0 = (n * p.k + k0) * out_vol + pos;  // channel k0
+        for (int kl0 = tid / BM; kl0 < BN; kl0 += BATCH * STEP) {
+          float r[BATCH];
+#pragma unroll
+          for (int u = 0; u < BATCH; ++u) {
+            const int kl = kl0 + u * STEP;
+            r[u] = epilogue::residual<Spec, float>(o0 + kl * out_vol, kl < BN && k0 + kl < k_end, p);
+          }
+#pragma unroll
+          for (int u = 0; u < BATCH; ++u) {
+            const int kl = kl0 + u * STEP;
+            if (kl >= BN || k0 + kl >= k_end) break;
+            const float v = to_float(staged[kl * PITCH + at]);
+            out[o0 + kl * out_vol] =
+                from_float<Out>(PLAIN ? v : epilogue::finish<Spec>(epilogue::activated<Spec>(v, p), r[u], p));
+          }
+        }
+      }
+    }
+    return;
+  }
+  if constexpr (!PLAIN && BN >= 128) {
+    // BM rows of the BN channels' activation arguments in float32 (8 floats more a row: a
+    // half-warp's 8-byte writes of 4 rows land on distinct banks); the copy-out takes EPV
+    // channels of a position an iteration, a warp's 16-byte stores along one position's channels,
+    // or two channels a thread where runs do not fit. From registers, a warp's store half-filled
+    // 8 sectors and the epilogue was unrolled for each of a thread's 128 outputs. Tiles of 64
+    // columns store from registers: staged, short reductions ran 0.87-0.96x as fast (H200), and
+    // their 32 outputs a thread compile quickly.
+    constexpr int NPITCH = BN + 8;
+    static_assert(BM * NPITCH * sizeof(float) <= STAGES * STAGE, "the staged sums fit the ring (3 stages or more do)");
+    float* const staged = reinterpret_cast<float*>(ring_ptr);
+    __syncthreads();  // every warpgroup's wgmmas are done with the ring
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int kl = 8 * j + 2 * t;
+      const float b0 = EARLY_BIAS ? bias_at[2 * j] : p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
+      const float b1 = EARLY_BIAS ? bias_at[2 * j + 1]
+                                  : p.has_bias && k0 + kl + 1 < k_end ? load_float(bias + k0 + kl + 1) : 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+        float v0, v1;
+        if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+        else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        *reinterpret_cast<float2*>(staged + row * NPITCH + kl) =
+            make_float2(epilogue::argument<Spec>(v0, b0, p), epilogue::argument<Spec>(v1, b1, p));
+      }
+    }
+    __syncthreads();
+    const int valid = static_cast<int>(m_total - m0 < BM ? m_total - m0 : BM);
+    // 16-byte runs where K is a multiple of a run and the output and residual lie on 16 bytes.
+    const bool runs = kg % EPV == 0 && reinterpret_cast<unsigned long long>(out) % 16 == 0 &&
+                      (Spec::residual == 0 || reinterpret_cast<unsigned long long>(p.residual) % 16 == 0);
+    if (runs) {
+      // Run i: position row's channels kl .. kl + EPV - 1.
+      sm90_half::finish_runs16<Spec, RB, THREADS, BM * (BN / EPV)>(out, tid, p,
+                                              [&](int i, long long& offset, const float*& src) {
+                                                const int row = i / (BN / EPV), kl = i % (BN / EPV) * EPV;
+                                                if (row >= valid || k0 + kl >= k_end) return false;
+                                                offset = (m0 + row) * p.k + k0 + kl;
+                                                src = staged + row * NPITCH + kl;
+                                                return true;
+                                              });
+    } else {
+      const bool pairs = kg % 2 == 0 && reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out)) == 0;
+#pragma unroll 1
+      for (int i = tid; i < BM * (BN / 2); i += THREADS) {
+        const int row = i / (BN / 2), kl = i % (BN / 2) * 2;
+        if (row >= valid || k0 + kl >= k_end) continue;
+        const long long at = (m0 + row) * p.k + k0 + kl;
+        const bool second = k0 + kl + 1 < k_end;
+        const float r0 = epilogue::residual<Spec, float>(at, true, p);
+        const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
+        const float* const src = staged + row * NPITCH + kl;
+        store_two(out + at, epilogue::finish<Spec>(epilogue::activated<Spec>(src[0], p), r0, p),
+                  epilogue::finish<Spec>(epilogue::activated<Spec>(src[1], p), r1, p), pairs, second);
+      }
+    }
+    return;
+  }
+  const bool pairs = kg % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const long long k = k0 + 8 * j + 2 * t;
+    const float b0 = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+    const float b1 = p.has_bias && k + 1 < k_end ? load_float(bias + k + 1) : 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long m = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
+      if (m >= m_total || k >= k_end) continue;
+      float v0, v1;
+      if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+      else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      const long long at = m * p.k + k;
+      // Channels k, k + 1: paired where K is even (`at` is then) and `out` aligned to two elements.
+      const float r0v = epilogue::residual<Spec, float>(at, true, p);
+      const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < k_end, p);
+      store_two(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p),
+                pairs, k + 1 < k_end);
+    }
   }
 }
 

@@ -26,14 +26,7 @@ struct EpilogueKind {
   bool operator==(const EpilogueKind& o) const noexcept {
     return activation == o.activation && scaled == o.scaled && residual == o.residual;
   }
-  /// The plain convolution's, sum + bias (the kernels' epilogue::plain).
-  bool plain() const noexcept { return activation == Activation::Identity && !scaled && !residual; }
 };
-
-/// What a description's epilogue bakes into a kernel.
-inline EpilogueKind epilogue_kind(const Epilogue& e) {
-  return {e.activation, e.alpha != 1.f || e.gamma != 1.f, e.residual};
-}
 
 /// Whether a field of a configuration is chosen (by the planner, or forced by `--config`) or
 /// derived from the chosen ones and the problem (in the key, never forced).

@@ -68,7 +68,10 @@ SpecKey shape_key(const Problem& prob, const KernelDef& def) {
   const Conv3dDesc& d = prob.desc;
   // Half inputs have one class, their type's: a tf32 request shares their kernels.
   if (def.uses & kUsesClass) k.precision = d.dtype == DataType::Float32 ? d.precision : Precision::Fp32;
-  if (def.uses & kUsesEpilogue) k.epilogue = epilogue_kind(d.epilogue);
+  if (def.uses & kUsesEpilogue) {
+    const Epilogue& e = d.epilogue;
+    k.epilogue = {e.activation, e.alpha != 1.f || e.gamma != 1.f, e.residual};
+  }
   if (def.uses & kUsesKernelExtents) {
     k.c_per_group = static_cast<int32_t>(prob.c_per_group);
     k.kd = static_cast<int32_t>(d.kernel.d), k.kh = static_cast<int32_t>(d.kernel.h);

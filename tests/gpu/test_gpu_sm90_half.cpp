@@ -288,45 +288,6 @@ std::vector<Case> tf32_cases() {
   return out;
 }
 
-// Persistent blocks (config field persist = 1), each walking several tiles on layers of more
-// tiles than stay resident, its next tile's chunks in flight while it stores this one: NDHWC
-// outputs from registers (K = 200: the last column block part-filled) and through float32 rows
-// (SiLU and the residual), a grouped layer, the tf32 class; NCDHW through the channels-last copy,
-// and pointwise in M-major boxes (planes ending mid-tile) plain, with the residual, and with a
-// float32 output.
-std::vector<Case> persistent_cases() {
-  auto ncdhw = [](Conv3dDesc d) {
-    d.layout = Layout::NCDHW;
-    return d;
-  };
-  auto layer = [](int c, int k, int groups) { return make(2, c, {8, 30, 36}, k, {3, 3, 3}, 1, 1, 1, groups, true); };
-  const Conv3dDesc wide = ndhwc(layer(64, 200, 1), DataType::BFloat16, false);
-  Conv3dDesc silu = ndhwc(layer(64, 128, 1), DataType::Float16, false);
-  silu.epilogue.activation = Activation::Silu;
-  silu.epilogue.residual = true;
-  const Conv3dDesc grouped = ndhwc(layer(128, 128, 2), DataType::BFloat16, false);
-  Conv3dDesc tf32 = layer(64, 128, 1);
-  tf32.layout = Layout::NDHWC;
-  tf32.precision = Precision::Tf32;
-  auto pointwise_layer = [](int k) { return make(4, 128, {8, 20, 22}, k, {1, 1, 1}, 1, 0, 1, 1, true); };
-  const Conv3dDesc pointwise = ndhwc(pointwise_layer(200), DataType::BFloat16, false);
-  Conv3dDesc residual = ndhwc(pointwise_layer(136), DataType::Float16, false);
-  residual.epilogue = test::epilogue_cases()[3];  // GELU, scaled
-  residual.epilogue.residual = true;
-  return {
-      {"igemm_sm90_half:128,64,4,1,0,1", wide},
-      {"igemm_sm90_half:128,256,3,1,0,1", wide},
-      {"igemm_sm90_half:128,128,3,1,0,1", silu},
-      {"igemm_sm90_half:128,64,3,1,0,1", grouped},
-      {"igemm_sm90_half:128,128,3,1,0,1", tf32},
-      {"igemm_sm90_half:128,128,3,1,0,1", ncdhw(wide)},
-      {"igemm_sm90_half:128,128,3,0,1,1", ncdhw(pointwise)},
-      {"igemm_sm90_half:128,192,4,0,1,1", ncdhw(pointwise)},
-      {"igemm_sm90_half:64,128,4,0,1,1", ncdhw(ndhwc(pointwise, DataType::Float16, true))},
-      {"igemm_sm90_half:128,128,3,0,1,1", ncdhw(residual)},
-  };
-}
-
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -378,17 +339,6 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
   check_all(mmajor_cases(), true);
 }
 
-TEST_CASE("igemm_sm90_half: persistent blocks walk several tiles each") {
-  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
-  cli::Stream stream;
-  for (const Case& c : persistent_cases()) {
-    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
-    INFO(r.kernel);
-    CHECK(r.kernel.find(" persist=1") != std::string::npos);
-  }
-  check_all(persistent_cases(), true);
-}
-
 TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   check_all(grouped_cases(), true);
@@ -432,7 +382,7 @@ TEST_CASE("igemm_sm90_half: no local memory") {
   std::vector<Case> all = kernel_cases();
   for (const auto& list :
        {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases(), grouped_cases(),
-        tf32_cases(), persistent_cases()})
+        tf32_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());

@@ -25,10 +25,10 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col = 0, mmajor = 0, persist = 0, groups = 1;
+  int bm, bn, stages, im2col = 0, mmajor = 0, groups = 1;
 };
 
-const ConfigTable<HalfSm90Config, 7> kTable{{{
+const ConfigTable<HalfSm90Config, 6> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
@@ -40,11 +40,6 @@ const ConfigTable<HalfSm90Config, 7> kTable{{{
       "1: A in M-major boxes straight from an NCDHW input (1x1x1, unit stride, no padding, D*H*W % 8 == 0), "
       "0: NCDHW inputs through the channels-last copy (default: 1 where the layer allows it)"},
      &HalfSm90Config::mmajor},
-    {{"persist", FieldRole::Optional,
-      "1: as many blocks as stay resident, each walking tiles and loading the next one's chunks while it "
-      "stores this one's outputs (needs A in boxes: im2col or mmajor 1; the staged outputs take shared "
-      "memory beside the ring), 0: a block a tile (default 0)"},
-     &HalfSm90Config::persist},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
@@ -96,20 +91,10 @@ HalfSm90Config staged(HalfSm90Config c, const Problem& prob) {
   return c;
 }
 
-// A block's dynamic shared memory: a persistent block's staged outputs beside the ring.
-int shared_bytes(const Problem& prob, const HalfSm90Config& c) {
-  const int staging = c.persist == 0 ? 0
-                                     : geo::staging_bytes(c.bm, c.bn, prob.desc.layout == Layout::NDHWC,
-                                                          epilogue_kind(prob.desc.epilogue).plain(),
-                                                          element_bytes(prob.out_dtype));
-  return geo::shared_bytes(c.bm, c.bn, c.stages, staging);
-}
-
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.groups != prob.desc.groups) return false;
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
   if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || !mmajor_fits(prob))) return false;
-  if (c.persist != 0 && (c.persist != 1 || c.im2col + c.mmajor == 0)) return false;
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
@@ -118,7 +103,7 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config&
       c.bn > 128) {
     return false;
   }
-  return shared_bytes(prob, c) <= limits.max_smem_per_block_optin;
+  return geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
 }
 
 class HalfSm90Family final : public Family {
@@ -322,17 +307,8 @@ class HalfSm90Family final : public Family {
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
-    const int shared = shared_bytes(prob, c);
-    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm), shared);
-    // Persistent: as many blocks as stay resident (the launch bounds' register budget and the
-    // shared memory), each walking tiles blockIdx.x, + gridDim.x, ...
-    long long grid = blocks(prob, c);
-    if (c.persist == 1) {
-      const long long per_sm = std::max(1, std::min(blocks_an_sm(plan.key), limits.max_smem_per_sm /
-                                                                                (shared + kSharedPerBlockReserved)));
-      grid = std::min(grid, per_sm * limits.sm_count);
-    }
-    plan.grid = checked_grid(grid, *this);
+    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm), geo::shared_bytes(c.bm, c.bn, c.stages));
+    plan.grid = checked_grid(blocks(prob, c), *this);
     const bool ncdhw = prob.desc.layout == Layout::NCDHW;
     if (ncdhw && c.mmajor == 0) {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
@@ -344,7 +320,6 @@ class HalfSm90Family final : public Family {
       HalfSm90Config copies = c;
       copies.mmajor = 0;
       copies.im2col = ncdhw && im2col_fits(prob) ? 1 : 0;
-      copies.persist = copies.im2col == 1 ? c.persist : 0;
       plan.unaligned = std::make_shared<const Plan>(this->plan(prob, limits, copies));
     }
     return plan;
