@@ -419,12 +419,12 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   }
   // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
   const int g = lane >> 2, t = lane & 3;
-  // Outputs staged in shared memory (all but plain NDHWC ones, which leave from registers) of
-  // tiles up to 128 columns: the bias of the thread's columns is read while the last wgmmas run.
-  // Where the copy-out read it, each load could wait out its own latency (pointwise layers of 2-8
-  // chunks took 1.2x longer); 64 values a thread (256 columns) spilled beside the threads' copies.
+  // NCDHW outputs (staged in shared memory) of tiles up to 128 columns: the bias of the thread's
+  // columns is read while the last wgmmas run. Where the copy-out read it, each load could wait
+  // out its own latency (pointwise layers of 2-8 chunks took 1.2x longer); 64 values a thread (256
+  // columns) spilled beside the threads' copies, and 32 beside an NDHWC epilogue's (8 bytes).
   constexpr bool PLAIN = epilogue::plain<Spec>;
-  constexpr bool EARLY_BIAS = (Spec::ndhwc == 0 || (!PLAIN && BN >= 128)) && BN <= 128;
+  constexpr bool EARLY_BIAS = Spec::ndhwc == 0 && BN <= 128;
   float bias_at[EARLY_BIAS ? BN / 4 : 1];
 #pragma unroll
   for (int j = 0; j < (EARLY_BIAS ? BN / 8 : 0); ++j) {
