@@ -1,5 +1,6 @@
 #pragma once
 // cp.async helpers (sm_80+; older archs fall back to a plain load and store).
+#include "common/tf32.cuh"
 
 namespace conv3djit {
 
@@ -37,6 +38,31 @@ __device__ __forceinline__ void copies_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
+}
+
+// 16 bytes from global `src` to shared address `dst`, zero where !valid (src is then not read);
+// by cp.async where `vector` (src 16-byte aligned), else by element loads (T's size) and one
+// 16-byte store, float32 elements rounded to TF32. sm_80 or newer (the kernels that call it).
+template <class T>
+__device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid, bool vector) {
+  if (vector) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+  } else {
+    unsigned w[4] = {0u, 0u, 0u, 0u};
+    if (valid) {
+      if constexpr (sizeof(T) == 4) {
+        const auto* s = static_cast<const unsigned*>(src);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = __float_as_uint(to_tf32(__uint_as_float(__ldg(s + i))));
+      } else {
+        const auto* s = static_cast<const unsigned short*>(src);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = unsigned(__ldg(s + 2 * i)) | (unsigned(__ldg(s + 2 * i + 1)) << 16);
+      }
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                 "r"(w[3]));
+  }
 }
 
 }  // namespace conv3djit

@@ -63,31 +63,6 @@
 namespace conv3djit {
 namespace sm90_half {
 
-// 16 bytes from global `src` to shared address `dst`, zero where !valid (src is then not read);
-// by cp.async where `vector` (src 16-byte aligned), else by element loads (T's size) and one
-// 16-byte store, float32 elements rounded to TF32.
-template <class T>
-__device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid, bool vector) {
-  if (vector) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-  } else {
-    unsigned w[4] = {0u, 0u, 0u, 0u};
-    if (valid) {
-      if constexpr (sizeof(T) == 4) {
-        const auto* s = static_cast<const unsigned*>(src);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) w[i] = __float_as_uint(to_tf32(__uint_as_float(__ldg(s + i))));
-      } else {
-        const auto* s = static_cast<const unsigned short*>(src);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) w[i] = unsigned(__ldg(s + 2 * i)) | (unsigned(__ldg(s + 2 * i + 1)) << 16);
-      }
-    }
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]),
-                 "r"(w[3]));
-  }
-}
-
 /// The residual's 16 bytes at offset (16-byte aligned), zeros without a residual.
 template <class Spec>
 __device__ __forceinline__ uint4 read_run16(long long offset, const ConvParams& p) {
@@ -313,14 +288,14 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           ok = c_ok && a_ok[i];
           at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CIN + c;
         }
-        sm90_half::copy16<T>(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
+        copy16<T>(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
       }
     }
     if (!b_box) {
 #pragma unroll
       for (int i = 0; i < B_COPIES; ++i) {
         const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
-        sm90_half::copy16<T>(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
+        copy16<T>(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
       }
     }
     if ((A_MAPPED || b_box) && tid == 0) {

@@ -9,6 +9,7 @@ const Family& igemm_sm90_k16_family();
 const Family& igemm_sm90_family();
 const Family& igemm_sm90_half_family();
 const Family& igemm_sm80_family();
+const Family& grouped_mma_family();
 const Family& direct_tiled_family();
 const Family& depthwise_family();
 const Family& grouped_family();
@@ -17,7 +18,8 @@ const Family& direct_family();
 const std::vector<const Family*>& registry() {
   static const std::vector<const Family*> families = {
       &igemm_sm90_k16_family(), &igemm_sm90_family(), &igemm_sm90_half_family(), &igemm_sm80_family(),
-      &depthwise_family(),      &grouped_family(),    &direct_tiled_family(),    &direct_family(),
+      &grouped_mma_family(),    &depthwise_family(),  &grouped_family(),         &direct_tiled_family(),
+      &direct_family(),
   };
   return families;
 }

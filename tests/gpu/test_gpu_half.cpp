@@ -1,6 +1,7 @@
 // bf16 and fp16 convolutions on the GPU against the float64 reference of the same half inputs:
 // every kernel the planner can pick for half types (igemm_sm80, igemm_sm90 on a float32 copy for
-// layers of few channels on sm_90, direct for what they decline) and
+// layers of few channels on sm_90, grouped_mma and grouped for grouped layers, direct for what
+// they decline) and
 // forced tiles, both layouts, float32 outputs, extents that end mid-tile, C = 3 and 5, every
 // activation with a residual, padding modes, inputs in [-1, 1) and [0, 1), a long reduction, an
 // input off a 16-byte boundary, and tensors of more than 2^31 elements. Skipped (exit 77) without
@@ -63,6 +64,15 @@ std::vector<Conv3dDesc> dense_shapes() {
 }
 
 
+// grouped_mma's layers: groups of 8 channels (27 items, an odd count: the last step's second half
+// reads zeros), 16 with a stride along H and dilation along W (two warps a group, 54 items), and
+// 24 -> 48 (two column blocks a warp, three warps a group), each with extents that end mid-tile.
+std::vector<Conv3dDesc> grouped_mma_shapes() {
+  return {make(2, 32, {5, 9, 30}, 32, {3, 3, 3}, 1, 1, 1, 4, true),
+          make(1, 64, {6, 11, 13}, 64, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 4),
+          make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true)};
+}
+
 using Case = test::KernelCase;
 using test::family_of;
 using test::worst_rel_l2;
@@ -83,6 +93,17 @@ std::vector<Case> kernel_cases() {
     out.push_back({"", typed(make(1, 8, {5, 6, 7}, 12, {3, 3, 3}, 1, 1, 1, 2, true), c.type, c.layout, c.fp32_output), grouped});
     out.push_back({"", typed(make(2, 6, {4, 9, 11}, 6, {3, 3, 3}, {1, 2, 1}, 1, 1, 6), c.type, c.layout, c.fp32_output),
                    grouped});
+    // Groups of 8 channels or more: grouped_mma.
+    for (const Conv3dDesc& d : grouped_mma_shapes()) {
+      out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), "grouped_mma"});
+    }
+  }
+  // grouped_mma's forced tiles: one group a block of 2 x 8 positions, and 8 x 4 (rows past the
+  // plane) with two column blocks a warp.
+  for (size_t i = 0; i < combos.size(); ++i) {
+    const TypeCombo& c = combos[i];
+    out.push_back({i % 2 == 0 ? "grouped_mma:2,8,1" : "grouped_mma:8,4,1,2",
+                   typed(grouped_mma_shapes()[i % 2 == 0 ? 0 : 2], c.type, c.layout, c.fp32_output), "grouped_mma"});
   }
   // Forced tiles and direct: on half the combinations each (every type, layout and output type).
   for (size_t i = 0; i < combos.size(); ++i) {
@@ -113,6 +134,17 @@ std::vector<Case> epilogue_cases() {
       out.push_back({"", d, ""});
     }
   }
+  // grouped_mma's store paths (NCDHW and NDHWC): GELU, scaled, with the residual.
+  for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+    for (size_t s = 0; s < 2; ++s) {
+      Conv3dDesc g = typed(grouped_mma_shapes()[s], s == 0 ? DataType::BFloat16 : DataType::Float16, layout,
+                           layout == Layout::NDHWC);
+      g.epilogue = test::epilogue_cases()[3];
+      g.epilogue.residual = true;
+      g.epilogue.clamp_min = -3.f, g.epilogue.clamp_max = 4.f;
+      out.push_back({"", g, "grouped_mma"});
+    }
+  }
   // The grouped kernel's store path: GELU, scaled, with the residual, in both output types.
   for (const bool fp32_output : {false, true}) {
     Conv3dDesc g = typed(make(2, 16, {4, 7, 10}, 8, {3, 3, 3}, 1, 1, 1, 4, true), DataType::BFloat16, Layout::NCDHW,
@@ -140,6 +172,15 @@ std::vector<Case> padding_cases() {
         out.push_back({"", d, ""});  // (C = 3 and 16: igemm_sm90 on sm_90, in both layouts)
         ++i;
       }
+    }
+  }
+  // grouped_mma stages the mode's sources in its input tile.
+  for (const PaddingMode mode : modes) {
+    for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+      Conv3dDesc d = typed(grouped_mma_shapes()[0], layout == Layout::NCDHW ? DataType::BFloat16 : DataType::Float16,
+                           layout, false);
+      d.padding_mode = mode;
+      out.push_back({"", d, "grouped_mma"});
     }
   }
   return out;
@@ -313,8 +354,10 @@ TEST_CASE("half types on sm_90: igemm_sm90_k16's inputs off a 16-byte boundary r
 TEST_CASE("half types: an input off a 16-byte boundary takes the 2-byte gather") {
   cli::make_context_current();
   cli::Stream stream;
-  for (const Layout layout : {Layout::NDHWC, Layout::NCDHW}) {
-    const Conv3dDesc d = typed(dense_shapes()[2], DataType::BFloat16, layout, false);
+  // (grouped_mma's NDHWC input: its 16-byte rows by element loads.)
+  for (const Conv3dDesc& d : {typed(dense_shapes()[2], DataType::BFloat16, Layout::NDHWC, false),
+                              typed(dense_shapes()[2], DataType::BFloat16, Layout::NCDHW, false),
+                              typed(grouped_mma_shapes()[0], DataType::BFloat16, Layout::NDHWC, false)}) {
     DYNAMIC_SECTION(describe(d)) {
       const cli::ProblemData data(d, 23, 1);
       cli::fill_nan(data.d_output);
@@ -339,7 +382,8 @@ TEST_CASE("half-type kernels keep every value in registers: no local memory") {
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
     INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
-    if (family_of(r.kernel) == "igemm_sm80" || family_of(r.kernel).rfind("igemm_sm90", 0) == 0) {
+    if (family_of(r.kernel) == "igemm_sm80" || family_of(r.kernel) == "grouped_mma" ||
+        family_of(r.kernel).rfind("igemm_sm90", 0) == 0) {
       CHECK(r.local_bytes == 0);
     } else if (r.local_bytes != 0) {  // direct's fp16 NCDHW kernels keep 16 bytes (docs/kernels/igemm_sm80.md)
       std::printf("local memory: %s %d bytes\n", r.kernel.c_str(), r.local_bytes);

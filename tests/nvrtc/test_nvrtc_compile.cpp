@@ -294,7 +294,7 @@ TEST_CASE("grouped and depthwise NDHWC layers take the grouped kernel and compil
   // ResNeXt's 32 groups of 8 channels, a depthwise layer and a channel multiplier of 6 with 1 x 7
   // x 7 (two output channels of one input channel a block: 360 bytes spilled at the depthwise
   // budget of 72 registers), float32 and bf16, plain and with GELU and a residual (the depthwise
-  // one reflect-padded too).
+  // one reflect-padded too). ResNeXt's bf16 layer takes grouped_mma (groups of 8 channels).
   Conv3dDesc resnext = test::make(2, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32, true);
   Conv3dDesc depthwise = test::make(2, 64, {16, 56, 56}, 64, {3, 3, 3}, 1, 1, 1, 64, true);
   depthwise.padding_mode = PaddingMode::Reflect;
@@ -308,7 +308,8 @@ TEST_CASE("grouped and depthwise NDHWC layers take the grouped kernel and compil
         d.epilogue.residual = heavy;
         INFO(describe(d));
         const test::PtxasReport r = test::ptxas_report(d, "sm_90");
-        CHECK(r.kernel.rfind(std::string("grouped ") + dtype_name(type) + " ndhwc ", 0) == 0);
+        const bool mma = type != DataType::Float32 && d.c / d.groups % 8 == 0;
+        CHECK(r.kernel.rfind(std::string(mma ? "grouped_mma " : "grouped ") + dtype_name(type) + " ndhwc ", 0) == 0);
         test::check_no_spills(r);
       }
     }

@@ -1,6 +1,7 @@
 // NVRTC, no GPU: bf16 and fp16 descriptions (both layouts, float32 outputs, an epilogue with a
-// residual, padding modes) plan to igemm_sm80 on sm_80 and sm_90, compile, and ptxas reports no
-// spills for them; direct's kernels for half types compile too.
+// residual, padding modes) plan to igemm_sm80 on sm_80 and sm_90 (grouped ones to grouped_mma or
+// grouped), compile, and ptxas reports no spills for them; direct's kernels for half types compile
+// too.
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -267,5 +268,47 @@ TEST_CASE("half types: grouped layers take grouped in both layouts; direct compi
       CHECK(f.main().compiled);
       CHECK(f.main().kernel.rfind("direct ", 0) == 0);
     }
+  }
+}
+
+TEST_CASE("half types: grouped layers of 8 or more channels a group take grouped_mma on sm_80 and sm_90 and compile without spills") {
+  // ResNeXt-3D's 32 groups of 8, groups of 16 with a stride and dilation, 24 -> 48 channels (two
+  // column blocks a warp), the heaviest epilogue with the residual, a padding mode. As the engine
+  // compiles them: a budget that leaves a stack frame is relaxed (the heavy NCDHW epilogue beside
+  // 54 registers of weights spills 8 bytes at 168 registers on sm_80).
+  EngineOptions options;
+  options.disk_cache = false;
+  Engine engine(options);
+  Conv3dDesc heavy = test::make(1, 64, {6, 11, 13}, 64, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 4, true);
+  heavy.epilogue.activation = Activation::Gelu;
+  heavy.epilogue.alpha = 0.5f;
+  heavy.epilogue.residual = true;
+  Conv3dDesc reflect = test::make(2, 32, {5, 9, 30}, 32, {3, 3, 3}, 1, 1, 1, 4, true);
+  reflect.padding_mode = PaddingMode::Reflect;
+  const Conv3dDesc shapes[] = {test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32, true), heavy, reflect,
+                               test::make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true)};
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
+      for (const Conv3dDesc& shape : shapes) {
+        const Conv3dDesc d = half_desc(type, layout, layout == Layout::NDHWC, shape);
+        for (const char* arch : {"sm_80", "sm_90"}) {
+          DYNAMIC_SECTION(describe(d) << " " << arch) {
+            const PrecompiledKernel k = engine.precompile(d, arch).main();
+            INFO(k.kernel << ": " << k.registers << " registers");
+            CHECK(k.kernel.rfind("grouped_mma ", 0) == 0);
+            CHECK(k.stack_bytes == 0);
+          }
+        }
+      }
+    }
+  }
+  // Fewer than 8 channels a group, more than 512 terms, or a group's columns over 8 warps: the
+  // families after it.
+  for (const Conv3dDesc& d : {test::make(1, 8, {6, 7, 8}, 8, {3, 3, 3}, 1, 1, 1, 2),
+                              test::make(1, 64, {6, 7, 8}, 64, {5, 5, 5}, 1, 2, 1, 8),
+                              test::make(1, 16, {6, 7, 8}, 384, {3, 3, 3}, 1, 1, 1, 2)}) {
+    const Conv3dDesc h = half_desc(DataType::BFloat16, Layout::NDHWC, false, d);
+    INFO(describe(h));
+    CHECK(engine.kernel_for(h, "sm_90").rfind("grouped_mma ", 0) != 0);
   }
 }

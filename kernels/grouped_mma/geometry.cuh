@@ -1,0 +1,62 @@
+#pragma once
+#include "common/common.cuh"
+// grouped_mma's tile arithmetic, shared by the kernel and its family's planner.
+//
+// The reduction of one output is its group's CG channels at every tap, in items of 8 channels of
+// one tap: item i is tap i / (CG / 8), channels 8 (i % (CG / 8)) on. An m16n8k16 step takes two
+// items (the second of an odd count is zeros).
+
+namespace conv3djit::grouped_mma_geometry {
+
+/// Bytes of one staged input row: 8 channels of one position.
+inline constexpr int kRowBytes = 16;
+/// Longest reduction a chain of mma.sync runs into one float32 accumulator (32 steps, 512
+/// terms), as in igemm_sm80: the tensor cores' accumulation truncates, and longer chains drift
+/// past the 1e-5 class of float32 outputs.
+inline constexpr int kMaxItems = 64;
+/// Registers a thread may hold its B fragments in (2 a step and column block).
+inline constexpr int kMaxWeightRegisters = 64;
+
+struct GroupedMmaGeometry {
+  int items, steps;          // reduction items of 8 terms; m16n8k16 steps (two items each)
+  int planes, in_h, in_w;    // the input tile of one output plane's TH x TW positions
+  int group_rows;            // staged 16-byte rows of one group: CG / 8 x planes x in_h x in_w
+  int m_blocks;              // m16 blocks of the tile's TH x TW positions
+  int warps_per_group;       // NG / NW x WM
+  int threads;
+  int shared_bytes;          // GB groups' rows, then one zero row
+  int min_blocks;            // per SM, for the register budget (128 or 168 registers a thread)
+};
+
+CONV3DJIT_HOST_DEVICE constexpr GroupedMmaGeometry geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dd,
+                                                             int dh, int dw, int th, int tw, int gb, int ng, int nw,
+                                                             int wm) {
+  GroupedMmaGeometry g{};
+  g.items = kd * kh * kw * (cg / 8);
+  g.steps = (g.items + 1) / 2;
+  g.planes = (kd - 1) * dd + 1;
+  g.in_h = (th - 1) * sh + (kh - 1) * dh + 1;
+  g.in_w = (tw - 1) * sw + (kw - 1) * dw + 1;
+  g.group_rows = cg / 8 * g.planes * g.in_h * g.in_w;
+  g.m_blocks = (th * tw + 15) / 16;
+  g.warps_per_group = nw > 0 ? ng / nw * wm : 0;
+  g.threads = 32 * gb * g.warps_per_group;
+  g.shared_bytes = (gb * g.group_rows + 1) * kRowBytes;
+  // 128 registers a thread, 168 where the B fragments take more than 32 (54 of them beside an
+  // NCDHW GELU + residual epilogue spilled at 128).
+  const int budget = 2 * g.steps * nw > 32 ? 168 : 128;
+  const int by_registers = g.threads > 0 ? 65536 / (budget * g.threads) : 1;
+  g.min_blocks = by_registers < 1 ? 1 : by_registers > 8 ? 8 : by_registers;
+  return g;
+}
+
+/// The staged row of item `item` relative to an output position's first (tap (0, 0, 0), channels
+/// 0..7) in a group's rows ([CG / 8][planes][in_h][in_w]).
+CONV3DJIT_HOST_DEVICE constexpr int item_row(int item, int cg, int kh, int kw, int dd, int dh, int dw, int planes,
+                                             int in_h, int in_w) {
+  const int chunks = cg / 8, tap = item / chunks, chunk = item % chunks;
+  const int z = tap / (kh * kw), y = tap / kw % kh, x = tap % kw;
+  return ((chunk * planes + z * dd) * in_h + y * dh) * in_w + x * dw;
+}
+
+}  // namespace conv3djit::grouped_mma_geometry
