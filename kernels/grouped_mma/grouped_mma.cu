@@ -7,11 +7,10 @@
 // block computes a TH x TW tile of one (n, od) output plane for GB consecutive groups; each warp
 // one group's NW column blocks of 8 for every WM-th m16 block of the tile.
 //
-// The input is read channels-last (the caller's NDHWC tensor, or for an NCDHW layer the
-// channels_last copy the call makes first); the weight, bias, output and residual are in the
-// layer's layout (Spec::ndhwc). A block stages its input tile once: for each group, the 8-channel
-// pieces of every position the tile reads, one 16-byte row a piece ([CG / 8][planes][rows][cols],
-// positions along W adjacent), zeros or the padding mode's sources where the tile reads padding.
+// Every tensor is in the layer's layout (Spec::ndhwc). A block stages its input tile once: for
+// each group, the 8-channel pieces of every position the tile reads, one 16-byte row a piece
+// ([CG / 8][planes][rows][cols], positions along W adjacent: channels-last whatever the input's
+// layout), zeros or the padding mode's sources where the tile reads padding.
 // An A fragment is then one ldmatrix.x4 whatever the tap: lane l gives the row of position l % 16
 // of the m16 block at item 2s + l / 16, so the im2col gather is the lanes' addresses. The B
 // fragments (the group's weights, at most 64 registers) are loaded once a warp, before the
@@ -70,10 +69,12 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
   const long long n = b;
 
   // The tile's input: planes from od * SD - pad_d, rows from oh0 * SH - pad_h, columns from
-  // ow0 * SW - pad_w, 8 channels a row.
+  // ow0 * SW - pad_w, 8 channels a row: one 16-byte copy of an NDHWC input, 8 element loads of an
+  // NCDHW one (consecutive threads on consecutive columns, so each load is a warp's run of W).
   const int id0 = od * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
   const bool vector = (reinterpret_cast<unsigned long long>(in) & 15) == 0;
-  const T* const image = in + n * static_cast<long long>(D) * H * W * p.c;
+  const ActivationStrides st = activation_strides<Spec::ndhwc>(p.c, D, H, W);
+  const T* const image = in + n * st.n;
   for (int r = threadIdx.x; r < GB * G.group_rows; r += G.threads) {
     int q = r;
     const int x = q % G.in_w;
@@ -92,8 +93,20 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
       id = padding::source<MODE>(id, D), ih = padding::source<MODE>(ih, H), iw = padding::source<MODE>(iw, W);
       ok = true;
     }
-    const long long at = ((static_cast<long long>(id) * H + ih) * W + iw) * p.c + (group0 + gl) * CG + chunk * 8;
-    copy16<T>(rows + static_cast<unsigned>(r * kRowBytes), ok ? image + at : in, ok, vector);
+    const long long at = id * st.d + ih * st.h + iw * st.w + ((group0 + gl) * CG + chunk * 8) * st.c;
+    const unsigned dst = rows + static_cast<unsigned>(r * kRowBytes);
+    if constexpr (NDHWC) {
+      copy16<T>(dst, ok ? image + at : in, ok, vector);
+    } else {
+      unsigned w[4] = {0u, 0u, 0u, 0u};
+      if (ok) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          w[i] = unsigned(__ldg(&image[at + 2 * i * st.c].bits)) | (unsigned(__ldg(&image[at + (2 * i + 1) * st.c].bits)) << 16);
+        }
+      }
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+    }
   }
   copies_commit();
   if (threadIdx.x == 0) {

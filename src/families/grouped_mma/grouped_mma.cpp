@@ -3,7 +3,6 @@
 // its warps gather A fragments with ldmatrix at each tap (docs/kernels/grouped_mma.md).
 #include <algorithm>
 
-#include "families/channels_last/channels_last.hpp"
 #include "grouped_mma/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -127,7 +126,7 @@ class GroupedMmaFamily final : public Family {
     if (refusal(prob, limits)) return std::nullopt;
     const GroupedMmaConfig c = chosen(prob, limits);
     if (!fits(prob, limits, c)) return std::nullopt;
-    return plan(prob, limits, c);
+    return plan(prob, c);
   }
 
   // choose()'s tile, then half and twice its groups a block, and tiles of half and twice its rows.
@@ -140,7 +139,7 @@ class GroupedMmaFamily final : public Family {
     for (const int th : {best.th / 2, best.th * 2}) tiles.push_back({th, best.tw, best.gb, best.nw, best.wm, best.ng});
     for (const int wm : {best.wm / 2, best.wm * 2}) tiles.push_back({best.th, best.tw, best.gb, best.nw, wm, best.ng});
     for (const GroupedMmaConfig& c : tiles) {
-      if (fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
+      if (fits(prob, limits, c)) plans.push_back(plan(prob, c));
     }
     return distinct_plans(std::move(plans), count);
   }
@@ -156,7 +155,7 @@ class GroupedMmaFamily final : public Family {
                             "m16 blocks, at most "
                             "256 threads, and the input tile within a block's shared memory");
     }
-    return plan(prob, limits, c);
+    return plan(prob, c);
   }
 
  private:
@@ -181,14 +180,10 @@ class GroupedMmaFamily final : public Family {
     return c;
   }
 
-  Plan plan(const Problem& prob, const DeviceLimits& limits, const GroupedMmaConfig& c) const {
+  Plan plan(const Problem& prob, const GroupedMmaConfig& c) const {
     const geo::GroupedMmaGeometry g = geometry(prob, c);
     Plan plan = new_plan(prob, *this, kTable, c, g.threads, g.shared_bytes);
     plan.grid = checked_grid(blocks(prob, c), *this);
-    // The kernel reads its input channels-last: an NCDHW layer's is rewritten first.
-    if (prob.desc.layout == Layout::NCDHW) {
-      plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
-    }
     return plan;
   }
 
