@@ -19,29 +19,33 @@ inline constexpr int kMaxWeightRegisters = 64;
 
 struct GroupedMmaGeometry {
   int items, steps;          // reduction items of 8 terms; m16n8k16 steps (two items each)
-  int planes, in_h, in_w;    // the input tile of one output plane's TH x TW positions
-  int group_rows;            // staged 16-byte rows of one group: CG / 8 x planes x in_h x in_w
+  int span, in_h, in_w;      // input planes, rows and columns of one output plane's TH x TW tile
+  int slots;                 // the ring of input planes: a span, and SD more while a block walks planes
+  int group_rows;            // staged 16-byte rows of one group in one plane: CG / 8 x in_h x in_w
+  int slot_rows;             // GB groups' rows of one plane
   int m_blocks;              // m16 blocks of the tile's TH x TW positions
   int warps_per_group;       // NG / NW x WM
   int threads;
-  int shared_bytes;          // GB groups' rows, then one zero row
+  int shared_bytes;          // the ring's slots, then one zero row
   int min_blocks;            // per SM, for the register budget (128 or 168 registers a thread)
 };
 
-CONV3DJIT_HOST_DEVICE constexpr GroupedMmaGeometry geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dd,
-                                                             int dh, int dw, int th, int tw, int gb, int ng, int nw,
-                                                             int wm) {
+CONV3DJIT_HOST_DEVICE constexpr GroupedMmaGeometry geometry(int cg, int kd, int kh, int kw, int sd, int sh, int sw,
+                                                             int dd, int dh, int dw, int th, int tw, int gb, int ng,
+                                                             int nw, int wm, int odb) {
   GroupedMmaGeometry g{};
   g.items = kd * kh * kw * (cg / 8);
   g.steps = (g.items + 1) / 2;
-  g.planes = (kd - 1) * dd + 1;
+  g.span = (kd - 1) * dd + 1;
   g.in_h = (th - 1) * sh + (kh - 1) * dh + 1;
   g.in_w = (tw - 1) * sw + (kw - 1) * dw + 1;
-  g.group_rows = cg / 8 * g.planes * g.in_h * g.in_w;
+  g.slots = odb > 1 ? g.span + sd : g.span;
+  g.group_rows = cg / 8 * g.in_h * g.in_w;
+  g.slot_rows = gb * g.group_rows;
   g.m_blocks = (th * tw + 15) / 16;
   g.warps_per_group = nw > 0 ? ng / nw * wm : 0;
   g.threads = 32 * gb * g.warps_per_group;
-  g.shared_bytes = (gb * g.group_rows + 1) * kRowBytes;
+  g.shared_bytes = (g.slots * g.slot_rows + 1) * kRowBytes;
   // 128 registers a thread, 168 where the B fragments take more than 32 (54 of them beside an
   // NCDHW GELU + residual epilogue spilled at 128).
   const int budget = 2 * g.steps * nw > 32 ? 168 : 128;
@@ -50,13 +54,16 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedMmaGeometry geometry(int cg, int kd, int 
   return g;
 }
 
-/// The staged row of item `item` relative to an output position's first (tap (0, 0, 0), channels
-/// 0..7) in a group's rows ([CG / 8][planes][in_h][in_w]).
-CONV3DJIT_HOST_DEVICE constexpr int item_row(int item, int cg, int kh, int kw, int dd, int dh, int dw, int planes,
-                                             int in_h, int in_w) {
+/// Item `item`'s input plane of an output plane (its kd, times the dilation) and its staged row
+/// relative to an output position's first in that plane's slot ([GB][CG / 8][in_h][in_w]; tap
+/// (kd, 0, 0), channels 0..7 at 0).
+CONV3DJIT_HOST_DEVICE constexpr int item_plane(int item, int cg, int kh, int kw, int dd) {
+  return item / (cg / 8) / (kh * kw) * dd;
+}
+CONV3DJIT_HOST_DEVICE constexpr int item_row(int item, int cg, int kh, int kw, int dh, int dw, int in_h, int in_w) {
   const int chunks = cg / 8, tap = item / chunks, chunk = item % chunks;
-  const int z = tap / (kh * kw), y = tap / kw % kh, x = tap % kw;
-  return ((chunk * planes + z * dd) * in_h + y * dh) * in_w + x * dw;
+  const int y = tap / kw % kh, x = tap % kw;
+  return (chunk * in_h + y * dh) * in_w + x * dw;
 }
 
 }  // namespace conv3djit::grouped_mma_geometry

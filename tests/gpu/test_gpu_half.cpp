@@ -98,12 +98,19 @@ std::vector<Case> kernel_cases() {
       out.push_back({"", typed(d, c.type, c.layout, c.fp32_output), "grouped_mma"});
     }
   }
-  // grouped_mma's forced tiles: one group a block of 2 x 8 positions, and 8 x 4 (rows past the
-  // plane) with two column blocks a warp.
+  // grouped_mma's forced tiles: one group a block of 2 x 8 positions; runs of 2 output planes (5
+  // of them: the last run short) through a ring of 4 input planes with two warps a group over the
+  // m16 blocks; 8 x 4 (rows past the plane) with two column blocks a warp and runs of 4 of 6
+  // planes.
+  const char* const mma_configs[] = {"grouped_mma:2,8,1,1", "grouped_mma:4,8,2,2,1,2", "grouped_mma:8,4,1,4,2"};
+  const size_t mma_shapes[] = {0, 0, 2};
   for (size_t i = 0; i < combos.size(); ++i) {
     const TypeCombo& c = combos[i];
-    out.push_back({i % 2 == 0 ? "grouped_mma:2,8,1" : "grouped_mma:8,4,1,2",
-                   typed(grouped_mma_shapes()[i % 2 == 0 ? 0 : 2], c.type, c.layout, c.fp32_output), "grouped_mma"});
+    for (size_t f = 0; f < 3; ++f) {
+      if ((i + f) % 2 != 0) continue;
+      out.push_back({mma_configs[f], typed(grouped_mma_shapes()[mma_shapes[f]], c.type, c.layout, c.fp32_output),
+                     "grouped_mma"});
+    }
   }
   // Forced tiles and direct: on half the combinations each (every type, layout and output type).
   for (size_t i = 0; i < combos.size(); ++i) {

@@ -13,13 +13,15 @@ namespace {
 namespace geo = grouped_mma_geometry;
 
 struct GroupedMmaConfig {
-  int th, tw, gb, nw, wm, ng;
+  int th, tw, gb, odb, nw, wm, ng;
 };
 
-const ConfigTable<GroupedMmaConfig, 6> kTable{{{
+const ConfigTable<GroupedMmaConfig, 7> kTable{{{
     {{"th", FieldRole::Chosen, "output rows a tile"}, &GroupedMmaConfig::th},
     {{"tw", FieldRole::Chosen, "output columns a tile (TH x TW <= 256)"}, &GroupedMmaConfig::tw},
     {{"gb", FieldRole::Chosen, "groups a block, dividing the groups"}, &GroupedMmaConfig::gb},
+    {{"odb", FieldRole::Chosen, "output planes a block walks, its input planes in a ring (<= 1024)"},
+     &GroupedMmaConfig::odb},
     {{"nw", FieldRole::Optional,
       "column blocks of 8 a warp, dividing K / groups / 8 (default: the most whose weights fit 64 registers)"},
      &GroupedMmaConfig::nw},
@@ -38,25 +40,27 @@ constexpr int kChosenSharedBytes = 48 * 1024;
 /// Warps a block where the planner chooses it.
 constexpr int kChosenWarps = 8;
 
-geo::GroupedMmaGeometry geometry(int cg, int kd, int kh, int kw, int sh, int sw, int dd, int dh, int dw,
+geo::GroupedMmaGeometry geometry(int cg, int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw,
                                  const GroupedMmaConfig& c) {
-  return geo::geometry(cg, kd, kh, kw, sh, sw, dd, dh, dw, c.th, c.tw, c.gb, c.ng, c.nw, c.wm);
+  return geo::geometry(cg, kd, kh, kw, sd, sh, sw, dd, dh, dw, c.th, c.tw, c.gb, c.ng, c.nw, c.wm, c.odb);
 }
 
 geo::GroupedMmaGeometry geometry(const Problem& prob, const GroupedMmaConfig& c) {
   const Conv3dDesc& d = prob.desc;
   auto i = [](int64_t v) { return static_cast<int>(v); };
-  return geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.h), i(d.stride.w),
-                  i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), c);
+  return geometry(i(prob.c_per_group), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), i(d.stride.d), i(d.stride.h),
+                  i(d.stride.w), i(d.dilation.d), i(d.dilation.h), i(d.dilation.w), c);
 }
 
 int blocks_an_sm(const SpecKey& key) {
   const GroupedMmaConfig c = kTable.load(key.config);
-  return geometry(key.c_per_group, key.kd, key.kh, key.kw, key.sh, key.sw, key.dd, key.dh, key.dw, c).min_blocks;
+  return geometry(key.c_per_group, key.kd, key.kh, key.kw, key.sd, key.sh, key.sw, key.dd, key.dh, key.dw, c)
+      .min_blocks;
 }
 
 long long blocks(const Problem& prob, const GroupedMmaConfig& c) {
-  return prob.out.n * prob.out.d * (prob.desc.groups / c.gb) * ceil_div(prob.out.h, c.th) * ceil_div(prob.out.w, c.tw);
+  return prob.out.n * ceil_div(prob.out.d, c.odb) * (prob.desc.groups / c.gb) * ceil_div(prob.out.h, c.th) *
+         ceil_div(prob.out.w, c.tw);
 }
 
 long long items(const Problem& prob) {
@@ -86,7 +90,8 @@ bool nw_fits(const Problem& prob, int nw) {
 
 bool fits(const Problem& prob, const DeviceLimits& limits, const GroupedMmaConfig& c) {
   if (refusal(prob, limits) || c.th < 1 || c.tw < 1 || c.th * c.tw > kMaxTilePositions || c.gb < 1 ||
-      prob.desc.groups % c.gb != 0 || !nw_fits(prob, c.nw) || c.wm < 1 || c.wm > (c.th * c.tw + 15) / 16) {
+      prob.desc.groups % c.gb != 0 || !nw_fits(prob, c.nw) || c.wm < 1 || c.wm > (c.th * c.tw + 15) / 16 ||
+      c.odb < 1 || c.odb > 1024) {
     return false;
   }
   const geo::GroupedMmaGeometry g = geometry(prob, c);
@@ -120,7 +125,7 @@ class GroupedMmaFamily final : public Family {
   // (a tile's positions are a row-major TH x TW block, so no width wastes a column more than the
   // split does). Rows: about 128 positions a tile (8 m16 blocks), split evenly over OH. Warps: a
   // group's column blocks, NW a warp (the most whose weights fit 64 registers). Groups: the most
-  // that divide the layer's, up to 8 warps and 48 KB of input tile a block;
+  // that divide the layer's, up to 8 warps and 48 KB of input tile a block; then runs of planes;
   // a group of more than 8 warps' columns is left to the families after it.
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (refusal(prob, limits)) return std::nullopt;
@@ -135,9 +140,10 @@ class GroupedMmaFamily final : public Family {
     if (refusal(prob, limits)) return plans;
     const GroupedMmaConfig best = chosen(prob, limits);
     std::vector<GroupedMmaConfig> tiles = {best};
-    for (const int gb : {best.gb / 2, best.gb * 2}) tiles.push_back({best.th, best.tw, gb, best.nw, best.wm, best.ng});
-    for (const int th : {best.th / 2, best.th * 2}) tiles.push_back({th, best.tw, best.gb, best.nw, best.wm, best.ng});
-    for (const int wm : {best.wm / 2, best.wm * 2}) tiles.push_back({best.th, best.tw, best.gb, best.nw, wm, best.ng});
+    for (const int gb : {best.gb / 2, best.gb * 2}) tiles.push_back({best.th, best.tw, gb, best.odb, best.nw, best.wm, best.ng});
+    for (const int th : {best.th / 2, best.th * 2}) tiles.push_back({th, best.tw, best.gb, best.odb, best.nw, best.wm, best.ng});
+    for (const int odb : {best.odb / 2, best.odb * 2}) tiles.push_back({best.th, best.tw, best.gb, odb, best.nw, best.wm, best.ng});
+    for (const int wm : {best.wm / 2, best.wm * 2}) tiles.push_back({best.th, best.tw, best.gb, best.odb, best.nw, wm, best.ng});
     for (const GroupedMmaConfig& c : tiles) {
       if (fits(prob, limits, c)) plans.push_back(plan(prob, c));
     }
@@ -145,7 +151,7 @@ class GroupedMmaFamily final : public Family {
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
-    GroupedMmaConfig c = kTable.apply(GroupedMmaConfig{0, 0, 0, 0, 1, 0}, forced);
+    GroupedMmaConfig c = kTable.apply(GroupedMmaConfig{0, 0, 0, 0, 0, 1, 0}, forced);
     c.ng = static_cast<int>(prob.k_per_group / 8);
     if (!forced.get("nw")) c.nw = widest_nw(prob);
     if (!fits(prob, limits, c)) {
@@ -164,6 +170,7 @@ class GroupedMmaFamily final : public Family {
     c.ng = static_cast<int>(prob.k_per_group / 8);
     c.nw = widest_nw(prob);
     c.wm = 1;
+    c.odb = 1;
     const long long tiles_w = ceil_div(prob.out.w, 32);
     c.tw = static_cast<int>(ceil_div(prob.out.w, tiles_w));
     const long long rows = std::min<long long>(std::max(1, 128 / c.tw), prob.out.h);
@@ -176,6 +183,21 @@ class GroupedMmaFamily final : public Family {
       wider.gb = gb;
       if (geometry(prob, wider).shared_bytes > kChosenSharedBytes || !fits(prob, limits, wider)) break;
       c.gb = gb;
+    }
+    // Runs of output planes: the longest of OD, 16, 8, 4, 2 whose ring fits the same 48 KB and
+    // whose blocks still give every SM one, for blocks of 4 warps or more (a smaller block waits on
+    // its own copies at every plane: a stride-2 layer of one warp a block ran 1.4x slower in runs).
+    if (geometry(prob, c).threads >= 128) {
+      for (const int64_t odb : {prob.out.d, int64_t{16}, int64_t{8}, int64_t{4}, int64_t{2}}) {
+        GroupedMmaConfig run = c;
+        run.odb = static_cast<int>(std::min<int64_t>(odb, 1024));
+        if (odb > prob.out.d || odb < 2 || geometry(prob, run).shared_bytes > kChosenSharedBytes ||
+            blocks(prob, run) < kWaveBlocks || !fits(prob, limits, run)) {
+          continue;
+        }
+        c.odb = run.odb;
+        break;
+      }
     }
     return c;
   }
