@@ -1,6 +1,8 @@
 // Grouped convolution of bf16 / fp16 tensors on mma.sync tensor cores (sm_80 or newer), for groups
-// of 8, 16, .. channels: ResNeXt's 32 groups of 8 run at a few products a byte, too few for
-// wgmma's 64-column tiles and many for FFMA. Output in the input type or float32.
+// of 4, 8, 16, .. channels in and out: ResNeXt's 32 groups of 4 or 8 run at a few products a byte,
+// too few for wgmma's 64-column tiles and many for FFMA. Output in the input type or float32.
+// Groups of 4 input channels fill half of each item (zeros), of 4 output channels half of each
+// column block (not stored): the tensor cores have the time, the layer is bound by its copies.
 //
 // GEMM view of one group: rows = output positions, columns = the group's KG output channels,
 // reduction = its CG channels at every tap, in items of 8 channels of one tap (geometry.cuh). A
@@ -11,7 +13,7 @@
 // Every tensor is in the layer's layout (Spec::ndhwc). The input planes the tile reads flow
 // through a ring of shared-memory slots, each copied once per block: for each group, the
 // 8-channel pieces of every position of the plane the tile reads, one 16-byte row a piece
-// ([GB][CG / 8][rows][cols], positions along W adjacent: channels-last whatever the input's
+// ([GB][pieces][rows][cols], positions along W adjacent: channels-last whatever the input's
 // layout), zeros or the padding mode's sources where the tile reads padding; the next output
 // plane's new input planes are copied while this one is computed. An A fragment is then one
 // ldmatrix.x4 whatever the tap: lane l gives the row of position l % 16 of the m16 block at item
@@ -51,9 +53,9 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
   constexpr int TH = Spec::th, TW = Spec::tw, GB = Spec::gb, NG = Spec::ng, NW = Spec::nw, WM = Spec::wm;
   constexpr int ODB = Spec::odb;
   constexpr GroupedMmaGeometry G = geometry_of<Spec>();
-  constexpr int KVOL = KD * KH * KW, CHUNKS = CG / 8, KG = 8 * NG;
+  constexpr int KVOL = KD * KH * KW, CHUNKS = pieces(CG), PIECE = CG < 8 ? CG : 8;  // channels a piece holds
   constexpr bool NDHWC = Spec::ndhwc != 0;
-  static_assert(CG % 8 == 0 && G.items <= kMaxItems && G.steps * NW * 2 <= kMaxWeightRegisters,
+  static_assert((CG % 8 == 0 || CG == 4) && G.items <= kMaxItems && G.steps * NW * 2 <= kMaxWeightRegisters,
                 "8-channel items, chains of at most 512 terms, B in at most 64 registers");
   extern __shared__ __align__(16) uint4 grouped_mma_rows[];
   const unsigned rows = static_cast<unsigned>(__cvta_generic_to_shared(grouped_mma_rows));
@@ -74,11 +76,14 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
   const int planes_out = min(ODB, OD - od0);
 
   // Input plane z of the run (from od0 * SD - pad_d) into slot z % SLOTS: rows from oh0 * SH -
-  // pad_h, columns from ow0 * SW - pad_w, 8 channels a row: one 16-byte copy of an NDHWC input,
-  // 8 element loads of an NCDHW one (consecutive threads on consecutive columns, so each load is
-  // a warp's run of W).
+  // pad_h, columns from ow0 * SW - pad_w, 8 channels a row: one 16-byte copy of an NDHWC input
+  // (a group of 4: an 8-byte load, the row's upper half zeros), 8 element loads of an NCDHW one
+  // (consecutive threads on consecutive columns, so each load is a warp's run of W).
   const int id0 = od0 * SD - p.pad_d, ih0 = oh0 * SH - p.pad_h, iw0 = ow0 * SW - p.pad_w;
+  // 16-byte copies of 8 channels, or 8-byte loads of a group of 4 (C % 4 == 0 keeps each
+  // position's channels on 8 bytes), where the input is aligned for them.
   const bool vector = (reinterpret_cast<unsigned long long>(in) & 15) == 0;
+  const bool vector8 = (reinterpret_cast<unsigned long long>(in) & 7) == 0;
   const ActivationStrides st = activation_strides<Spec::ndhwc>(p.c, D, H, W);
   const T* const image = in + n * st.n;
   auto stage = [&](int z_begin, int z_end) {
@@ -101,13 +106,16 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
       }
       const long long at = id * st.d + ih * st.h + iw * st.w + ((group0 + gl) * CG + chunk * 8) * st.c;
       const unsigned dst = rows + static_cast<unsigned>((z % G.slots * G.slot_rows + r % G.slot_rows) * kRowBytes);
-      if constexpr (NDHWC) {
+      if constexpr (NDHWC && PIECE == 8) {
         copy16<T>(dst, ok ? image + at : in, ok, vector);
       } else {
         unsigned w[4] = {0u, 0u, 0u, 0u};
-        if (ok) {
+        if (ok && NDHWC && vector8) {  // a group's 4 channels: one 8-byte load
+          const uint2 v = __ldg(reinterpret_cast<const uint2*>(image + at));
+          w[0] = v.x, w[1] = v.y;
+        } else if (ok) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
+          for (int i = 0; i < PIECE / 2; ++i) {
             w[i] = unsigned(__ldg(&image[at + 2 * i * st.c].bits)) |
                    (unsigned(__ldg(&image[at + (2 * i + 1) * st.c].bits)) << 16);
           }
@@ -128,8 +136,10 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int gl = warp / G.warps_per_group, in_group = warp % G.warps_per_group;
   const int nb0 = in_group % (NG / NW) * NW, mb0 = in_group / (NG / NW);
-  const long long group = group0 + gl;
-  const long long k_first = group * KG + nb0 * 8;  // the warp's first output channel
+  const long long group = group0 + gl, kg = p.k_per_group;
+  const long long k_first = group * kg + nb0 * 8;  // the warp's first output channel
+  // Whether the group's column nb0 * 8 + c exists (K / groups of 4 fills half a column block).
+  auto column = [&](int c) { return nb0 * 8 + c < kg; };
 
   // B fragments: b[s][j] = (item 2s, channels 2t, 2t + 1) and (item 2s + 1, ...) of column
   // 8j + g, as pairs of the weight's halves; items past the reduction are zeros.
@@ -141,10 +151,10 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
       const T* const row = wt + (k_first + 8 * j + g) * (static_cast<long long>(CG) * KVOL);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int item = 2 * s + h;
+        const int item = 2 * s + h, c = item % CHUNKS * 8 + 2 * t;
         unsigned v = 0u;
-        if (item < G.items) {
-          const int tap = item / CHUNKS, c = item % CHUNKS * 8 + 2 * t;
+        if (item < G.items && c < CG && column(8 * j + g)) {
+          const int tap = item / CHUNKS;
           const unsigned short lo = __ldg(&row[weight_term(c * KVOL + tap, CG, KVOL, NDHWC)].bits);
           const unsigned short hi = __ldg(&row[weight_term((c + 1) * KVOL + tap, CG, KVOL, NDHWC)].bits);
           v = unsigned(lo) | (unsigned(hi) << 16);
@@ -157,7 +167,9 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
 #pragma unroll
   for (int j = 0; j < NW; ++j) {
 #pragma unroll
-    for (int e = 0; e < 2; ++e) bias_at[j][e] = p.has_bias ? load_float(bias + k_first + 8 * j + 2 * t + e) : 0.f;
+    for (int e = 0; e < 2; ++e) {
+      bias_at[j][e] = p.has_bias && column(8 * j + 2 * t + e) ? load_float(bias + k_first + 8 * j + 2 * t + e) : 0.f;
+    }
   }
 
   const bool second = lane >= 16;  // the lane's item of a step: 2s or 2s + 1
@@ -225,6 +237,7 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
 #pragma unroll
         for (int j = 0; j < NW; ++j) {
           const long long k = k_first + 8 * j + 2 * t;
+          if (!column(8 * j + 2 * t)) continue;  // (k + 1 exists with k: K / groups is even)
           if constexpr (NDHWC) {
             const long long at = (n * OD * out_plane + pos) * p.k + k;
             const float r0 = epilogue::residual<Spec, float>(at, true, p);

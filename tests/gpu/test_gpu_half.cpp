@@ -65,12 +65,15 @@ std::vector<Conv3dDesc> dense_shapes() {
 
 
 // grouped_mma's layers: groups of 8 channels (27 items, an odd count: the last step's second half
-// reads zeros), 16 with a stride along H and dilation along W (two warps a group, 54 items), and
-// 24 -> 48 (two column blocks a warp, three warps a group), each with extents that end mid-tile.
+// reads zeros), 16 with a stride along H and dilation along W (two warps a group, 54 items), 24 ->
+// 48 (two column blocks a warp, three warps a group), 4 -> 4 (half-filled items and column blocks)
+// and 8 -> 4, each with extents that end mid-tile.
 std::vector<Conv3dDesc> grouped_mma_shapes() {
   return {make(2, 32, {5, 9, 30}, 32, {3, 3, 3}, 1, 1, 1, 4, true),
           make(1, 64, {6, 11, 13}, 64, {3, 3, 3}, {1, 2, 1}, 1, {1, 1, 2}, 4),
-          make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true)};
+          make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true),
+          make(2, 16, {5, 9, 12}, 16, {3, 3, 3}, 1, 1, 1, 4, true),
+          make(1, 32, {4, 6, 10}, 16, {3, 3, 3}, {1, 1, 2}, 1, 1, 4, true)};
 }
 
 using Case = test::KernelCase;
@@ -141,9 +144,10 @@ std::vector<Case> epilogue_cases() {
       out.push_back({"", d, ""});
     }
   }
-  // grouped_mma's store paths (NCDHW and NDHWC): GELU, scaled, with the residual.
+  // grouped_mma's store paths (NCDHW and NDHWC): GELU, scaled, with the residual (4 output channels
+  // a group: half of each column block stored).
   for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
-    for (size_t s = 0; s < 2; ++s) {
+    for (const size_t s : {size_t{0}, size_t{1}, size_t{3}}) {
       Conv3dDesc g = typed(grouped_mma_shapes()[s], s == 0 ? DataType::BFloat16 : DataType::Float16, layout,
                            layout == Layout::NDHWC);
       g.epilogue = test::epilogue_cases()[3];
@@ -361,10 +365,11 @@ TEST_CASE("half types on sm_90: igemm_sm90_k16's inputs off a 16-byte boundary r
 TEST_CASE("half types: an input off a 16-byte boundary takes the 2-byte gather") {
   cli::make_context_current();
   cli::Stream stream;
-  // (grouped_mma's NDHWC input: its 16-byte rows by element loads.)
+  // (grouped_mma's NDHWC input: its 16-byte rows, and its groups of 4 channels, by element loads.)
   for (const Conv3dDesc& d : {typed(dense_shapes()[2], DataType::BFloat16, Layout::NDHWC, false),
                               typed(dense_shapes()[2], DataType::BFloat16, Layout::NCDHW, false),
-                              typed(grouped_mma_shapes()[0], DataType::BFloat16, Layout::NDHWC, false)}) {
+                              typed(grouped_mma_shapes()[0], DataType::BFloat16, Layout::NDHWC, false),
+                              typed(grouped_mma_shapes()[3], DataType::BFloat16, Layout::NDHWC, false)}) {
     DYNAMIC_SECTION(describe(d)) {
       const cli::ProblemData data(d, 23, 1);
       cli::fill_nan(data.d_output);

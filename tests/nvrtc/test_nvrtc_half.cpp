@@ -256,7 +256,7 @@ TEST_CASE("half types: grouped layers take grouped in both layouts; direct compi
   Engine engine(options);
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
-      const Conv3dDesc grouped = half_desc(type, layout, false, test::make(1, 8, {6, 7, 8}, 8, {3, 3, 3}, 1, 1, 1, 2));
+      const Conv3dDesc grouped = half_desc(type, layout, false, test::make(1, 8, {6, 7, 8}, 8, {3, 3, 3}, 1, 1, 1, 4));
       INFO(describe(grouped));
       CHECK(engine.kernel_for(grouped, "sm_90").rfind("grouped ", 0) == 0);
       const PrecompileResult r = engine.precompile(grouped, "sm_80");
@@ -271,9 +271,10 @@ TEST_CASE("half types: grouped layers take grouped in both layouts; direct compi
   }
 }
 
-TEST_CASE("half types: grouped layers of 8 or more channels a group take grouped_mma on sm_80 and sm_90 and compile without spills") {
-  // ResNeXt-3D's 32 groups of 8, groups of 16 with a stride and dilation, 24 -> 48 channels (two
-  // column blocks a warp), the heaviest epilogue with the residual, a padding mode. As the engine
+TEST_CASE("half types: grouped layers of 4, 8 or more channels a group take grouped_mma on sm_80 and sm_90 and compile without spills") {
+  // ResNeXt-3D's 32 groups of 8 and of 4, groups of 16 with a stride and dilation, 24 -> 48
+  // channels (two column blocks a warp), the heaviest epilogue with the residual, a padding mode,
+  // groups of 8 channels in and 4 out. As the engine
   // compiles them: a budget that leaves a stack frame is relaxed (the heavy NCDHW epilogue beside
   // 54 registers of weights spills 8 bytes at 168 registers on sm_80).
   EngineOptions options;
@@ -286,7 +287,9 @@ TEST_CASE("half types: grouped layers of 8 or more channels a group take grouped
   Conv3dDesc reflect = test::make(2, 32, {5, 9, 30}, 32, {3, 3, 3}, 1, 1, 1, 4, true);
   reflect.padding_mode = PaddingMode::Reflect;
   const Conv3dDesc shapes[] = {test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32, true), heavy, reflect,
-                               test::make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true)};
+                               test::make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true),
+                               test::make(2, 128, {4, 14, 14}, 128, {3, 3, 3}, 1, 1, 1, 32, true),
+                               test::make(1, 32, {4, 6, 10}, 16, {3, 3, 3}, 1, 1, 1, 4)};
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
       for (const Conv3dDesc& shape : shapes) {
@@ -302,9 +305,9 @@ TEST_CASE("half types: grouped layers of 8 or more channels a group take grouped
       }
     }
   }
-  // Fewer than 8 channels a group, more than 512 terms, or a group's columns over 8 warps: the
-  // families after it.
-  for (const Conv3dDesc& d : {test::make(1, 8, {6, 7, 8}, 8, {3, 3, 3}, 1, 1, 1, 2),
+  // Groups of 2 channels, more than 512 terms, or a group's columns over 8 warps: the families
+  // after it.
+  for (const Conv3dDesc& d : {test::make(1, 8, {6, 7, 8}, 8, {3, 3, 3}, 1, 1, 1, 4),
                               test::make(1, 64, {6, 7, 8}, 64, {5, 5, 5}, 1, 2, 1, 8),
                               test::make(1, 16, {6, 7, 8}, 384, {3, 3, 3}, 1, 1, 1, 2)}) {
     const Conv3dDesc h = half_desc(DataType::BFloat16, Layout::NDHWC, false, d);

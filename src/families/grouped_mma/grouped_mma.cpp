@@ -1,4 +1,4 @@
-// grouped_mma: grouped bf16 / fp16 layers of 8, 16, .. channels a group on mma.sync tensor cores
+// grouped_mma: grouped bf16 / fp16 layers of 4, 8, 16, .. channels a group on mma.sync tensor cores
 // (sm_80 or newer): a block stages a TH x TW output tile's input for GB groups, channels-last, and
 // its warps gather A fragments with ldmatrix at each tap (docs/kernels/grouped_mma.md).
 #include <algorithm>
@@ -27,7 +27,7 @@ const ConfigTable<GroupedMmaConfig, 7> kTable{{{
      &GroupedMmaConfig::nw},
     {{"wm", FieldRole::Optional, "warps a group's column blocks share, each taking every WM-th m16 block (default 1)"},
      &GroupedMmaConfig::wm},
-    {{"ng", FieldRole::Derived, "column blocks of 8 a group: K / groups / 8"}, &GroupedMmaConfig::ng},
+    {{"ng", FieldRole::Derived, "column blocks of 8 a group: K / groups / 8 rounded up"}, &GroupedMmaConfig::ng},
 }}};
 
 /// Tiles of at most this many output positions (16 m16 blocks a warp).
@@ -64,7 +64,7 @@ long long blocks(const Problem& prob, const GroupedMmaConfig& c) {
 }
 
 long long items(const Problem& prob) {
-  return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w * (prob.c_per_group / 8);
+  return prob.desc.kernel.d * prob.desc.kernel.h * prob.desc.kernel.w * geo::pieces(static_cast<int>(prob.c_per_group));
 }
 
 Refusal refusal(const Problem& prob, const DeviceLimits& limits) {
@@ -72,10 +72,15 @@ Refusal refusal(const Problem& prob, const DeviceLimits& limits) {
   const long long limit = (1LL << 31) - 1;
   if (d.groups == 1) return "groups > 1";
   if (limits.cc_major < 8) return "sm_80 or newer";
-  if (prob.c_per_group % 8 != 0) return "input channels a group a multiple of 8 (16-byte rows of a tap's channels)";
-  if (prob.k_per_group % 8 != 0) return "output channels a group a multiple of 8 (m16n8 column blocks)";
+  if (prob.c_per_group % 8 != 0 && prob.c_per_group != 4) {
+    return "input channels a group a multiple of 8, or 4 (16-byte rows of a tap's channels)";
+  }
+  if (prob.k_per_group % 8 != 0 && prob.k_per_group != 4) {
+    return "output channels a group a multiple of 8, or 4 (m16n8 column blocks)";
+  }
   if (items(prob) > geo::kMaxItems) {
-    return "at most 512 terms an output (C / groups x KD x KH x KW): longer chains of mma.sync drift";
+    return "at most 64 pieces of 8 channels an output (C / groups rounded up to 8, x KD x KH x KW): longer chains "
+           "of mma.sync drift";
   }
   if (std::max({d.d, d.h, d.w, prob.out.d, prob.out.h, prob.out.w}) > limit) return "extents below 2^31";
   return std::nullopt;
@@ -84,7 +89,7 @@ Refusal refusal(const Problem& prob, const DeviceLimits& limits) {
 // Column blocks a warp: NW must divide NG, and the B fragments (2 registers a step and column
 // block) fit their 64 registers.
 bool nw_fits(const Problem& prob, int nw) {
-  const long long ng = prob.k_per_group / 8, steps = (items(prob) + 1) / 2;
+  const long long ng = ceil_div(prob.k_per_group, 8), steps = (items(prob) + 1) / 2;
   return nw >= 1 && ng % nw == 0 && steps * nw * 2 <= geo::kMaxWeightRegisters;
 }
 
@@ -102,7 +107,7 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const GroupedMmaConfi
 // The most column blocks a warp whose weights fit its registers (K / groups / 8 of them, or a
 // divisor).
 int widest_nw(const Problem& prob) {
-  int nw = static_cast<int>(prob.k_per_group / 8);
+  int nw = static_cast<int>(ceil_div(prob.k_per_group, 8));
   while (nw > 1 && !nw_fits(prob, nw)) --nw;
   return nw;
 }
@@ -152,11 +157,11 @@ class GroupedMmaFamily final : public Family {
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
     GroupedMmaConfig c = kTable.apply(GroupedMmaConfig{0, 0, 0, 0, 0, 1, 0}, forced);
-    c.ng = static_cast<int>(prob.k_per_group / 8);
+    c.ng = static_cast<int>(ceil_div(prob.k_per_group, 8));
     if (!forced.get("nw")) c.nw = widest_nw(prob);
     if (!fits(prob, limits, c)) {
-      refuse_config(forced, "groups > 1, sm_80 or newer, bf16 / fp16, channels a group (in and out) multiples of 8, "
-                            "at most 512 terms an output, TH x TW <= 256 positions, GB dividing the groups, NW "
+      refuse_config(forced, "groups > 1, sm_80 or newer, bf16 / fp16, channels a group (in and out) multiples of 8 or "
+                            "4, at most 64 pieces of 8 channels an output, TH x TW <= 256 positions, GB dividing the groups, NW "
                             "dividing K / groups / 8 with 2 x NW registers a step of 16 terms at most 64, WM at most the tile's "
                             "m16 blocks, at most "
                             "256 threads, and the input tile within a block's shared memory");
@@ -167,7 +172,7 @@ class GroupedMmaFamily final : public Family {
  private:
   static GroupedMmaConfig chosen(const Problem& prob, const DeviceLimits& limits) {
     GroupedMmaConfig c{};
-    c.ng = static_cast<int>(prob.k_per_group / 8);
+    c.ng = static_cast<int>(ceil_div(prob.k_per_group, 8));
     c.nw = widest_nw(prob);
     c.wm = 1;
     c.odb = 1;
