@@ -98,6 +98,21 @@ def test_precompile_half_and_ndhwc_for_sm90(engine):
             desc.layout == "ndhwc")
 
 
+def test_grouped_half_layers_of_4_or_8_channels_a_group_plan_grouped_mma(engine):
+    """bf16 / fp16 grouped layers whose groups have 4 or a multiple of 8 channels in and out (ResNeXt's)
+    run grouped_mma's tensor cores on sm_80 and sm_90 in both layouts; groups of 2 channels, and
+    float32, stay on the grouped kernel. Nothing needs a GPU."""
+    for shape, k in (((8, 256, 8, 28, 28), 256), ((8, 128, 16, 56, 56), 128)):
+        for changes in (dict(dtype="bf16"), dict(dtype="fp16", layout="ndhwc"), dict(dtype="bf16", fp32_output=True)):
+            desc = Conv3dDesc(shape, k, 3, padding=1, groups=32, bias=True, **changes)
+            for arch in ("sm_80", "sm_90"):
+                assert engine.kernel_for(desc, arch).startswith("grouped_mma "), (desc, arch)
+    pairs = Conv3dDesc((2, 8, 5, 6, 7), 8, 3, padding=1, groups=4, dtype="bf16")
+    assert engine.kernel_for(pairs, "sm_90").startswith("grouped ")
+    assert engine.kernel_for(Conv3dDesc((8, 256, 8, 28, 28), 256, 3, padding=1, groups=32), "sm_90").startswith(
+        "grouped ")
+
+
 def test_channels_last_float32_and_few_channel_half_layers_plan_wgmma_for_sm90(engine):
     """Float32 channels_last_3d layers of one group (both classes), and half ones of fewer than 8
     channels, run igemm_sm90 on Hopper from a transposed copy of the input, not the generic kernel;
