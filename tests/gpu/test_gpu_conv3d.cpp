@@ -674,7 +674,8 @@ TEST_CASE("grouped and depthwise NDHWC layers run on the grouped kernel and matc
     descs.push_back(d);
   }
   // Groups of 8 and 16 channels whose natural tiles' rings do not fit two blocks an SM: smaller
-  // tiles (wide planes, mid-tile rows and columns), with a residual and in bf16.
+  // tiles (wide planes, mid-tile rows and columns), with a residual and in bf16 (where the bf16
+  // groups have 8 channels in and out, grouped_mma's tensor cores take them).
   for (Conv3dDesc d : {make(1, 64, {4, 40, 58}, 64, {3, 3, 3}, 1, 1, 1, 8, true),
                        make(1, 64, {3, 19, 30}, 48, {3, 3, 3}, 1, 1, 1, 4, true)}) {
     d.layout = Layout::NDHWC;
@@ -684,7 +685,8 @@ TEST_CASE("grouped and depthwise NDHWC layers run on the grouped kernel and matc
     descs.push_back(d);
   }
   check_planned(descs, [](const Conv3dDesc& d) {
-    return d.dtype == DataType::BFloat16 ? "grouped bf16 ndhwc" : "grouped fp32 ndhwc";
+    if (d.dtype != DataType::BFloat16) return "grouped fp32 ndhwc";
+    return d.c / d.groups % 8 == 0 && d.k / d.groups % 8 == 0 ? "grouped_mma bf16 ndhwc" : "grouped bf16 ndhwc";
   });
 }
 
