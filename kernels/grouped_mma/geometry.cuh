@@ -58,12 +58,10 @@ CONV3DJIT_HOST_DEVICE constexpr GroupedMmaGeometry geometry(int cg, int kd, int 
   return g;
 }
 
-/// Item `item`'s input plane of an output plane (its kd, times the dilation) and its staged row
-/// relative to an output position's first in that plane's slot ([GB][pieces][in_h][in_w]; tap
+/// Item `item`'s tap along D (its input plane is kd * DD of an output plane's span) and its staged
+/// row relative to an output position's first in that plane's slot ([GB][pieces][in_h][in_w]; tap
 /// (kd, 0, 0), channels 0..7 at 0).
-CONV3DJIT_HOST_DEVICE constexpr int item_plane(int item, int cg, int kh, int kw, int dd) {
-  return item / pieces(cg) / (kh * kw) * dd;
-}
+CONV3DJIT_HOST_DEVICE constexpr int item_kd(int item, int cg, int kh, int kw) { return item / pieces(cg) / (kh * kw); }
 CONV3DJIT_HOST_DEVICE constexpr int item_row(int item, int cg, int kh, int kw, int dh, int dw, int in_h, int in_w) {
   const int chunks = pieces(cg), tap = item / chunks, chunk = item % chunks;
   const int y = tap / kw % kh, x = tap % kw;

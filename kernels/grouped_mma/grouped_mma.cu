@@ -210,13 +210,13 @@ grouped_mma(const typename Spec::element* __restrict__ in, const typename Spec::
 #pragma unroll
       for (int s = 0; s < G.steps; ++s) {
         const int i0 = 2 * s, i1 = 2 * s + 1;
-        const unsigned a0 = base + slot_at[item_plane(i0, CG, KH, KW, DD) / DD] +
+        const unsigned a0 = base + slot_at[item_kd(i0, CG, KH, KW)] +
                             static_cast<unsigned>(item_row(i0, CG, KH, KW, DH, DW, G.in_h, G.in_w) * kRowBytes);
         unsigned addr;
         if (PAIRED) {
           addr = a0;
         } else if (i1 < G.items) {
-          addr = second ? base + slot_at[item_plane(i1, CG, KH, KW, DD) / DD] +
+          addr = second ? base + slot_at[item_kd(i1, CG, KH, KW)] +
                               static_cast<unsigned>(item_row(i1, CG, KH, KW, DH, DW, G.in_h, G.in_w) * kRowBytes)
                         : a0;
         } else {
