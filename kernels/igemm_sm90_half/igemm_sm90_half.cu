@@ -20,11 +20,14 @@
 // chunk q - 1's wgmmas may still run; a stage is refilled only after every warpgroup has waited
 // for the wgmmas that read it (wait<1> before the next barrier).
 //
-// Pointwise NCDHW layers (Spec::mmajor: 1x1x1, unit stride, no padding) read A straight from the
-// NCDHW input instead of a channels-last copy: a chunk is 64 channels x BM positions of one image,
-// one tiled box of 64 positions x 64 channels a warpgroup, which is A in M-major order (64
-// positions of a channel in a 128-byte row, the same swizzle) for wgmma's transposed A; a block's
-// positions never span two images. NCDHW outputs leave through shared memory as 16-byte stores
+// NCDHW layers whose window is a column along D (Spec::mmajor: KD x 1 x 1, unit strides, zero
+// padding along D only; pointwise layers and the temporal convolutions of (2+1)-D networks) read A
+// straight from the NCDHW input instead of a channels-last copy: a chunk is 64 channels x BM
+// positions of one image at one tap, one tiled box of 64 positions x 64 channels a warpgroup,
+// which is A in M-major order (64 positions of a channel in a 128-byte row, the same swizzle) for
+// wgmma's transposed A; a block's positions never span two images. A tap kd reads the block's
+// positions (kd * DD - pad_d) planes further on, which the box's origin moves by; positions that
+// leave the image's planes arrive as zeros, the padding. NCDHW outputs leave through shared memory as 16-byte stores
 // along each channel's positions.
 //
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
@@ -186,8 +189,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
-  static_assert(!A_MN || (!A_BOX && KVOL == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
-                "M-major boxes: pointwise NCDHW layers with unit strides");
+  static_assert(!A_MN || (!A_BOX && KH * KW == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
+                "M-major boxes: NCDHW layers of KD x 1 x 1 windows with unit strides");
   static_assert(!TF32 || !A_MN, "tf32 wgmma reads K-major operands only");
   static_assert(GROUPS == 1 || !A_MAPPED || CG % CHUNK == 0, "a group's boxes stay in its channels");
 
@@ -301,12 +304,15 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if ((A_MAPPED || b_box) && tid == 0) {
       char* const stage = ring_ptr + s * STAGE;
       tma::arrive_expect(full + s, ((A_MAPPED ? BM : 0) + (b_box ? BN : 0)) * kRowBytes);
-      // A warpgroup's 64 positions x 64 channels from c0, M-major.
+      // A warpgroup's 64 positions x 64 channels from c0, M-major: the tap's input positions are
+      // the output's shifted by whole planes (H and W neither padded nor strided), zeros past the
+      // image's planes.
       if constexpr (A_MN) {
+        const int shift = (kd * DD - p.pad_d) * H * W;
 #pragma unroll
         for (int w = 0; w < BM / kMajorBox; ++w) {
-          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox, c_base + c0,
-                        static_cast<int>(img0), full + s);
+          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox + shift,
+                        c_base + c0, static_cast<int>(img0), full + s);
         }
       }
       // BM window origins from the block's first, each read at this tap: 64 channels from c0.

@@ -163,7 +163,7 @@ std::vector<Case> ncdhw_cases() {
   return out;
 }
 
-// Pointwise NCDHW layers read in M-major boxes straight from the input: planes that end mid-tile
+// NCDHW layers of KD x 1 x 1 windows read in M-major boxes straight from the input: planes that end mid-tile
 // (240 positions: 128 + 112; 64 of a 128-row tile), C past whole chunks (72), K mid-tile, both
 // output types, 64-row tiles, the residual (through the staged rows, also with 256 columns and a
 // float32 output).
@@ -194,6 +194,23 @@ std::vector<Case> mmajor_cases() {
   Conv3dDesc wide32 = ncdhw(b, DataType::BFloat16, true);
   wide32.epilogue = r.epilogue;
   out.push_back({"", wide32});
+  // Windows along D (the boxes start whole planes away at each tap, zeros past the image's
+  // planes): padding 1 on both sides with C past whole chunks, causal padding (4 before, none
+  // after) with dilation 2, padding after only, three frames giving one (a video VAE's
+  // temporal convolution) with 192 columns and the residual, and a 64-row tile.
+  const Conv3dDesc t = make(2, 72, {5, 8, 10}, 100, {3, 1, 1}, 1, Dims3{1, 0, 0}, 1, 1, true);
+  const Conv3dDesc causal = make(1, 128, {6, 4, 6}, 64, {3, 1, 1}, 1, Padding::per_side({4, 0, 0}, {0, 0, 0}), {2, 1, 1});
+  const Conv3dDesc after = make(2, 64, {4, 6, 4}, 48, {2, 1, 1}, 1, Padding::per_side({0, 0, 0}, {1, 0, 0}));
+  const Conv3dDesc frames = make(1, 128, {3, 12, 16}, 192, {3, 1, 1}, 1, 0, 1, 1, true);
+  out.push_back({"", ncdhw(t, DataType::BFloat16, false)});
+  out.push_back({"", ncdhw(t, DataType::Float16, true)});
+  out.push_back({"", ncdhw(causal, DataType::Float16, false)});
+  out.push_back({"", ncdhw(causal, DataType::BFloat16, true)});
+  out.push_back({"", ncdhw(after, DataType::BFloat16, false)});
+  Conv3dDesc vae = ncdhw(frames, DataType::BFloat16, false);
+  vae.epilogue = r.epilogue;
+  out.push_back({"igemm_sm90_half:128,192,4", vae});
+  out.push_back({"igemm_sm90_half:64,128", ncdhw(t, DataType::Float16, false)});
   return out;
 }
 
@@ -328,7 +345,7 @@ TEST_CASE("igemm_sm90_half: NCDHW layers through channels_last copies") {
   check_all(ncdhw_cases(), true);
 }
 
-TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major boxes") {
+TEST_CASE("igemm_sm90_half: NCDHW layers of KD x 1 x 1 windows read their input in M-major boxes") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
   for (const Case& c : mmajor_cases()) {

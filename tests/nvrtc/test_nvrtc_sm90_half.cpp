@@ -226,6 +226,49 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
   CHECK(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,128,3,0,0").input_copy);
 }
 
+TEST_CASE("igemm_sm90_half: NCDHW layers of KD x 1 x 1 windows read their input in M-major boxes") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto half = [](Conv3dDesc d) {
+    d.dtype = DataType::BFloat16;
+    return d;
+  };
+  // R(2+1)D's temporal convolution: the input read in place, the weight rewritten (kd, c) once.
+  const Conv3dDesc temporal = half(test::make(8, 288, {8, 28, 28}, 128, {3, 1, 1}, 1, Dims3{1, 0, 0}));
+  const detail::Plan plan = detail::make_plan(detail::make_problem(temporal), sm90);
+  CHECK(plan.key.field("mmajor") == 1);
+  CHECK_FALSE(plan.input_copy);
+  REQUIRE(plan.prep);
+  CHECK(plan.grid == 8u * 49u);  // 6 272 positions an image in tiles of 128
+  REQUIRE(plan.unaligned);
+  CHECK(plan.unaligned->key.field("mmajor") == 0);
+  CHECK(plan.unaligned->input_copy);
+  // Wan 2.1's temporal 3x1x1 (three frames giving one, 384 -> 768): the wide tiles of windows.
+  const Conv3dDesc wan = half(test::make(1, 384, {3, 60, 104}, 768, {3, 1, 1}));
+  const detail::Plan wan_plan = detail::make_plan(detail::make_problem(wan), sm90);
+  CHECK(wan_plan.key.field("mmajor") == 1);
+  CHECK(wan_plan.key.field("bn") > 128);
+  // Causal padding with dilation, padding after only.
+  for (const Conv3dDesc& d :
+       {half(test::make(1, 128, {6, 4, 6}, 64, {3, 1, 1}, 1, Padding::per_side({4, 0, 0}, {0, 0, 0}), {2, 1, 1})),
+        half(test::make(2, 64, {4, 6, 4}, 48, {2, 1, 1}, 1, Padding::per_side({0, 0, 0}, {1, 0, 0})))}) {
+    DYNAMIC_SECTION(describe(d)) { CHECK(detail::make_plan(detail::make_problem(d), sm90).key.field("mmajor") == 1); }
+  }
+  // Not M-major: a stride along D, planes of H·W % 8 != 0 with several taps, padding along H,
+  // replicate padding along D, a window along H.
+  Conv3dDesc replicate = half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 0, 0}));
+  replicate.padding_mode = PaddingMode::Replicate;
+  for (const Conv3dDesc& d : {half(test::make(2, 64, {6, 8, 8}, 64, {3, 1, 1}, {2, 1, 1})),
+                              half(test::make(2, 64, {4, 7, 5}, 64, {3, 1, 1})),
+                              half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 1, 0})), replicate,
+                              half(test::make(2, 64, {4, 8, 8}, 64, {1, 3, 1}))}) {
+    DYNAMIC_SECTION("not " << describe(d)) {
+      const detail::Plan p = detail::make_plan(detail::make_problem(d), sm90);
+      CHECK(p.key.field("mmajor") == 0);
+      CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,128,3,0,1"), Error);
+    }
+  }
+}
+
 TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
   const Conv3dDesc wide = test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1);
   const Conv3dDesc mid = test::make(2, 72, {5, 8, 9}, 100, {3, 3, 3}, 1, 1);
@@ -270,6 +313,13 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
       CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
       check_compiles_clean(r);
     }
+  }
+  SECTION("M-major windows along D") {
+    Conv3dDesc t = ndhwc(DataType::BFloat16, false, test::make(2, 72, {5, 8, 10}, 100, {3, 1, 1}, 1, Dims3{1, 0, 0}));
+    t.layout = Layout::NCDHW;
+    const PtxasReport r = test::ptxas_report(t, "sm_90");
+    CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
+    check_compiles_clean(r);
   }
   SECTION("M-major with the residual") {
     Conv3dDesc pw = ndhwc(DataType::BFloat16, false, test::make(2, 72, {3, 8, 10}, 100, {1, 1, 1}, 1, 0, 1, 1, true));

@@ -3,9 +3,9 @@
 // group: BM output positions x BN output channels of one group a block, chunks of one tap's
 // channels (128 bytes: 64 halves, 32 floats) staged into a ring of 128-byte swizzled stages, each
 // operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
-// threads' copies (docs/kernels/igemm_sm90_half.md). Pointwise NCDHW layers read their input in
-// M-major boxes; other NCDHW layers read channels_last copies of their input and weight, made on
-// every call; both store NCDHW. Float32 operands are rounded to TF32 as they arrive: by the TMA
+// threads' copies (docs/kernels/igemm_sm90_half.md). NCDHW layers of KD x 1 x 1 windows read their
+// input in M-major boxes (and a weight of several taps rewritten channels-last); other NCDHW layers
+// read channels_last copies of their input and weight, made on every call; both store NCDHW. Float32 operands are rounded to TF32 as they arrive: by the TMA
 // (maps of the TFLOAT32 type), by NCDHW's channels_last copies, or by the threads that stage them.
 // The planner leaves ungrouped float32 NCDHW layers to igemm_sm90 but for wide ones
 // (copies_pay_off); tuning offers this family's tiles there.
@@ -37,7 +37,8 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
       "0: by the threads' copies (default: 1 where the layer allows it and mmajor is 0)"},
      &HalfSm90Config::im2col},
     {{"mmajor", FieldRole::Optional,
-      "1: A in M-major boxes straight from an NCDHW input (1x1x1, unit stride, no padding, D*H*W % 8 == 0), "
+      "1: A in M-major boxes straight from an NCDHW input (KDx1x1, unit strides, zero padding along D only, "
+      "H*W % 8 == 0, or D*H*W % 8 == 0 for a pointwise layer without padding), "
       "0: NCDHW inputs through the channels-last copy (default: 1 where the layer allows it)"},
      &HalfSm90Config::mmajor},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
@@ -70,16 +71,24 @@ bool group_boxes(const Problem& prob) { return prob.desc.groups == 1 || prob.c_p
 // Whether prob's input can arrive as im2col boxes (geometry.cuh).
 bool im2col_fits(const Problem& prob) { return group_boxes(prob) && geo::im2col_fits(make_params(prob)); }
 
-// Whether prob's A can be read in M-major boxes straight from its NCDHW input: a 16-bit pointwise
-// layer (TF32 operands are K-major only) with unit strides and no padding (a GEMM per image), its
-// planes a 16-byte multiple (a map's stride).
+// Whether prob's A can be read in M-major boxes straight from its NCDHW input: a 16-bit layer (TF32
+// operands are K-major only) whose window is a column along D (1x1x1 or KDx1x1: the (2+1)-D
+// networks' temporal convolutions) with unit strides and zero padding along D only. A tap then
+// reads the output's positions of an image shifted by whole input planes, (kd * DD - pad_d) * H * W
+// positions, a run that TMA zero-fills where it leaves the image's planes, which is the padding.
+// A map's strides need the planes on 16 bytes, and a box's first position along the innermost
+// dimension too (other origins fault: docs/kernels/grouped.md), so shifted layers need H * W a
+// multiple of 8.
 bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
-  const Dims3 none{0}, one{1};
+  const Dims3 one{1};
   auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
-  return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && same(d.kernel, one) &&
-         same(d.stride, one) && same(prob.pad.before, none) && same(prob.pad.after, none) &&
-         (d.d * d.h * d.w) % 8 == 0;
+  const Dims3 &before = prob.pad.before, &after = prob.pad.after;
+  const bool padded_d = before.d != 0 || after.d != 0;
+  const bool shifted = d.kernel.d > 1 || before.d != 0;
+  return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && d.kernel.h == 1 &&
+         d.kernel.w == 1 && same(d.stride, one) && before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
+         (!padded_d || d.padding_mode == PaddingMode::Zeros) && (shifted ? d.h * d.w : d.d * d.h * d.w) % 8 == 0;
 }
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
@@ -187,9 +196,10 @@ class HalfSm90Family final : public Family {
 
   // The weight's map (the first), where weight_boxes() holds: the K x KD·KH·KW·C matrix in boxes
   // of BN rows x 64 channels. The input's (the second, for an aligned input: unaligned ones run
-  // the twin): with mmajor, the NCDHW input in tiled boxes of 64 positions x 64 channels; with
-  // im2col, the NDHWC input in im2col mode, BM window origins x 64 channels a copy, its bounding
-  // box the layer's window origins (geometry.cuh). All 128-byte swizzled as the ring holds A and B.
+  // the twin): with mmajor, the NCDHW input in tiled boxes of 64 positions x 64 channels (a tap's
+  // boxes start whole planes further on); with im2col, the NDHWC input in im2col mode, BM window
+  // origins x 64 channels a copy, its bounding box the layer's window origins (geometry.cuh). All
+  // 128-byte swizzled as the ring holds A and B.
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void* /*output*/,
                    CUtensorMap* weight_map, CUtensorMap* input_map, CUtensorMap*) const override {
     const ConvParams& p = plan.params;
@@ -271,7 +281,7 @@ class HalfSm90Family final : public Family {
     const long long k = prob.k_per_group;
     // Pointwise NCDHW layers (M-major boxes) keep 128 x 128 tiles, two blocks an SM, whatever K:
     // their reductions of a few chunks leave a lone wide block idle through its copy-out.
-    if (k > 128 && !mmajor_fits(prob)) {
+    if (k > 128 && !(mmajor_fits(prob) && prob.taps() == 1)) {
       // The width whose waves of one-a-SM blocks sum the fewest columns.
       auto columns = [&](int bn) { return ceil_div(blocks(prob, staged({128, bn, 4}, prob)), kWaveBlocks) * bn; };
       int wide_bn = columns(192) < columns(256) ? 192 : 256;
@@ -312,6 +322,9 @@ class HalfSm90Family final : public Family {
     const bool ncdhw = prob.desc.layout == Layout::NCDHW;
     if (ncdhw && c.mmajor == 0) {
       plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
+    }
+    // B's reduction runs (kd, kh, kw, c): an NCDHW weight of several taps is rewritten in that order.
+    if (ncdhw && (c.mmajor == 0 || prob.taps() > 1)) {
       plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
     }
     if ((c.im2col == 1 && !ncdhw) || c.mmajor == 1) {
