@@ -129,7 +129,8 @@ std::vector<Case> long_reduction_cases() {
   return out;
 }
 
-// NCDHW layers: the channels_last copies of input and weight (whole and partial 64 x 64 tiles),
+// NCDHW layers: the channels_last copies of input and weight (in registers by blocks of 8, 4 and 2
+// positions: planes of 360, 108 and 594 positions; whole and partial 64 x 64 tiles otherwise),
 // the NCDHW store of both output types through shared memory (16-byte runs, and one element a
 // thread where planes are off 16 bytes and tiles cross images), the residual read in NCDHW, a
 // padding mode, a long reduction.
@@ -160,6 +161,7 @@ std::vector<Case> ncdhw_cases() {
   m.padding_mode = PaddingMode::Reflect;
   out.push_back({"", m});
   out.push_back({"", ncdhw(ndhwc(make(1, 512, {4, 6, 7}, 136, {3, 3, 3}, 1, 1, 1, 1, true), DataType::BFloat16, true))});
+  out.push_back({"", ncdhw(ndhwc(make(2, 96, {3, 6, 6}, 48, {3, 3, 3}, 1, 1), DataType::Float16, false))});
   return out;
 }
 
