@@ -5,61 +5,15 @@
 // every output row is whole 16-byte pieces. Float32 values (the tf32 class) are rounded to TF32 on
 // the way (the consumer's tensor cores would truncate them).
 //
-// Where the rows read start on whole loads of 2 to 8 elements (D·H·W, or the taps, a multiple of
-// that count, the source on 16 bytes), each lane transposes blocks of 8 halves' or 4 floats'
-// channels x that many positions in registers (channels_last_blocks): no shared memory and no
-// barrier. Through shared memory (below) the copy moved 1.2 TB/s on an H200
-// (docs/kernels/helpers.md).
-//
-// Otherwise a block transposes 64 x 64 tiles (channels x positions) through shared memory: reads
-// run along positions (one element a lane, 64 consecutive lanes a channel row), writes along
-// channels (16 bytes a lane: 8 lanes a position's 64 halves, 16 lanes its 64 floats). Arguments as
-// the convolution's; `out` is the scratch.
+// A block transposes 64 x 64 tiles (channels x positions) through shared memory: reads run along
+// positions (one element a lane, 64 consecutive lanes a channel row), writes along channels (16
+// bytes a lane: 8 lanes a position's 64 halves, 16 lanes its 64 floats). Arguments as the
+// convolution's; `out` is the scratch.
 #pragma once
 #include "common/element.cuh"
 #include "common/tf32.cuh"
 
 namespace conv3djit {
-
-// The copy by lane blocks of CE channels (one 16-byte store a position) x NP positions (one load
-// of NP elements a channel, 4 to 16 bytes): a warp's 32 lanes take 4 blocks of channels x 8 of
-// positions, lane (cb, pb) = (lane / 8, lane % 8), so a channel row's 8 lanes read 8 NP contiguous
-// elements and a position's 4 lanes write 64 contiguous bytes. Rows start on whole loads: NP
-// divides the positions, the source lies on 16 bytes.
-template <int NP, class Bits, class T>
-__device__ __forceinline__ void channels_last_blocks(const Bits* src, T* out, long long batches, long long c_total,
-                                                     long long s_total) {
-  constexpr bool kWords = sizeof(Bits) == 4;
-  constexpr int CE = 16 / sizeof(Bits), NW = NP * sizeof(Bits) / 4;  // channels a block, words a load
-  using Load = select_t<NW == 4, uint4, select_t<NW == 2, uint2, unsigned>>;
-  const long long pb_tiles = (s_total + 8 * NP - 1) / (8 * NP), cb_tiles = (c_total + 4 * CE - 1) / (4 * CE);
-  const long long warp_tiles = batches * cb_tiles * pb_tiles, warps = gridDim.x * (blockDim.x / 32LL);
-  const int lane = threadIdx.x & 31;
-  for (long long t = blockIdx.x * (blockDim.x / 32LL) + threadIdx.x / 32; t < warp_tiles; t += warps) {
-    long long b = t;
-    const long long s = take_remainder(b, pb_tiles) * 8 * NP + (lane & 7) * NP;
-    const long long c = take_remainder(b, cb_tiles) * 4 * CE + (lane >> 3) * CE;
-    if (s >= s_total || c >= c_total) continue;  // C is whole blocks of CE (the consumer's rule)
-    alignas(16) unsigned v[CE][NW];  // v[i][w]: channel c + i, the elements of positions s + (CE / 4) w ..
-#pragma unroll
-    for (int i = 0; i < CE; ++i) {
-      *reinterpret_cast<Load*>(v[i]) = __ldg(reinterpret_cast<const Load*>(src + (b * c_total + c + i) * s_total + s));
-    }
-#pragma unroll
-    for (int j = 0; j < NP; ++j) {  // position s + j: channels c .. c + CE - 1
-      unsigned w[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if constexpr (kWords) {
-          w[e] = __float_as_uint(to_tf32(__uint_as_float(v[e][j])));
-        } else {  // channels 2e, 2e + 1: the low halves of their words at even positions, high at odd
-          w[e] = __byte_perm(v[2 * e][j / 2], v[2 * e + 1][j / 2], j % 2 ? 0x7632 : 0x5410);
-        }
-      }
-      *reinterpret_cast<uint4*>(out + ((b * s_total + s + j) * c_total + c)) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  }
-}
 
 template <class Spec>
 __global__ void __launch_bounds__(256)
@@ -74,16 +28,9 @@ channels_last(const typename Spec::element* __restrict__ in, const typename Spec
   const long long batches = Spec::weights ? p.k : p.n;
   const long long c_total = Spec::weights ? p.c_per_group : p.c;
   const long long s_total = Spec::weights ? static_cast<long long>(p.kd) * p.kh * p.kw : p.d * p.h * p.w;
-  const int tid = threadIdx.x;
-  // Whole lane blocks of positions: 8 (halves) or 4 (floats) where the rows allow, else fewer.
-  if ((reinterpret_cast<unsigned long long>(src) & 15) == 0) {
-    constexpr int CE = 16 / sizeof(Bits);
-    if (s_total % CE == 0) return channels_last_blocks<CE>(src, out, batches, c_total, s_total);
-    if (s_total % (CE / 2) == 0) return channels_last_blocks<CE / 2>(src, out, batches, c_total, s_total);
-    if (!kWords && s_total % 2 == 0) return channels_last_blocks<2>(src, out, batches, c_total, s_total);
-  }
   const long long s_tiles = (s_total + kTile - 1) / kTile, c_tiles = (c_total + kTile - 1) / kTile;
   const long long tiles = batches * c_tiles * s_tiles;
+  const int tid = threadIdx.x;
   for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
     long long b = t;
     const long long s0 = take_remainder(b, s_tiles) * kTile;

@@ -129,8 +129,7 @@ std::vector<Case> long_reduction_cases() {
   return out;
 }
 
-// NCDHW layers: the channels_last copies of input and weight (in registers by blocks of 8, 4 and 2
-// positions: planes of 360, 108 and 594 positions; whole and partial 64 x 64 tiles otherwise),
+// NCDHW layers: the channels_last copies of input and weight (whole and partial 64 x 64 tiles),
 // the NCDHW store of both output types through shared memory (16-byte runs, and one element a
 // thread where planes are off 16 bytes and tiles cross images), the residual read in NCDHW, a
 // padding mode, a long reduction.
