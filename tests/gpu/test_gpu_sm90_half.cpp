@@ -218,8 +218,8 @@ std::vector<Case> mmajor_cases() {
 // Grouped layers, a block's columns in one group: 32 channels a group (A by the threads' copies)
 // and 64 (im2col boxes from channel group * 64), a group's K past whole column blocks (40, 100)
 // and odd (33: single stores), both layouts and output types, an epilogue with the residual, a
-// padding mode, strides, a pointwise NCDHW layer in M-major boxes, forced 128- and 256-column
-// tiles wider than a group.
+// padding mode, strides, pointwise and temporal NCDHW layers in M-major boxes, forced 128- and
+// 256-column tiles wider than a group.
 std::vector<Case> grouped_cases() {
   auto layout = [](Conv3dDesc d, DataType type, bool fp32_output, Layout l) {
     d = ndhwc(d, type, fp32_output);
@@ -251,6 +251,10 @@ std::vector<Case> grouped_cases() {
     m.padding_mode = PaddingMode::Reflect;
     out.push_back({"", m});
   }
+  // A temporal window in M-major boxes from channel group * 64 (64 -> 50 a group).
+  const Conv3dDesc t = make(2, 192, {4, 4, 8}, 150, {3, 1, 1}, 1, Dims3{1, 0, 0}, 1, 3, true);
+  out.push_back({"", layout(t, DataType::Float16, false, Layout::NCDHW)});
+  out.push_back({"igemm_sm90_half:64,128", layout(t, DataType::BFloat16, true, Layout::NCDHW)});
   return out;
 }
 
