@@ -254,13 +254,15 @@ TEST_CASE("igemm_sm90_half: NCDHW layers of KD x 1 x 1 windows read their input 
     DYNAMIC_SECTION(describe(d)) { CHECK(detail::make_plan(detail::make_problem(d), sm90).key.field("mmajor") == 1); }
   }
   // Not M-major: a stride along D, planes of H·W % 8 != 0 with several taps, padding along H,
-  // replicate padding along D, a window along H.
+  // replicate padding along D, a window along H, a padding whose shifts leave a box's 32-bit
+  // coordinates.
   Conv3dDesc replicate = half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 0, 0}));
   replicate.padding_mode = PaddingMode::Replicate;
   for (const Conv3dDesc& d : {half(test::make(2, 64, {6, 8, 8}, 64, {3, 1, 1}, {2, 1, 1})),
                               half(test::make(2, 64, {4, 7, 5}, 64, {3, 1, 1})),
                               half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 1, 0})), replicate,
-                              half(test::make(2, 64, {4, 8, 8}, 64, {1, 3, 1}))}) {
+                              half(test::make(2, 64, {4, 8, 8}, 64, {1, 3, 1})),
+                              half(test::make(1, 64, {2, 256, 256}, 64, {3, 1, 1}, 1, Dims3{40000, 0, 0}))}) {
     DYNAMIC_SECTION("not " << describe(d)) {
       const detail::Plan p = detail::make_plan(detail::make_problem(d), sm90);
       CHECK(p.key.field("mmajor") == 0);

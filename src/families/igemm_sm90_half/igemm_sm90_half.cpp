@@ -11,6 +11,8 @@
 // (copies_pay_off); tuning offers this family's tiles there.
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 
 #include "driver/tensor_map.hpp"
@@ -78,7 +80,8 @@ bool im2col_fits(const Problem& prob) { return group_boxes(prob) && geo::im2col_
 // positions, a run that TMA zero-fills where it leaves the image's planes, which is the padding.
 // A map's strides need the planes on 16 bytes, and a box's first position along the innermost
 // dimension too (other origins fault: docs/kernels/grouped.md), so shifted layers need H * W a
-// multiple of 8.
+// multiple of 8. A box's coordinates are 32-bit: the first tap's shift back, the last one's
+// forward plus the output's positions stay within them.
 bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3 one{1};
@@ -86,9 +89,13 @@ bool mmajor_fits(const Problem& prob) {
   const Dims3 &before = prob.pad.before, &after = prob.pad.after;
   const bool padded_d = before.d != 0 || after.d != 0;
   const bool shifted = d.kernel.d > 1 || before.d != 0;
+  const int64_t plane = d.h * d.w, limit = std::numeric_limits<int32_t>::max();
+  const int64_t last_shift = ((d.kernel.d - 1) * d.dilation.d - before.d) * plane;
+  const bool coordinates_fit = before.d * plane <= limit && last_shift + prob.out.d * plane <= limit;
   return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && d.kernel.h == 1 &&
          d.kernel.w == 1 && same(d.stride, one) && before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
-         (!padded_d || d.padding_mode == PaddingMode::Zeros) && (shifted ? d.h * d.w : d.d * d.h * d.w) % 8 == 0;
+         (!padded_d || d.padding_mode == PaddingMode::Zeros) && (shifted ? plane : d.d * plane) % 8 == 0 &&
+         coordinates_fit;
 }
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
