@@ -27,8 +27,8 @@
 // which is A in M-major order (64 positions of a channel in a 128-byte row, the same swizzle) for
 // wgmma's transposed A; a block's positions never span two images. A tap kd reads the block's
 // positions (kd * DD - pad_d) planes further on, which the box's origin moves by; positions that
-// leave the image's planes arrive as zeros, the padding. NCDHW outputs leave through shared memory as 16-byte stores
-// along each channel's positions.
+// leave the image's planes arrive as zeros, the padding. NCDHW outputs leave through shared
+// memory as 16-byte stores along each channel's positions.
 //
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
 // cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without

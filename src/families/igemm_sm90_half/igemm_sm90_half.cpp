@@ -5,8 +5,9 @@
 // operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
 // threads' copies (docs/kernels/igemm_sm90_half.md). NCDHW layers of KD x 1 x 1 windows read their
 // input in M-major boxes (and a weight of several taps rewritten channels-last); other NCDHW layers
-// read channels_last copies of their input and weight, made on every call; both store NCDHW. Float32 operands are rounded to TF32 as they arrive: by the TMA
-// (maps of the TFLOAT32 type), by NCDHW's channels_last copies, or by the threads that stage them.
+// read channels_last copies of their input and weight, made on every call; both store NCDHW.
+// Float32 operands are rounded to TF32 as they arrive: by the TMA (maps of the TFLOAT32 type), by
+// NCDHW's channels_last copies, or by the threads that stage them.
 // The planner leaves ungrouped float32 NCDHW layers to igemm_sm90 but for wide ones
 // (copies_pay_off); tuning offers this family's tiles there.
 #include <fmt/format.h>
