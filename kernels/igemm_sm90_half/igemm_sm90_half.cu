@@ -27,8 +27,10 @@
 // which is A in M-major order (64 positions of a channel in a 128-byte row, the same swizzle) for
 // wgmma's transposed A; a block's positions never span two images. A tap kd reads the block's
 // positions (kd * DD - pad_d) planes further on, which the box's origin moves by; positions that
-// leave the image's planes arrive as zeros, the padding. NCDHW outputs leave through shared
-// memory as 16-byte stores along each channel's positions.
+// leave the image's planes arrive as zeros, the padding. With a stride along D, output plane od
+// reads input plane od * SD + kd * DD - pad_d, so each box must lie in one output plane (the
+// planes a whole number of boxes). NCDHW outputs leave through shared memory as 16-byte stores
+// along each channel's positions.
 //
 // Where a map cannot serve, every thread stages that operand's 16-byte pieces instead, by
 // cp.async or, off a 16-byte boundary, by ordinary loads and stores: A in kernels built without
@@ -189,8 +191,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
-  static_assert(!A_MN || (!A_BOX && KH * KW == 1 && SD * SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
-                "M-major boxes: NCDHW layers of KD x 1 x 1 windows with unit strides");
+  static_assert(!A_MN || (!A_BOX && KH * KW == 1 && SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
+                "M-major boxes: NCDHW layers of KD x 1 x 1 windows, unit strides along H and W");
   static_assert(!TF32 || !A_MN, "tf32 wgmma reads K-major operands only");
   static_assert(GROUPS == 1 || !A_MAPPED || CG % CHUNK == 0, "a group's boxes stay in its channels");
 
@@ -224,6 +226,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     s0 = (blockIdx.x / n_tiles % per_image) * BM;
   }
   const int D = static_cast<int>(p.d), H = static_cast<int>(p.h), W = static_cast<int>(p.w);
+  // M-major boxes: where each warpgroup's box reads the input at the first tap without padding,
+  // output plane od's positions in input plane od * SD. Strided along D, a box lies in one output
+  // plane (H·W a multiple of a box: the host's rule).
+  int box_base[A_MN ? BM / kMajorBox : 1];
+  if constexpr (A_MN) {
+#pragma unroll
+    for (int w = 0; w < BM / kMajorBox; ++w) {
+      const int s = static_cast<int>(s0) + w * kMajorBox;
+      box_base[w] = SD == 1 ? s : s / (H * W) * SD * (H * W) + s % (H * W);
+    }
+  }
 
   // This thread stages piece cj (channels 8cj .. 8cj + 7 of a chunk) of rows r0 + i * RPP; the
   // rows' swizzled piece is the same for all of them (RPP is a multiple of 8).
@@ -305,14 +318,14 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       char* const stage = ring_ptr + s * STAGE;
       tma::arrive_expect(full + s, ((A_MAPPED ? BM : 0) + (b_box ? BN : 0)) * kRowBytes);
       // A warpgroup's 64 positions x 64 channels from c0, M-major: the tap's input positions are
-      // the output's shifted by whole planes (H and W neither padded nor strided), zeros past the
-      // image's planes.
+      // the box's base shifted by whole planes (H and W neither padded nor strided), zeros past
+      // the image's planes.
       if constexpr (A_MN) {
         const int shift = (kd * DD - p.pad_d) * H * W;
 #pragma unroll
         for (int w = 0; w < BM / kMajorBox; ++w) {
-          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, static_cast<int>(s0) + w * kMajorBox + shift,
-                        c_base + c0, static_cast<int>(img0), full + s);
+          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, box_base[w] + shift, c_base + c0,
+                        static_cast<int>(img0), full + s);
         }
       }
       // BM window origins from the block's first, each read at this tap: 64 channels from c0.

@@ -212,6 +212,16 @@ std::vector<Case> mmajor_cases() {
   vae.epilogue = r.epilogue;
   out.push_back({"igemm_sm90_half:128,192,4", vae});
   out.push_back({"igemm_sm90_half:64,128", ncdhw(t, DataType::Float16, false)});
+  // A stride along D (each box in one output plane): planes of two boxes, a last tile whose second
+  // box lies past the output, dilation with causal padding.
+  const Conv3dDesc strided = make(2, 72, {7, 8, 16}, 100, {3, 1, 1}, {2, 1, 1}, Dims3{1, 0, 0}, 1, 1, true);
+  const Conv3dDesc half_tile = make(1, 64, {7, 8, 8}, 64, {3, 1, 1}, {2, 1, 1});
+  const Conv3dDesc dilated = make(1, 128, {9, 4, 16}, 96, {3, 1, 1}, {2, 1, 1}, Padding::per_side({4, 0, 0}, {0, 0, 0}),
+                                  {2, 1, 1});
+  out.push_back({"", ncdhw(strided, DataType::BFloat16, false)});
+  out.push_back({"", ncdhw(half_tile, DataType::Float16, true)});
+  out.push_back({"", ncdhw(dilated, DataType::BFloat16, false)});
+  out.push_back({"igemm_sm90_half:64,64", ncdhw(strided, DataType::Float16, false)});
   return out;
 }
 

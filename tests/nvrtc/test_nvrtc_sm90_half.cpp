@@ -247,19 +247,22 @@ TEST_CASE("igemm_sm90_half: NCDHW layers of KD x 1 x 1 windows read their input 
   const detail::Plan wan_plan = detail::make_plan(detail::make_problem(wan), sm90);
   CHECK(wan_plan.key.field("mmajor") == 1);
   CHECK(wan_plan.key.field("bn") > 128);
-  // Causal padding with dilation, padding after only.
+  // Causal padding with dilation, padding after only, a stride along D over planes of whole boxes.
   for (const Conv3dDesc& d :
        {half(test::make(1, 128, {6, 4, 6}, 64, {3, 1, 1}, 1, Padding::per_side({4, 0, 0}, {0, 0, 0}), {2, 1, 1})),
-        half(test::make(2, 64, {4, 6, 4}, 48, {2, 1, 1}, 1, Padding::per_side({0, 0, 0}, {1, 0, 0})))}) {
+        half(test::make(2, 64, {4, 6, 4}, 48, {2, 1, 1}, 1, Padding::per_side({0, 0, 0}, {1, 0, 0}))),
+        half(test::make(2, 64, {7, 8, 16}, 64, {3, 1, 1}, {2, 1, 1}, Dims3{1, 0, 0}))}) {
     DYNAMIC_SECTION(describe(d)) { CHECK(detail::make_plan(detail::make_problem(d), sm90).key.field("mmajor") == 1); }
   }
-  // Not M-major: a stride along D, planes of H·W % 8 != 0 with several taps, padding along H,
+  // Not M-major: a stride along D over planes of H·W % 64 != 0, planes of H·W % 8 != 0 with
+  // several taps, a stride along H, padding along H,
   // replicate padding along D, a window along H, a padding whose shifts leave a box's 32-bit
   // coordinates.
   Conv3dDesc replicate = half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 0, 0}));
   replicate.padding_mode = PaddingMode::Replicate;
-  for (const Conv3dDesc& d : {half(test::make(2, 64, {6, 8, 8}, 64, {3, 1, 1}, {2, 1, 1})),
+  for (const Conv3dDesc& d : {half(test::make(2, 64, {6, 8, 12}, 64, {3, 1, 1}, {2, 1, 1})),
                               half(test::make(2, 64, {4, 7, 5}, 64, {3, 1, 1})),
+                              half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, {1, 2, 1})),
                               half(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 1, 0})), replicate,
                               half(test::make(2, 64, {4, 8, 8}, 64, {1, 3, 1})),
                               half(test::make(1, 64, {2, 256, 256}, 64, {3, 1, 1}, 1, Dims3{40000, 0, 0}))}) {

@@ -40,8 +40,9 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
       "0: by the threads' copies (default: 1 where the layer allows it and mmajor is 0)"},
      &HalfSm90Config::im2col},
     {{"mmajor", FieldRole::Optional,
-      "1: A in M-major boxes straight from an NCDHW input (KDx1x1, unit strides, zero padding along D only, "
-      "H*W % 8 == 0, or D*H*W % 8 == 0 for a pointwise layer without padding), "
+      "1: A in M-major boxes straight from an NCDHW input (KDx1x1, unit strides along H and W, zero "
+      "padding along D only, H*W % 8 == 0 (% 64 with a stride along D), or D*H*W % 8 == 0 for a pointwise "
+      "layer without padding), "
       "0: NCDHW inputs through the channels-last copy (default: 1 where the layer allows it)"},
      &HalfSm90Config::mmajor},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
@@ -76,25 +77,26 @@ bool im2col_fits(const Problem& prob) { return group_boxes(prob) && geo::im2col_
 
 // Whether prob's A can be read in M-major boxes straight from its NCDHW input: a 16-bit layer (TF32
 // operands are K-major only) whose window is a column along D (1x1x1 or KDx1x1: the (2+1)-D
-// networks' temporal convolutions) with unit strides and zero padding along D only. A tap then
+// networks' temporal convolutions) with unit strides along H and W and zero padding along D only. A tap then
 // reads the output's positions of an image shifted by whole input planes, (kd * DD - pad_d) * H * W
 // positions, a run that TMA zero-fills where it leaves the image's planes, which is the padding.
 // A map's strides need the planes on 16 bytes, and a box's first position along the innermost
 // dimension too (other origins fault: docs/kernels/grouped.md), so shifted layers need H * W a
-// multiple of 8. A box's coordinates are 32-bit: the first tap's shift back, the last one's
-// forward plus the output's positions stay within them.
+// multiple of 8. A stride along D maps output plane od to input plane od * SD (+ the tap's
+// shift), so each box of 64 positions must lie in one plane: H * W a multiple of 64 there. A
+// box's coordinates are 32-bit: the first tap's shift back, and the last output plane's input
+// plane at the last tap, stay within them.
 bool mmajor_fits(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
-  const Dims3 one{1};
-  auto same = [](const Dims3& a, const Dims3& b) { return a.d == b.d && a.h == b.h && a.w == b.w; };
   const Dims3 &before = prob.pad.before, &after = prob.pad.after;
   const bool padded_d = before.d != 0 || after.d != 0;
-  const bool shifted = d.kernel.d > 1 || before.d != 0;
+  const bool shifted = d.kernel.d > 1 || before.d != 0 || d.stride.d > 1;
   const int64_t plane = d.h * d.w, limit = std::numeric_limits<int32_t>::max();
-  const int64_t last_shift = ((d.kernel.d - 1) * d.dilation.d - before.d) * plane;
-  const bool coordinates_fit = before.d * plane <= limit && last_shift + prob.out.d * plane <= limit;
+  const int64_t last_plane = (prob.out.d - 1) * d.stride.d + (d.kernel.d - 1) * d.dilation.d - before.d;
+  const bool coordinates_fit = before.d * plane <= limit && (last_plane + 1) * plane <= limit;
   return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && d.kernel.h == 1 &&
-         d.kernel.w == 1 && same(d.stride, one) && before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
+         d.kernel.w == 1 && d.stride.h == 1 && d.stride.w == 1 && (d.stride.d == 1 || plane % 64 == 0) &&
+         before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
          (!padded_d || d.padding_mode == PaddingMode::Zeros) && (shifted ? plane : d.d * plane) % 8 == 0 &&
          coordinates_fit;
 }
