@@ -271,7 +271,8 @@ class HalfSm90Family final : public Family {
                             "16-bit reductions past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, "
                             "im2col 0 or 1, and 1 only with zero padding, strides up to 8 and padding within 16 "
                             "of the extents, mmajor 0 or 1, and 1 only with im2col 0 on 16-bit NCDHW layers of "
-                            "KD x 1 x 1 windows without strides and with zero padding along D only");
+                            "KD x 1 x 1 windows, unit strides along H and W (a stride along D over planes of a multiple "
+                            "of 64 positions) and zero padding along D only");
     }
     return plan(prob, limits, c);
   }
