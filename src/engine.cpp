@@ -151,6 +151,7 @@ std::vector<std::pair<SpecKey, unsigned>> plan_kernels(const Plan& plan) {
   std::vector<std::pair<SpecKey, unsigned>> keys = {{plan.key, plan.shared_bytes}};
   for (const PrepPlan* step : {plan.prep ? &*plan.prep : nullptr, plan.input_copy ? &*plan.input_copy : nullptr}) {
     if (step != nullptr) keys.emplace_back(step->key, 0);
+    if (step != nullptr && step->unaligned) keys.emplace_back(step->unaligned->key, 0);
   }
   if (plan.unaligned) keys.emplace_back(plan.unaligned->key, plan.unaligned->shared_bytes);
   return keys;
@@ -591,7 +592,10 @@ struct Engine::Impl {
                    void* to, CUstream stream, const CallContext& ctx) {
     CUfunction step_fn = function(step.key, 0, ctx);
     ConvParams p = params;
-    void* step_args[] = {&in, &wt, &bias, &to, &p};
+    // Steps with TMA boxes take their two maps after the five arguments; the others read no further.
+    CUtensorMap in_map{}, out_map{};
+    if (step.tensor_maps != nullptr) step.tensor_maps(step, params, in, to, &in_map, &out_map);
+    void* step_args[] = {&in, &wt, &bias, &to, &p, &in_map, &out_map};
     check_cu(driver().cuLaunchKernel(step_fn, step.grid, 1, 1, step.block, 1, 1, 0, stream, step_args, nullptr),
              "cuLaunchKernel");
   }
@@ -620,7 +624,7 @@ struct Engine::Impl {
     std::optional<Scratch> pitched, prepared;
     // TMA maps need a 16-byte aligned input too: a plan with boxes copies such an input first, as it
     // does one whose rows are not 16-byte multiples (Plan::copies_input).
-    if (plan.copies_input(aligned)) in = prepare(*plan.input_copy, pitched);
+    if (plan.copies_input(aligned)) in = prepare(plan.input_copy->for_input(aligned), pitched);
     if (plan.prep) {
       // Weights prepared ahead (run() has checked that they are this call's tensor) by this step's
       // kernel; a plan that prepares them another way (another description of the same weights, an

@@ -101,6 +101,13 @@ __device__ __forceinline__ void store_box(const TensorMap& map, const void* src,
                "r"(x), "r"(y), "r"(z), "r"(w), "r"(smem_addr(src))
                : "memory");
 }
+// The 3-D form of store_box, at (x, y, z).
+__device__ __forceinline__ void store_box(const TensorMap& map, const void* src, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(&map)),
+               "r"(x), "r"(y), "r"(z), "r"(smem_addr(src))
+               : "memory");
+}
 __device__ __forceinline__ void commit_stores() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's store groups still read their shared-memory source.
 template <int N>

@@ -1,6 +1,8 @@
 #pragma once
 // Plan: which kernel serves a Problem on a device, and how it is launched. The planner walks the
 // registry of kernel families (plan/registry.cpp); only plan.key goes into the cubin.
+#include <cuda.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,6 +42,16 @@ struct PrepPlan {
   // An input copy the kernel always reads (channels_last); without it, only where the input's
   // rows or alignment need one (Plan::copies_input).
   bool every_call = false;
+  // Steps that move their tensors as TMA boxes: their two maps (of the input and of the scratch
+  // `to`), passed after the five arguments.
+  void (*tensor_maps)(const PrepPlan& step, const ConvParams& p, const void* in, void* to, CUtensorMap* in_map,
+                      CUtensorMap* out_map) = nullptr;
+  // The same step for an input off a 16-byte boundary, which no map can hold (null: this one
+  // serves every input).
+  std::shared_ptr<const PrepPlan> unaligned;
+
+  /// The step that serves an input whose address is (or is not) 16-byte aligned.
+  const PrepPlan& for_input(bool aligned) const { return aligned || !unaligned ? *this : *unaligned; }
 };
 
 struct Plan {

@@ -129,7 +129,8 @@ std::vector<Case> long_reduction_cases() {
   return out;
 }
 
-// NCDHW layers: the channels_last copies of input and weight (whole and partial 64 x 64 tiles),
+// NCDHW layers: the channels_last copies of input and weight (whole and partial 64 x 64 tiles; the
+// input's as TMA boxes where its planes lie on 16 bytes: 360, 168 and 108 positions),
 // the NCDHW store of both output types through shared memory (16-byte runs, and one element a
 // thread where planes are off 16 bytes and tiles cross images), the residual read in NCDHW, a
 // padding mode, a long reduction.

@@ -83,7 +83,9 @@ TEST_CASE("igemm_sm90_half: which half-type layers it takes") {
     small.dtype = DataType::BFloat16;
     const detail::Plan third = detail::make_plan(detail::make_problem(small), detail::limits_for_arch("sm_90"));
     REQUIRE(third.input_copy);
-    CHECK(third.input_copy->key == plan.input_copy->key);
+    // (Its planes of 210 positions are off 16 bytes: the element-wise copy, which serves the
+    // first layer's inputs off 16 bytes.)
+    CHECK(third.input_copy->key == plan.input_copy->for_input(false).key);
     CHECK(third.prep->key == plan.prep->key);
   }
   // NCDHW with C % 8 != 0 stays on igemm_sm80.
@@ -339,12 +341,26 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     check_compiles_clean(test::ptxas_report(wide, "sm_90", "igemm_sm90_half:128,256"));
   }
   SECTION("channels_last copies") {
+    // Planes of 360 positions (on 16 bytes): the input's copy moves TMA boxes, with the
+    // element-wise copy for inputs off 16 bytes; planes of 594 positions take the latter alone, as
+    // the weight does.
     Conv3dDesc n = ndhwc(DataType::BFloat16, false, mid);
     n.layout = Layout::NCDHW;
     const detail::Plan plan = detail::make_plan(detail::make_problem(n), detail::limits_for_arch("sm_90"));
-    for (const detail::PrepPlan* step : {&*plan.input_copy, &*plan.prep}) {
+    CHECK(plan.input_copy->key.field("boxes") == 1);
+    CHECK(plan.input_copy->tensor_maps != nullptr);
+    REQUIRE(plan.input_copy->unaligned);
+    CHECK(plan.input_copy->unaligned->key.field("boxes") == 0);
+    CHECK(&plan.input_copy->for_input(false) == plan.input_copy->unaligned.get());
+    CHECK(plan.prep->key.field("boxes") == 0);
+    for (const detail::PrepPlan* step : {&*plan.input_copy, plan.input_copy->unaligned.get(), &*plan.prep}) {
       check_step_clean(*step);
     }
+    Conv3dDesc odd = ndhwc(DataType::Float16, false, test::make(1, 64, {6, 9, 11}, 64, {3, 3, 3}, 1, 1));
+    odd.layout = Layout::NCDHW;
+    const detail::Plan odd_plan = detail::make_plan(detail::make_problem(odd), detail::limits_for_arch("sm_90"));
+    CHECK(odd_plan.input_copy->key.field("boxes") == 0);
+    CHECK_FALSE(odd_plan.input_copy->unaligned);
   }
   for (const char* config : {"igemm_sm90_half:64,64", "igemm_sm90_half:128,256", "igemm_sm90_half:64,256,3",
                              "igemm_sm90_half:bm=128,bn=64,stages=6", "igemm_sm90_half:128,128,3,0",
