@@ -30,6 +30,25 @@ __device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
   return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
 }
 
+// The same for rows of 64 bytes, 64-byte swizzled (the 16-byte chunk j of row r at chunk
+// j ^ (r / 2 % 4), as a TMA box with that swizzle stores them): SBO 512 bytes (8 rows), layout
+// type 2; the row group 512-byte aligned.
+__device__ __forceinline__ unsigned long long descriptor_sw64(unsigned addr) {
+  using u64 = unsigned long long;
+  return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(512 >> 4) << 32) | (u64(2) << 62);
+}
+
+// descriptor_sw128 or descriptor_sw64 for rows of ROW bytes.
+template <int ROW>
+__device__ __forceinline__ unsigned long long descriptor_swizzled(unsigned addr) {
+  static_assert(ROW == 128 || ROW == 64, "rows of 128 or 64 bytes");
+  if constexpr (ROW == 128) {
+    return descriptor_sw128(addr);
+  } else {
+    return descriptor_sw64(addr);
+  }
+}
+
 // No "memory" clobbers below: B is written once before a __syncthreads and never again, and the
 // accumulators are ordered by settle(), so the compiler may move shared-memory loads of the next
 // A fragments across these (measured: the gather's load latency was the top stall).

@@ -1,29 +1,39 @@
 #pragma once
 #include "common/common.cuh"
 // igemm_sm90_half's tile arithmetic, shared by the kernel and its family's planner. A chunk of the
-// reduction is one 128-byte row of A and of B whatever the element: 64 bf16 / fp16 channels, or
-// 32 float32 ones (the tf32 class).
+// reduction is one row of A and of B: 128 bytes whatever the element (64 bf16 / fp16 channels, or
+// 32 float32 ones in the tf32 class), or 64 bytes for 16-bit layers of 32 channels (a 128-byte
+// row would be half zeros), each row width swizzled as wide as it is.
 
 namespace conv3djit::igemm_sm90_half_geometry {
 
-/// Bytes a staged row (output position of A, output channel of B).
+/// Bytes of a full staged row (output position of A, output channel of B).
 inline constexpr int kRowBytes = 128;
-/// Reduction terms a chunk: the channels of one tap in a 128-byte row of A and of B.
+/// Reduction terms of a full chunk: the channels of one tap in a 128-byte row of A and of B.
 CONV3DJIT_HOST_DEVICE constexpr int chunk_channels(int element_bytes) { return kRowBytes / element_bytes; }
-/// Chunks of one tap: the channels rounded up to whole chunks (the last one zero-filled).
-CONV3DJIT_HOST_DEVICE constexpr int chunks_per_tap(int cg, int element_bytes) {
-  return (cg + chunk_channels(element_bytes) - 1) / chunk_channels(element_bytes);
-}
+/// Chunks of one tap of `chunk` channels: the channels rounded up to whole chunks (the last one
+/// zero-filled).
+CONV3DJIT_HOST_DEVICE constexpr int chunks_per_tap(int cg, int chunk) { return (cg + chunk - 1) / chunk; }
 /// Threads a block: one warpgroup (128 threads) per 64 output positions.
 CONV3DJIT_HOST_DEVICE constexpr int threads(int bm) { return bm / 64 * 128; }
-/// Bytes of one ring stage: BM rows of A and BN rows of B.
-CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn) { return (bm + bn) * kRowBytes; }
+/// Bytes of one ring stage: BM rows of A and BN rows of B, `row` bytes each.
+CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int row) { return (bm + bn) * row; }
 /// Most stages a ring may have.
 inline constexpr int kMaxStages = 8;
+/// Bytes of the outputs staged in the ring after the reduction, at most: BN channel rows of BM
+/// float32 sums and 4 more (NCDHW), or BM position rows of BN and 8 more (NDHWC epilogues).
+CONV3DJIT_HOST_DEVICE constexpr int staged_output_bytes(int bm, int bn) {
+  return 4 * (bn * (bm + 4) > bm * (bn + 8) ? bn * (bm + 4) : bm * (bn + 8));
+}
+/// Bytes of the ring: its stages, or the staged outputs where those need more (64-byte rows).
+CONV3DJIT_HOST_DEVICE constexpr int ring_bytes(int bm, int bn, int stages, int row) {
+  return stages * stage_bytes(bm, bn, row) > staged_output_bytes(bm, bn) ? stages * stage_bytes(bm, bn, row)
+                                                                          : staged_output_bytes(bm, bn);
+}
 /// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, and
-/// one mbarrier a stage for its box of weights.
-CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages) {
-  return stages * stage_bytes(bm, bn) + 1024 + 8 * kMaxStages;
+/// one mbarrier a stage for its boxes.
+CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int row) {
+  return ring_bytes(bm, bn, stages, row) + 1024 + 8 * kMaxStages;
 }
 /// Whether the weight's chunks arrive as TMA boxes (one a chunk, from the weight's tensor map):
 /// where its address is 16-byte aligned, as a map needs; else by cp.async like the input's.
@@ -57,13 +67,14 @@ CONV3DJIT_HOST_DEVICE constexpr bool im2col_fits(const ConvParams& p) {
 /// about 7 us ahead of its copy-out on an H100, estimated from its time a chunk; 4 and 16 did alike).
 inline constexpr int kResidualLead = 8;
 /// Chunks between the accumulators' restarts when partial sums are kept apart (float32 outputs
-/// of long 16-bit reductions): 8 chunks, 512 terms.
+/// of long 16-bit reductions): 8 chunks, 512 terms (256 in chunks of 32 channels).
 inline constexpr int kBlockedChunks = 8;
 /// Whether a reduction of `cg` channels and `taps` taps keeps partial sums apart (then the
 /// accumulators are doubled: BN at most 128): float32 outputs of 16-bit inputs (a 1e-5 class),
 /// not the tf32 class, whose 5e-4 the TF32 products' own rounding sets.
 CONV3DJIT_HOST_DEVICE constexpr bool blocked(int cg, int taps, bool fp32_output, int element_bytes) {
-  return fp32_output && element_bytes == 2 && chunks_per_tap(cg, element_bytes) * taps > 2 * kBlockedChunks;
+  return fp32_output && element_bytes == 2 &&
+         chunks_per_tap(cg, chunk_channels(element_bytes)) * taps > 2 * kBlockedChunks;
 }
 
 /// Blocks an SM the kernel's registers are budgeted for (__launch_bounds__): two up to 128

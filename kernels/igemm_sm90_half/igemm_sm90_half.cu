@@ -13,7 +13,9 @@
 // zero-filled past C), 128 bytes a row of A (one output position's channels at that tap, zero
 // where the tap reads padding) and of B (one output channel's weights), into a ring of
 // Spec::stages stages, 128-byte swizzled as wgmma's K-major operands want them
-// (common/wgmma_half.cuh). Both operands arrive as one TMA box a chunk, completing on the stage's
+// (common/wgmma_half.cuh). 16-bit layers of 32 channels a group take chunks of 32 (Spec::chunk):
+// 64-byte rows, 64-byte swizzled, two k16 steps a chunk instead of four k16 steps of which two
+// would multiply zeros. Both operands arrive as one TMA box a chunk, completing on the stage's
 // mbarrier: A from the input's im2col map (the block's BM consecutive window origins, moved by the
 // tap's offset; TMA walks them across rows, planes and images and fills padding with zeros), B
 // from the weight's tiled map. Chunk q + stages - 2 is in flight while chunk q is multiplied and
@@ -177,16 +179,18 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int CIN = GROUPS * CG;  // input channels, the channels-last input's row
   constexpr int SD = Spec::sd, SH = Spec::sh, SW = Spec::sw, DD = Spec::dd, DH = Spec::dh, DW = Spec::dw;
   constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, MODE = Spec::pad_mode;
-  constexpr int ES = sizeof(T), CHUNK = chunk_channels(ES), PIECE = 16 / ES;  // channels a chunk, a 16-byte piece
-  constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG, ES), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
-  constexpr int KRED = CG * KVOL, STAGE = stage_bytes(BM, BN);
-  constexpr int RPP = THREADS / 8;  // rows one pass of the threads stages (8 pieces a row)
+  constexpr int ES = sizeof(T), CHUNK = Spec::chunk, PIECE = 16 / ES;  // channels a chunk, a 16-byte piece
+  constexpr int ROW = CHUNK * ES, PIECES = ROW / 16;  // bytes of a staged row, its 16-byte pieces
+  constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG, CHUNK), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
+  constexpr int KRED = CG * KVOL, STAGE = stage_bytes(BM, BN, ROW), RING = ring_bytes(BM, BN, STAGES, ROW);
+  constexpr int RPP = THREADS / PIECES;  // rows one pass of the threads stages
   constexpr int A_COPIES = BM / RPP, B_COPIES = BN / RPP;
   constexpr int R = BN / 2;  // accumulators a thread
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4, ES);
   constexpr bool BF16 = kIsBf16<T>, TF32 = ES == 4;
   constexpr bool A_BOX = Spec::im2col != 0, A_MN = Spec::mmajor != 0, A_MAPPED = A_BOX || A_MN;
   static_assert(CG % PIECE == 0, "16-byte pieces of one tap's channels");
+  static_assert(ROW == kRowBytes || (ROW == 64 && ES == 2 && !Spec::mmajor), "rows of 128 bytes, or 64 of 16-bit K-major operands");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
   static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
@@ -201,7 +205,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   const unsigned ring = (base + 1023u) & ~1023u;
   char* const ring_ptr = reinterpret_cast<char*>(shared_half_ring) + (ring - base);
   // One mbarrier a stage after the ring: its boxes have landed.
-  auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
+  auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + RING);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
   // Column blocks: BN channels of one group each. The block's first channel k0, the end of its
@@ -238,10 +242,11 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     }
   }
 
-  // This thread stages piece cj (channels 8cj .. 8cj + 7 of a chunk) of rows r0 + i * RPP; the
-  // rows' swizzled piece is the same for all of them (RPP is a multiple of 8).
-  const int cj = tid & 7, r0 = tid >> 3;
-  const unsigned piece = static_cast<unsigned>(r0 * kRowBytes + ((cj ^ (r0 & 7)) << 4));
+  // This thread stages piece cj (channels PIECE * cj .. of a chunk) of rows r0 + i * RPP; the
+  // rows' swizzled piece is the same for all of them (RPP is a multiple of 8, the swizzles' period).
+  const int cj = tid % PIECES, r0 = tid / PIECES;
+  const int swizzled = ROW == 128 ? cj ^ (r0 & 7) : cj ^ ((r0 >> 1) & 3);
+  const unsigned piece = static_cast<unsigned>(r0 * ROW + (swizzled << 4));
   const T* a_image[A_COPIES];
   int a_d[A_COPIES], a_h[A_COPIES], a_w[A_COPIES];
   bool a_ok[A_COPIES];
@@ -289,7 +294,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     const int c = c0 + cj * PIECE;
     const bool c_ok = CG % CHUNK == 0 || c < CG;
     const unsigned a_stage = ring + static_cast<unsigned>(s * STAGE) + piece;
-    const unsigned b_stage = a_stage + BM * kRowBytes;
+    const unsigned b_stage = a_stage + BM * ROW;
     if constexpr (!A_MAPPED) {
 #pragma unroll
       for (int i = 0; i < A_COPIES; ++i) {
@@ -304,19 +309,19 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
           ok = c_ok && a_ok[i];
           at = ((padding::source<MODE>(id, D) * H + padding::source<MODE>(ih, H)) * W + padding::source<MODE>(iw, W)) * CIN + c;
         }
-        copy16<T>(a_stage + i * RPP * kRowBytes, ok ? a_image[i] + at : in, ok, a_vector);
+        copy16<T>(a_stage + i * RPP * ROW, ok ? a_image[i] + at : in, ok, a_vector);
       }
     }
     if (!b_box) {
 #pragma unroll
       for (int i = 0; i < B_COPIES; ++i) {
         const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
-        copy16<T>(b_stage + i * RPP * kRowBytes, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
+        copy16<T>(b_stage + i * RPP * ROW, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
       }
     }
     if ((A_MAPPED || b_box) && tid == 0) {
       char* const stage = ring_ptr + s * STAGE;
-      tma::arrive_expect(full + s, ((A_MAPPED ? BM : 0) + (b_box ? BN : 0)) * kRowBytes);
+      tma::arrive_expect(full + s, ((A_MAPPED ? BM : 0) + (b_box ? BN : 0)) * ROW);
       // A warpgroup's 64 positions x 64 channels from c0, M-major: the tap's input positions are
       // the box's base shifted by whole planes (H and W neither padded nor strided), zeros past
       // the image's planes.
@@ -324,7 +329,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
         const int shift = (kd * DD - p.pad_d) * H * W;
 #pragma unroll
         for (int w = 0; w < BM / kMajorBox; ++w) {
-          tma::load_box(stage + w * kMajorBox * kRowBytes, input_map, box_base[w] + shift, c_base + c0,
+          tma::load_box(stage + w * kMajorBox * ROW, input_map, box_base[w] + shift, c_base + c0,
                         static_cast<int>(img0), full + s);
         }
       }
@@ -335,7 +340,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       }
       // BN output channels x 64 columns from this chunk's first; columns past the tap's channels
       // meet A's zeros, rows and columns past the weight arrive as zeros.
-      if (b_box) tma::load_box(stage + BM * kRowBytes, weight_map, tap * CG + c0, static_cast<int>(k0), full + s);
+      if (b_box) tma::load_box(stage + BM * ROW, weight_map, tap * CG + c0, static_cast<int>(k0), full + s);
     }
   };
 
@@ -385,19 +390,19 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if (q + STAGES - 2 < CHUNKS) load_chunk(q + STAGES - 2, (q + STAGES - 2) % STAGES);
     copies_commit();
     if (CHUNKS > kResidualLead && q == CHUNKS - kResidualLead) prefetch_residual();
-    const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * kRowBytes;
-    const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * kRowBytes;
+    const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * ROW;
+    const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * ROW;
     if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
     if constexpr (TF32 && Spec::ndhwc != 0 && !A_BOX) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
     wgmma::fence();
 #pragma unroll
-    for (int ks = 0; ks < kRowBytes / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32
+    for (int ks = 0; ks < ROW / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32
       if constexpr (TF32) {
         wgmma::mma_tf32<BN>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks), wgmma::descriptor_sw128(b_stage + 32 * ks),
                             true);
       } else {
-        wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_sw128(a_stage + (A_MN ? 16 * kRowBytes : 32) * ks),
-                                        wgmma::descriptor_sw128(b_stage + 32 * ks), true);
+        wgmma::mma_half<BN, BF16, A_MN>(acc, wgmma::descriptor_swizzled<ROW>(a_stage + (A_MN ? 16 * ROW : 32) * ks),
+                                        wgmma::descriptor_swizzled<ROW>(b_stage + 32 * ks), true);
       }
     }
     wgmma::commit();
@@ -445,13 +450,13 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   // position rows of BN channels; plain NDHWC outputs leave from registers, below.
   using Staged = select_t<PLAIN, Out, float>;
   constexpr int PITCH = BM + 16 / static_cast<int>(sizeof(Staged)), EPV = 16 / static_cast<int>(sizeof(Out));
-  constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= STAGES * STAGE;
+  constexpr bool STAGED_FITS = BN * PITCH * sizeof(Staged) <= RING;
   // Residuals read a batch of runs ahead in the copy-out where the tile's residual was prefetched
   // (long reductions: tiles in several waves, copy-outs apart in time, each waiting out one
   // latency a run); reductions of a few chunks read a run at a time: with every block's copy-out
   // at once they are bound by bandwidth, and reads bunched ahead of the stores cost 6-13 %.
   constexpr int RB = Spec::residual != 0 && CHUNKS > kResidualLead ? 8 : 1;
-  static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring (3 stages or more do)");
+  static_assert(Spec::ndhwc != 0 || STAGED_FITS, "the staged outputs fit the ring");
   if constexpr (Spec::ndhwc == 0) {
     Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
@@ -541,7 +546,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     // columns store from registers: staged, short reductions ran 0.87-0.96x as fast (H200), and
     // their 32 outputs a thread compile quickly.
     constexpr int NPITCH = BN + 8;
-    static_assert(BM * NPITCH * sizeof(float) <= STAGES * STAGE, "the staged sums fit the ring (3 stages or more do)");
+    static_assert(BM * NPITCH * sizeof(float) <= RING, "the staged sums fit the ring");
     float* const staged = reinterpret_cast<float*>(ring_ptr);
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll

@@ -1,10 +1,9 @@
 // GPU: igemm_sm90_half (bf16 / fp16 on wgmma, sm_90 only; NCDHW through channels_last copies; float32
-// NDHWC in the tf32 class)
-// against the float64 reference on
-// fresh random data with NaN-poisoned outputs: the planner's tiles and forced ones, both output
-// types, C and K that end mid-tile, mid-tile extents, padding and padding modes, strides and
-// dilation, every activation with scaling and a residual, long reductions, grouped layers; no local memory in any
-// of its kernels. Passes without checking on GPUs other than sm_90.
+// NDHWC in the tf32 class) against the float64 reference on fresh random data with NaN-poisoned
+// outputs: the planner's tiles and forced ones, both output types, C and K that end mid-tile,
+// mid-tile extents, padding and padding modes, strides and dilation, every activation with scaling
+// and a residual, long reductions, grouped layers, chunks of 32 channels; no local memory in any of
+// its kernels. Passes without checking on GPUs other than sm_90.
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -321,6 +320,39 @@ std::vector<Case> tf32_cases() {
   return out;
 }
 
+// Chunks of 32 channels in 64-byte rows: the planner's for 32 channels (NCDHW through the copy,
+// NDHWC, float32 outputs with blocked sums, the threads' copies for a padding mode, epilogues with
+// the residual staged in a ring grown to hold them, a 64-row tile and a wide one), and forced on
+// other C: 96 (three chunks a tap), 40 (a last chunk of 8 from boxes), 72 by the threads' copies.
+std::vector<Case> chunk32_cases() {
+  std::vector<Case> out;
+  const Conv3dDesc base = make(2, 32, {5, 8, 9}, 64, {3, 3, 3}, 1, 1);
+  Conv3dDesc n = base;
+  n.dtype = DataType::BFloat16;
+  out.push_back({"", n});
+  out.push_back({"igemm_sm90_half:64,64", n});
+  out.push_back({"", ndhwc(make(1, 32, {6, 9, 11}, 100, {3, 3, 3}, {1, 2, 1}, Padding::per_side({0, 1, 2}, {1, 0, 1}),
+                                {1, 1, 2}, 1, true),
+                           DataType::Float16, true)});
+  out.push_back({"igemm_sm90_half:128,256,8", ndhwc(make(1, 32, {4, 7, 9}, 300, {3, 3, 3}, 1, 1, 1, 1, true),
+                                                    DataType::BFloat16, false)});
+  Conv3dDesc m = base;
+  m.dtype = DataType::Float16;
+  m.padding_mode = PaddingMode::Replicate;
+  out.push_back({"", m});
+  for (const Layout l : {Layout::NDHWC, Layout::NCDHW}) {
+    Conv3dDesc r = ndhwc(make(2, 32, {3, 6, 7}, 128, {3, 3, 3}, 1, 1, 1, 1, true), DataType::BFloat16, false);
+    r.layout = l;
+    r.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+    r.epilogue.residual = true;
+    out.push_back({"", r});
+  }
+  out.push_back({"igemm_sm90_half:128,128,6,1,0,32", ndhwc(make(1, 96, {4, 6, 7}, 80, {3, 3, 3}, 1, 1), DataType::BFloat16, false)});
+  out.push_back({"igemm_sm90_half:64,64,6,1,0,32", ndhwc(make(2, 40, {4, 5, 6}, 48, {2, 3, 3}, 1, 1), DataType::Float16, false)});
+  out.push_back({"igemm_sm90_half:128,96,4,0,0,32", ndhwc(shapes()[0], DataType::BFloat16, true)});
+  return out;
+}
+
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -377,6 +409,17 @@ TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") 
   check_all(grouped_cases(), true);
 }
 
+TEST_CASE("igemm_sm90_half: chunks of 32 channels in 64-byte rows") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  cli::Stream stream;
+  for (const Case& c : chunk32_cases()) {
+    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
+    INFO(r.kernel);
+    CHECK(r.kernel.find(" chunk=32") != std::string::npos);
+  }
+  check_all(chunk32_cases(), true);
+}
+
 TEST_CASE("igemm_sm90_half: float32 layers in the tf32 class") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   check_all(tf32_cases(), true);
@@ -390,7 +433,8 @@ TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copi
     Conv3dDesc pointwise = mmajor_cases()[0].desc;
     pointwise.dtype = type;
     std::vector<Conv3dDesc> descs = {ndhwc(shapes()[0], type, type == DataType::Float16),
-                                     ndhwc(shapes()[1], type, type == DataType::Float16), pointwise};
+                                     ndhwc(shapes()[1], type, type == DataType::Float16), pointwise,
+                                     ndhwc(chunk32_cases()[0].desc, type, false)};
     if (type == DataType::BFloat16) descs.push_back(tf32_cases()[0].desc);  // float32 in the tf32 class, once
     for (const Conv3dDesc& d : descs) {
       DYNAMIC_SECTION(describe(d)) {
@@ -415,7 +459,7 @@ TEST_CASE("igemm_sm90_half: no local memory") {
   std::vector<Case> all = kernel_cases();
   for (const auto& list :
        {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases(), grouped_cases(),
-        tf32_cases()})
+        tf32_cases(), chunk32_cases()})
     all.insert(all.end(), list.begin(), list.end());
   for (const Case& c : all) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());

@@ -380,8 +380,8 @@ TEST_CASE("igemm_sm90_half: grouped layers of 32 channels a group or more, a blo
     return d;
   };
   for (const Layout layout : {Layout::NDHWC, Layout::NCDHW}) {
-    // 2 groups of 64 -> 48 (one column block a group), 4 of 32 -> 50 (threads' copies: a box of
-    // 64 channels would reach into the next group), 2 of 256 -> 256 with a residual.
+    // 2 groups of 64 -> 48 (one column block a group), 4 of 32 -> 50 (chunks of 32 channels: a box
+    // of 64 would reach into the next group), 2 of 256 -> 256 with a residual.
     const Conv3dDesc a = half(test::make(4, 128, {4, 28, 28}, 96, {3, 3, 3}, 1, 1, 1, 2, true), layout);
     const Conv3dDesc b = half(test::make(2, 128, {8, 16, 16}, 200, {3, 5, 5}, 1, Dims3{1, 2, 2}, 1, 4), layout);
     Conv3dDesc c = half(test::make(2, 512, {4, 14, 14}, 512, {1, 1, 1}, 1, 0, 1, 2, true), layout);
@@ -395,7 +395,9 @@ TEST_CASE("igemm_sm90_half: grouped layers of 32 channels a group or more, a blo
         const int bn = plan.key.field("bn");
         CHECK(bn < 2 * prob.k_per_group);  // no column block mostly past its group
         const bool boxes = plan.key.field("im2col") == 1 || plan.key.field("mmajor") == 1;
-        CHECK(boxes == (prob.c_per_group % 64 == 0));
+        const int chunk = plan.key.field("chunk");
+        CHECK(chunk == (prob.c_per_group == 32 && plan.key.field("mmajor") == 0 ? 32 : 64));
+        CHECK(boxes == (prob.c_per_group % chunk == 0));
         const long long positions = prob.out.d * prob.out.h * prob.out.w;
         const long long rows = plan.key.field("mmajor") == 1 ? prob.out.n * ((positions + plan.key.field("bm") - 1) /
                                                                              plan.key.field("bm"))
@@ -416,7 +418,75 @@ TEST_CASE("igemm_sm90_half: grouped layers of 32 channels a group or more, a blo
   CHECK(plan_family(few, "sm_90") != "igemm_sm90_half");
   CHECK_NOTHROW(detail::make_plan(detail::make_problem(few), sm90, "igemm_sm90_half:128,64"));
   const Conv3dDesc b32 = half(test::make(2, 128, {8, 16, 16}, 200, {3, 3, 3}, 1, 1, 1, 4), Layout::NDHWC);
-  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(b32), sm90, "igemm_sm90_half:128,64,3,1"), Error);
+  CHECK_NOTHROW(detail::make_plan(detail::make_problem(b32), sm90, "igemm_sm90_half:128,64,3,1"));
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(b32), sm90, "igemm_sm90_half:128,64,3,1,0,64"), Error);
+}
+
+TEST_CASE("igemm_sm90_half: 16-bit layers of 32 channels a group take chunks of 32 channels, 64-byte rows") {
+  namespace geo = igemm_sm90_half_geometry;
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  // unet3d_encoder: NCDHW 32 -> 64, 3^3, through the channels-last copy and im2col boxes of 32
+  // channels; twice the stages of a 128-byte ring (as many bytes in flight).
+  Conv3dDesc enc = test::make(2, 32, {16, 24, 24}, 64, {3, 3, 3}, 1, 1);
+  enc.dtype = DataType::BFloat16;
+  const detail::Problem prob = detail::make_problem(enc);
+  const detail::Plan plan = detail::make_plan(prob, sm90);
+  REQUIRE(plan_family(enc, "sm_90") == "igemm_sm90_half");
+  CHECK(plan.key.field("chunk") == 32);
+  CHECK(plan.key.field("im2col") == 1);
+  CHECK(plan.key.field("stages") == 6);
+  CHECK(plan.shared_bytes == static_cast<unsigned>(geo::shared_bytes(plan.key.field("bm"), plan.key.field("bn"), 6, 64)));
+  CHECK(plan.input_copy);
+  // The 64-byte ring is smaller than a 128 x 128 tile's staged float32 outputs: the ring grows to them.
+  CHECK(geo::ring_bytes(128, 128, 3, 64) == geo::staged_output_bytes(128, 128));
+  CHECK(geo::ring_bytes(128, 128, 3, 128) == 3 * geo::stage_bytes(128, 128, 128));
+  // Tuning offers the full-row chunk too.
+  bool full_rows = false;
+  for (const detail::Candidate& c : detail::tuning_candidates(prob, sm90, 12)) {
+    full_rows = full_rows || (c.config.rfind("igemm_sm90_half:", 0) == 0 && c.plan.key.field("chunk") == 64);
+  }
+  CHECK(full_rows);
+  // 64 channels keep full rows; 32-channel chunks there are a forced choice. Chunks of 32 need
+  // K-major A (no M-major boxes) and 16-bit elements; other widths are refused.
+  Conv3dDesc c64 = enc;
+  c64.c = 64;
+  CHECK(detail::make_plan(detail::make_problem(c64), sm90).key.field("chunk") == 64);
+  CHECK(detail::make_plan(detail::make_problem(c64), sm90, "igemm_sm90_half:128,64,6,1,0,32").key.field("chunk") == 32);
+  Conv3dDesc pointwise = test::make(2, 32, {4, 16, 16}, 64, {1, 1, 1});
+  pointwise.dtype = DataType::BFloat16;
+  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90).key.field("mmajor") == 1);
+  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90).key.field("chunk") == 64);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,64,3,0,1,32"), Error);
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(enc), sm90, "igemm_sm90_half:128,64,3,1,0,16"), Error);
+  Conv3dDesc tf = ndhwc(DataType::Float32, false, test::make(2, 32, {4, 16, 16}, 64, {3, 3, 3}, 1, 1));
+  tf.precision = Precision::Tf32;
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(tf), sm90, "igemm_sm90_half:128,64,3,1,0,16"), Error);
+  // They compile without spills: im2col boxes in both layouts, the threads' copies (replicate
+  // padding, and the twin for unaligned inputs), float32 outputs with blocked sums, an epilogue
+  // with a residual through the staged rows, and wide tiles.
+  Conv3dDesc replicate = enc;
+  replicate.padding_mode = PaddingMode::Replicate;
+  Conv3dDesc blocked = ndhwc(DataType::Float16, true, test::make(1, 32, {8, 16, 16}, 96, {3, 3, 3}, 1, 1));
+  Conv3dDesc fused = ndhwc(DataType::BFloat16, false, test::make(1, 32, {8, 16, 16}, 128, {3, 3, 3}, 1, 1));
+  fused.epilogue = test::epilogue_cases()[3];
+  fused.epilogue.residual = true;
+  Conv3dDesc fused_ncdhw = fused;
+  fused_ncdhw.layout = Layout::NCDHW;
+  CHECK(detail::make_plan(detail::make_problem(replicate), sm90).key.field("im2col") == 0);
+  CHECK(detail::make_plan(detail::make_problem(blocked), sm90).key.field("chunk") == 32);
+  for (const Conv3dDesc& d : {enc, replicate, blocked, fused, fused_ncdhw}) {
+    DYNAMIC_SECTION(describe(d)) {
+      check_compiles_clean(test::ptxas_report(d, "sm_90"));
+      check_compiles_clean(test::ptxas_report(d, "sm_90", "igemm_sm90_half:128,128,8"));
+    }
+  }
+  SECTION("the unaligned twin") {
+    REQUIRE(plan.unaligned == nullptr);  // NCDHW: the copy is aligned, the twin is the NDHWC form's
+    const detail::Plan nd = detail::make_plan(detail::make_problem(fused), sm90);
+    REQUIRE(nd.unaligned);
+    CHECK(nd.unaligned->key.field("chunk") == 32);
+    CHECK(nd.unaligned->key.field("im2col") == 0);
+  }
 }
 
 TEST_CASE("igemm_sm90_half: epilogues run in the copy-out and add no machine code per output") {

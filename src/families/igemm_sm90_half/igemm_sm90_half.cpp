@@ -1,7 +1,8 @@
 // igemm_sm90_half: implicit GEMM of bf16 / fp16 tensors, and of float32 ones in the tf32 class,
 // on Hopper's warpgroup tensor cores (wgmma, sm_90a), whole 16-byte pieces of channels a
 // group: BM output positions x BN output channels of one group a block, chunks of one tap's
-// channels (128 bytes: 64 halves, 32 floats) staged into a ring of 128-byte swizzled stages, each
+// channels (128 bytes: 64 halves, 32 floats; 64 bytes, 32 halves, for 16-bit layers of 32 channels a
+// group) staged into a ring of stages swizzled as wide as their rows, each
 // operand's as one TMA box where a map can serve it (the input's in im2col mode), else by the
 // threads' copies (docs/kernels/igemm_sm90_half.md). NCDHW layers of KD x 1 x 1 windows read their
 // input in M-major boxes (and a weight of several taps rewritten channels-last); other NCDHW layers
@@ -12,6 +13,7 @@
 // (copies_pay_off); tuning offers this family's tiles there.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -28,10 +30,10 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col = 0, mmajor = 0, groups = 1;
+  int bm, bn, stages, im2col = 0, mmajor = 0, chunk = 0, groups = 1;
 };
 
-const ConfigTable<HalfSm90Config, 6> kTable{{{
+const ConfigTable<HalfSm90Config, 7> kTable{{{
     {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
@@ -45,6 +47,10 @@ const ConfigTable<HalfSm90Config, 6> kTable{{{
       "layer without padding), "
       "0: NCDHW inputs through the channels-last copy (default: 1 where the layer allows it)"},
      &HalfSm90Config::mmajor},
+    {{"chunk", FieldRole::Optional,
+      "channels a chunk of the reduction: 64 (bf16 / fp16, 128-byte rows) or 32 (bf16 / fp16, 64-byte rows, "
+      "mmajor 0), 32 for float32 (default: 32 for 16-bit layers of 32 channels a group, else 128 bytes' worth)"},
+     &HalfSm90Config::chunk},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
@@ -66,14 +72,26 @@ bool copies_pay_off(const Problem& prob) {
          positions >= 16384;
 }
 
-// Channels of a chunk (a 128-byte row) of prob's element type.
-int chunk(DataType dtype) { return geo::chunk_channels(element_bytes(dtype)); }
+// Channels of a full chunk (a 128-byte row) of prob's element type.
+int full_chunk(const Problem& prob) { return geo::chunk_channels(element_bytes(prob.desc.dtype)); }
 
-// Whether a box of a chunk's channels stays within one group's channels.
-bool group_boxes(const Problem& prob) { return prob.desc.groups == 1 || prob.c_per_group % chunk(prob.desc.dtype) == 0; }
+// The chunk the planner takes: 32 channels (64-byte rows) for 16-bit layers of 32 channels a
+// group, whose 64-channel chunks would multiply as many zeros as terms; else a full row.
+int default_chunk(const Problem& prob) {
+  const int full = full_chunk(prob);
+  return full == 64 && prob.c_per_group == 32 ? 32 : full;
+}
 
-// Whether prob's input can arrive as im2col boxes (geometry.cuh).
-bool im2col_fits(const Problem& prob) { return group_boxes(prob) && geo::im2col_fits(make_params(prob)); }
+// Whether a box of `chunk` channels stays within one group's channels.
+bool group_boxes(const Problem& prob, int chunk) { return prob.desc.groups == 1 || prob.c_per_group % chunk == 0; }
+
+// Whether prob's input can arrive as im2col boxes of `chunk` channels (geometry.cuh).
+bool im2col_fits(const Problem& prob, int chunk) {
+  return group_boxes(prob, chunk) && geo::im2col_fits(make_params(prob));
+}
+
+// Bytes of a staged row of configuration c.
+int row_bytes(const Problem& prob, const HalfSm90Config& c) { return c.chunk * element_bytes(prob.desc.dtype); }
 
 // Whether prob's A can be read in M-major boxes straight from its NCDHW input: a 16-bit layer (TF32
 // operands are K-major only) whose window is a column along D (1x1x1 or KDx1x1: the (2+1)-D
@@ -94,7 +112,8 @@ bool mmajor_fits(const Problem& prob) {
   const int64_t plane = d.h * d.w, limit = std::numeric_limits<int32_t>::max();
   const int64_t last_plane = (prob.out.d - 1) * d.stride.d + (d.kernel.d - 1) * d.dilation.d - before.d;
   const bool coordinates_fit = before.d * plane <= limit && (last_plane + 1) * plane <= limit;
-  return group_boxes(prob) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW && d.kernel.h == 1 &&
+  return group_boxes(prob, full_chunk(prob)) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW &&
+         d.kernel.h == 1 &&
          d.kernel.w == 1 && d.stride.h == 1 && d.stride.w == 1 && (d.stride.d == 1 || plane % 64 == 0) &&
          before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
          (!padded_d || d.padding_mode == PaddingMode::Zeros) && (shifted ? plane : d.d * plane) % 8 == 0 &&
@@ -102,18 +121,24 @@ bool mmajor_fits(const Problem& prob) {
 }
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
-// input, else im2col boxes where TMA can walk the windows, else the threads' copies.
+// input (full rows), else im2col boxes where TMA can walk the windows, else the threads' copies;
+// chunks of 32 channels where default_chunk() says so, with twice the stages (each holds half the
+// bytes: as many bytes in flight).
 HalfSm90Config staged(HalfSm90Config c, const Problem& prob) {
   c.groups = static_cast<int>(prob.desc.groups);
   c.mmajor = mmajor_fits(prob) ? 1 : 0;
-  c.im2col = c.mmajor == 0 && im2col_fits(prob) ? 1 : 0;
+  c.chunk = c.mmajor == 1 ? full_chunk(prob) : default_chunk(prob);
+  c.im2col = c.mmajor == 0 && im2col_fits(prob, c.chunk) ? 1 : 0;
+  if (c.chunk < full_chunk(prob)) c.stages = std::min(2 * c.stages, geo::kMaxStages);
   return c;
 }
 
 bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) {
   if (c.groups != prob.desc.groups) return false;
-  if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob))) return false;
-  if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || !mmajor_fits(prob))) return false;
+  const int full = full_chunk(prob);
+  if (c.chunk != full && !(full == 64 && c.chunk == 32)) return false;
+  if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob, c.chunk))) return false;
+  if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || c.chunk != full || !mmajor_fits(prob))) return false;
   if (c.bm != 64 && c.bm != 128) return false;
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
@@ -122,7 +147,7 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config&
       c.bn > 128) {
     return false;
   }
-  return geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
+  return geo::shared_bytes(c.bm, c.bn, c.stages, row_bytes(prob, c)) <= limits.max_smem_per_block_optin;
 }
 
 class HalfSm90Family final : public Family {
@@ -167,8 +192,8 @@ class HalfSm90Family final : public Family {
              "times both)";
     }
     if (prob.c_per_group < 32) {
-      return "fewer than 32 input channels a group: a chunk is 64 halves or 32 floats, much of each wgmma's "
-             "terms would be zero (igemm_sm80 and igemm_sm90 pack small C densely)";
+      return "fewer than 32 input channels a group: a chunk is 32 or 64 halves or 32 floats, much of each "
+             "wgmma's terms would be zero (igemm_sm80 and igemm_sm90 pack small C densely)";
     }
     // Measured on H200 against igemm_sm90's 32-column tiles: 0.39x at 32 output channels, 0.50x at
     // 16, 1.00x at 64 (docs/kernels/igemm_sm90_half.md).
@@ -195,6 +220,15 @@ class HalfSm90Family final : public Family {
       copied.im2col = copied.mmajor = 0;
       plans.push_back(plan(prob, limits, copied));
     }
+    // The other chunk width of 16-bit layers whose channels fill chunks of 32 but not of 64.
+    if (const HalfSm90Config first_c = kTable.load(plans.front().key.config);
+        full_chunk(prob) == 64 && first_c.mmajor == 0 && prob.c_per_group % 64 == 32) {
+      HalfSm90Config other = first_c;
+      other.chunk = first_c.chunk == 32 ? 64 : 32;
+      other.stages = first_c.chunk == 32 ? std::max(3, first_c.stages / 2) : std::min(2 * first_c.stages, geo::kMaxStages);
+      other.im2col = im2col_fits(prob, other.chunk) ? 1 : 0;
+      if (fits(prob, limits, other)) plans.push_back(plan(prob, limits, other));
+    }
     const HalfSm90Config others[] = {{128, 256, 4}, {128, 192, 4}, {128, 128, 3}, {128, 96, 3}, {128, 64, 3},
                                      {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
     for (const HalfSm90Config& other : others) {
@@ -205,26 +239,29 @@ class HalfSm90Family final : public Family {
   }
 
   // The weight's map (the first), where weight_boxes() holds: the K x KD·KH·KW·C matrix in boxes
-  // of BN rows x 64 channels. The input's (the second, for an aligned input: unaligned ones run
+  // of BN rows x a chunk's channels. The input's (the second, for an aligned input: unaligned ones run
   // the twin): with mmajor, the NCDHW input in tiled boxes of 64 positions x 64 channels (a tap's
   // boxes start whole planes further on); with im2col, the NDHWC input in im2col mode, BM window
-  // origins x 64 channels a copy, its bounding box the layer's window origins (geometry.cuh). All
-  // 128-byte swizzled as the ring holds A and B.
+  // origins x a chunk's channels a copy, its bounding box the layer's window origins (geometry.cuh).
+  // All swizzled as wide as the ring's rows (128 or 64 bytes).
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void* /*output*/,
                    CUtensorMap* weight_map, CUtensorMap* input_map, CUtensorMap*) const override {
     const ConvParams& p = plan.params;
     const HalfSm90Config c = kTable.load(plan.key.config);
     // Float32 here is the tf32 class's: the TMA rounds its boxes.
     const CUtensorMapDataType type = operand_map_type(plan.key.dtype, plan.key.precision);
+    const CUtensorMapSwizzle swizzle = c.chunk * element_bytes(plan.key.dtype) == geo::kRowBytes
+                                           ? CU_TENSOR_MAP_SWIZZLE_128B
+                                           : CU_TENSOR_MAP_SWIZZLE_64B;
     if (geo::weight_boxes(reinterpret_cast<unsigned long long>(weight))) {
       thread_local LastTensorMap last;
       const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
       *weight_map = last.get(plan.key, weight, {p.k, kred}, [&] {
         const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
         const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * element_bytes(plan.key.dtype)};
-        const cuuint32_t box[2] = {static_cast<cuuint32_t>(chunk(plan.key.dtype)), static_cast<cuuint32_t>(c.bn)};
+        const cuuint32_t box[2] = {static_cast<cuuint32_t>(c.chunk), static_cast<cuuint32_t>(c.bn)};
         const cuuint32_t element_strides[2] = {1, 1};
-        return encode_tiled_map(type, 2, weight, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
+        return encode_tiled_map(type, 2, weight, dims, strides, box, element_strides, swizzle,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
       });
     }
@@ -236,7 +273,7 @@ class HalfSm90Family final : public Family {
                                     static_cast<cuuint64_t>(p.n)};
         const cuuint64_t strides[2] = {dims[0] * element_bytes(plan.key.dtype),
                                        dims[0] * dims[1] * element_bytes(plan.key.dtype)};
-        const cuuint32_t box[3] = {geo::kMajorBox, static_cast<cuuint32_t>(chunk(plan.key.dtype)), 1};
+        const cuuint32_t box[3] = {geo::kMajorBox, static_cast<cuuint32_t>(c.chunk), 1};
         const cuuint32_t element_strides[3] = {1, 1, 1};
         return encode_tiled_map(type, 3, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
@@ -257,8 +294,8 @@ class HalfSm90Family final : public Family {
                               static_cast<int>(geo::im2col_upper(p.od, p.sd, p.pad_d, p.d))};
         const cuuint32_t element_strides[5] = {1, static_cast<cuuint32_t>(p.sw), static_cast<cuuint32_t>(p.sh),
                                                static_cast<cuuint32_t>(p.sd), 1};
-        return encode_im2col_map(type, input, dims, strides, lower, upper, chunk(plan.key.dtype),
-                                 static_cast<unsigned>(c.bm), element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
+        return encode_im2col_map(type, input, dims, strides, lower, upper, static_cast<unsigned>(c.chunk),
+                                 static_cast<unsigned>(c.bm), element_strides, swizzle,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
       });
     }
@@ -269,6 +306,7 @@ class HalfSm90Family final : public Family {
     if (!fits(prob, limits, c)) {
       refuse_config(forced, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256 (at most 128 for float32 outputs of "
                             "16-bit reductions past 16 chunks), 3 to 8 stages, the ring within the block's shared memory, "
+                            "a chunk of 64 or 32 channels for bf16 / fp16 (32 only with mmajor 0), 32 for float32, "
                             "im2col 0 or 1, and 1 only with zero padding, strides up to 8 and padding within 16 "
                             "of the extents, mmajor 0 or 1, and 1 only with im2col 0 on 16-bit NCDHW layers of "
                             "KD x 1 x 1 windows, unit strides along H and W (a stride along D over planes of a multiple "
@@ -328,7 +366,8 @@ class HalfSm90Family final : public Family {
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
-    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm), geo::shared_bytes(c.bm, c.bn, c.stages));
+    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm),
+                         geo::shared_bytes(c.bm, c.bn, c.stages, row_bytes(prob, c)));
     plan.grid = checked_grid(blocks(prob, c), *this);
     const bool ncdhw = prob.desc.layout == Layout::NCDHW;
     if (ncdhw && c.mmajor == 0) {
@@ -343,7 +382,7 @@ class HalfSm90Family final : public Family {
       // from the channels-last copy for NCDHW (whose own im2col map reads the aligned copy).
       HalfSm90Config copies = c;
       copies.mmajor = 0;
-      copies.im2col = ncdhw && im2col_fits(prob) ? 1 : 0;
+      copies.im2col = ncdhw && im2col_fits(prob, copies.chunk) ? 1 : 0;
       plan.unaligned = std::make_shared<const Plan>(this->plan(prob, limits, copies));
     }
     return plan;
