@@ -184,7 +184,8 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG, CHUNK), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
   constexpr int KRED = CG * KVOL, STAGE = stage_bytes(BM, BN, ROW), RING = ring_bytes(BM, BN, STAGES, ROW);
   constexpr int RPP = THREADS / PIECES;  // rows one pass of the threads stages
-  constexpr int A_COPIES = BM / RPP, B_COPIES = BN / RPP;
+  // Passes over A's and B's rows (B's last one partial where 96 columns meet 64-row passes).
+  constexpr int A_COPIES = BM / RPP, B_COPIES = (BN + RPP - 1) / RPP;
   constexpr int R = BN / 2;  // accumulators a thread
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4, ES);
   constexpr bool BF16 = kIsBf16<T>, TF32 = ES == 4;
@@ -192,7 +193,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(CG % PIECE == 0, "16-byte pieces of one tap's channels");
   static_assert(ROW == kRowBytes || (ROW == 64 && ES == 2 && !Spec::mmajor), "rows of 128 bytes, or 64 of 16-bit K-major operands");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
-  static_assert(RPP % 8 == 0 && A_COPIES >= 1 && B_COPIES >= 1, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
+  static_assert(RPP % 8 == 0 && BM % RPP == 0 && BN % 32 == 0, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
   static_assert(!A_MN || (!A_BOX && KH * KW == 1 && SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
@@ -315,6 +316,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if (!b_box) {
 #pragma unroll
       for (int i = 0; i < B_COPIES; ++i) {
+        if (BN % RPP != 0 && r0 + i * RPP >= BN) break;  // past the stage's B
         const bool ok = c_ok && k0 + r0 + i * RPP < p.k;
         copy16<T>(b_stage + i * RPP * ROW, ok ? w_rows + i * RPP * KRED + tap * CG + c : wt, ok, false);
       }
