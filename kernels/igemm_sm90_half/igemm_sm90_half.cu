@@ -245,7 +245,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
 
   // This thread stages piece cj (channels PIECE * cj .. of a chunk) of rows r0 + i * RPP; the
   // rows' swizzled piece is the same for all of them (RPP is a multiple of 8, the swizzles' period).
-  const int cj = tid % PIECES, r0 = tid / PIECES;
+  const int cj = tid & (PIECES - 1), r0 = tid >> (PIECES == 8 ? 3 : 2);
   const int swizzled = ROW == 128 ? cj ^ (r0 & 7) : cj ^ ((r0 >> 1) & 3);
   const unsigned piece = static_cast<unsigned>(r0 * ROW + (swizzled << 4));
   const T* a_image[A_COPIES];

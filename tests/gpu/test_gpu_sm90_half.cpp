@@ -320,17 +320,20 @@ std::vector<Case> tf32_cases() {
   return out;
 }
 
-// Chunks of 32 channels in 64-byte rows: the planner's for 32 channels (NCDHW through the copy,
-// NDHWC, float32 outputs with blocked sums, the threads' copies for a padding mode, epilogues with
-// the residual staged in a ring grown to hold them, a 64-row tile and a wide one), and forced on
-// other C: 96 (three chunks a tap), 40 (a last chunk of 8 from boxes), 72 by the threads' copies.
+// Chunks of 32 channels in 64-byte rows: the planner's for 32 channels a group in NDHWC (float32
+// outputs with blocked sums, epilogues with the residual staged in a ring grown to hold them, a
+// wide tile) and grouped layers, forced on NCDHW layers (which igemm_sm90 takes: through the copy,
+// a 64-row tile, the threads' copies for a padding mode, an epilogue), and forced on other C: 96
+// (three chunks a tap), 40 (a last chunk of 8 from boxes), 72 by the threads' copies.
 std::vector<Case> chunk32_cases() {
   std::vector<Case> out;
   const Conv3dDesc base = make(2, 32, {5, 8, 9}, 64, {3, 3, 3}, 1, 1);
+  out.push_back({"", ndhwc(base, DataType::BFloat16, false)});
   Conv3dDesc n = base;
   n.dtype = DataType::BFloat16;
-  out.push_back({"", n});
+  out.push_back({"igemm_sm90_half:128,64", n});
   out.push_back({"igemm_sm90_half:64,64", n});
+  out.push_back({"", ndhwc(make(2, 128, {4, 6, 7}, 100, {3, 3, 3}, 1, 1, 1, 4, true), DataType::Float16, false)});
   out.push_back({"", ndhwc(make(1, 32, {6, 9, 11}, 100, {3, 3, 3}, {1, 2, 1}, Padding::per_side({0, 1, 2}, {1, 0, 1}),
                                 {1, 1, 2}, 1, true),
                            DataType::Float16, true)});
@@ -339,13 +342,13 @@ std::vector<Case> chunk32_cases() {
   Conv3dDesc m = base;
   m.dtype = DataType::Float16;
   m.padding_mode = PaddingMode::Replicate;
-  out.push_back({"", m});
+  out.push_back({"igemm_sm90_half:128,64", m});
   for (const Layout l : {Layout::NDHWC, Layout::NCDHW}) {
     Conv3dDesc r = ndhwc(make(2, 32, {3, 6, 7}, 128, {3, 3, 3}, 1, 1, 1, 1, true), DataType::BFloat16, false);
     r.layout = l;
     r.epilogue = test::epilogue_cases()[3];  // GELU, scaled
     r.epilogue.residual = true;
-    out.push_back({"", r});
+    out.push_back({l == Layout::NCDHW ? "igemm_sm90_half:128,128" : "", r});
   }
   out.push_back({"igemm_sm90_half:128,128,6,1,0,32", ndhwc(make(1, 96, {4, 6, 7}, 80, {3, 3, 3}, 1, 1), DataType::BFloat16, false)});
   out.push_back({"igemm_sm90_half:64,64,6,1,0,32", ndhwc(make(2, 40, {4, 5, 6}, 48, {2, 3, 3}, 1, 1), DataType::Float16, false)});

@@ -425,18 +425,22 @@ TEST_CASE("igemm_sm90_half: grouped layers of 32 channels a group or more, a blo
 TEST_CASE("igemm_sm90_half: 16-bit layers of 32 channels a group take chunks of 32 channels, 64-byte rows") {
   namespace geo = igemm_sm90_half_geometry;
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
-  // unet3d_encoder: NCDHW 32 -> 64, 3^3, through the channels-last copy and im2col boxes of 32
-  // channels; twice the stages of a 128-byte ring (as many bytes in flight).
-  Conv3dDesc enc = test::make(2, 32, {16, 24, 24}, 64, {3, 3, 3}, 1, 1);
-  enc.dtype = DataType::BFloat16;
+  // 32 -> 64, 3^3 (the unet3d encoder's layer) in NDHWC: im2col boxes of 32 channels. NCDHW, igemm_sm90
+  // keeps it (its gather from a float32 copy was as fast); forced here, the channels-last copy.
+  const Conv3dDesc enc = ndhwc(DataType::BFloat16, false, test::make(2, 32, {16, 24, 24}, 64, {3, 3, 3}, 1, 1));
   const detail::Problem prob = detail::make_problem(enc);
   const detail::Plan plan = detail::make_plan(prob, sm90);
   REQUIRE(plan_family(enc, "sm_90") == "igemm_sm90_half");
   CHECK(plan.key.field("chunk") == 32);
   CHECK(plan.key.field("im2col") == 1);
-  CHECK(plan.key.field("stages") == 6);
-  CHECK(plan.shared_bytes == static_cast<unsigned>(geo::shared_bytes(plan.key.field("bm"), plan.key.field("bn"), 6, 64)));
-  CHECK(plan.input_copy);
+  CHECK(plan.key.field("stages") == 3);
+  CHECK(plan.shared_bytes == static_cast<unsigned>(geo::shared_bytes(plan.key.field("bm"), plan.key.field("bn"), 3, 64)));
+  Conv3dDesc enc_ncdhw = enc;
+  enc_ncdhw.layout = Layout::NCDHW;
+  CHECK(plan_family(enc_ncdhw, "sm_90") == "igemm_sm90");
+  const detail::Plan forced = detail::make_plan(detail::make_problem(enc_ncdhw), sm90, "igemm_sm90_half:128,64");
+  CHECK(forced.key.field("chunk") == 32);
+  CHECK(forced.input_copy);
   // The 64-byte ring is smaller than a 128 x 128 tile's staged float32 outputs: the ring grows to them.
   CHECK(geo::ring_bytes(128, 128, 3, 64) == geo::staged_output_bytes(128, 128));
   CHECK(geo::ring_bytes(128, 128, 3, 128) == 3 * geo::stage_bytes(128, 128, 128));
@@ -451,11 +455,11 @@ TEST_CASE("igemm_sm90_half: 16-bit layers of 32 channels a group take chunks of 
   Conv3dDesc c64 = enc;
   c64.c = 64;
   CHECK(detail::make_plan(detail::make_problem(c64), sm90).key.field("chunk") == 64);
-  CHECK(detail::make_plan(detail::make_problem(c64), sm90, "igemm_sm90_half:128,64,6,1,0,32").key.field("chunk") == 32);
+  CHECK(detail::make_plan(detail::make_problem(c64), sm90, "igemm_sm90_half:128,64,3,1,0,32").key.field("chunk") == 32);
   Conv3dDesc pointwise = test::make(2, 32, {4, 16, 16}, 64, {1, 1, 1});
   pointwise.dtype = DataType::BFloat16;
-  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90).key.field("mmajor") == 1);
-  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90).key.field("chunk") == 64);
+  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,64").key.field("mmajor") == 1);
+  CHECK(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,64").key.field("chunk") == 64);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(pointwise), sm90, "igemm_sm90_half:128,64,3,0,1,32"), Error);
   CHECK_THROWS_AS(detail::make_plan(detail::make_problem(enc), sm90, "igemm_sm90_half:128,64,3,1,0,16"), Error);
   Conv3dDesc tf = ndhwc(DataType::Float32, false, test::make(2, 32, {4, 16, 16}, 64, {3, 3, 3}, 1, 1));
@@ -464,7 +468,7 @@ TEST_CASE("igemm_sm90_half: 16-bit layers of 32 channels a group take chunks of 
   // They compile without spills: im2col boxes in both layouts, the threads' copies (replicate
   // padding, and the twin for unaligned inputs), float32 outputs with blocked sums, an epilogue
   // with a residual through the staged rows, and wide tiles.
-  Conv3dDesc replicate = enc;
+  Conv3dDesc replicate = enc_ncdhw;
   replicate.padding_mode = PaddingMode::Replicate;
   Conv3dDesc blocked = ndhwc(DataType::Float16, true, test::make(1, 32, {8, 16, 16}, 96, {3, 3, 3}, 1, 1));
   Conv3dDesc fused = ndhwc(DataType::BFloat16, false, test::make(1, 32, {8, 16, 16}, 128, {3, 3, 3}, 1, 1));
@@ -472,20 +476,20 @@ TEST_CASE("igemm_sm90_half: 16-bit layers of 32 channels a group take chunks of 
   fused.epilogue.residual = true;
   Conv3dDesc fused_ncdhw = fused;
   fused_ncdhw.layout = Layout::NCDHW;
-  CHECK(detail::make_plan(detail::make_problem(replicate), sm90).key.field("im2col") == 0);
+  CHECK(detail::make_plan(detail::make_problem(replicate), sm90, "igemm_sm90_half:128,64").key.field("im2col") == 0);
   CHECK(detail::make_plan(detail::make_problem(blocked), sm90).key.field("chunk") == 32);
-  for (const Conv3dDesc& d : {enc, replicate, blocked, fused, fused_ncdhw}) {
+  for (const Conv3dDesc& d : {enc, enc_ncdhw, replicate, blocked, fused, fused_ncdhw}) {
     DYNAMIC_SECTION(describe(d)) {
-      check_compiles_clean(test::ptxas_report(d, "sm_90"));
+      check_compiles_clean(test::ptxas_report(d, "sm_90", "igemm_sm90_half:128,64"));
+      check_compiles_clean(test::ptxas_report(d, "sm_90", "igemm_sm90_half:128,96,3,0"));
       check_compiles_clean(test::ptxas_report(d, "sm_90", "igemm_sm90_half:128,128,8"));
     }
   }
   SECTION("the unaligned twin") {
-    REQUIRE(plan.unaligned == nullptr);  // NCDHW: the copy is aligned, the twin is the NDHWC form's
-    const detail::Plan nd = detail::make_plan(detail::make_problem(fused), sm90);
-    REQUIRE(nd.unaligned);
-    CHECK(nd.unaligned->key.field("chunk") == 32);
-    CHECK(nd.unaligned->key.field("im2col") == 0);
+    REQUIRE(forced.unaligned == nullptr);  // NCDHW: the copy is aligned
+    REQUIRE(plan.unaligned);
+    CHECK(plan.unaligned->key.field("chunk") == 32);
+    CHECK(plan.unaligned->key.field("im2col") == 0);
   }
 }
 

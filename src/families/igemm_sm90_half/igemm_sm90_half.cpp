@@ -13,7 +13,6 @@
 // (copies_pay_off); tuning offers this family's tiles there.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -122,14 +121,13 @@ bool mmajor_fits(const Problem& prob) {
 
 // The input's staging the planner takes for prob: M-major boxes straight from a pointwise NCDHW
 // input (full rows), else im2col boxes where TMA can walk the windows, else the threads' copies;
-// chunks of 32 channels where default_chunk() says so, with twice the stages (each holds half the
-// bytes: as many bytes in flight).
+// chunks of 32 channels where default_chunk() says so (with as many stages: 4, 6 and 8 ran as 3 on
+// a 32 -> 64 layer, docs/kernels/igemm_sm90_half.md).
 HalfSm90Config staged(HalfSm90Config c, const Problem& prob) {
   c.groups = static_cast<int>(prob.desc.groups);
   c.mmajor = mmajor_fits(prob) ? 1 : 0;
   c.chunk = c.mmajor == 1 ? full_chunk(prob) : default_chunk(prob);
   c.im2col = c.mmajor == 0 && im2col_fits(prob, c.chunk) ? 1 : 0;
-  if (c.chunk < full_chunk(prob)) c.stages = std::min(2 * c.stages, geo::kMaxStages);
   return c;
 }
 
@@ -225,7 +223,6 @@ class HalfSm90Family final : public Family {
         full_chunk(prob) == 64 && first_c.mmajor == 0 && prob.c_per_group % 64 == 32) {
       HalfSm90Config other = first_c;
       other.chunk = first_c.chunk == 32 ? 64 : 32;
-      other.stages = first_c.chunk == 32 ? std::max(3, first_c.stages / 2) : std::min(2 * first_c.stages, geo::kMaxStages);
       other.im2col = im2col_fits(prob, other.chunk) ? 1 : 0;
       if (fits(prob, limits, other)) plans.push_back(plan(prob, limits, other));
     }
