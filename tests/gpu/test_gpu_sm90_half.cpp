@@ -362,6 +362,17 @@ void check_all(std::vector<Case> cases, bool both_ranges) {
   test::check_cases(cases, both_ranges);
 }
 
+// check_all, each case's kernel carrying `field` (" mmajor=1": the staging the cases are about).
+void check_all_with(const std::vector<Case>& cases, const char* field) {
+  cli::Stream stream;
+  for (const Case& c : cases) {
+    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
+    INFO(r.kernel);
+    CHECK(r.kernel.find(field) != std::string::npos);
+  }
+  check_all(cases, true);
+}
+
 bool on_sm90() {
   cli::make_context_current();
   cli::Stream stream;
@@ -398,13 +409,7 @@ TEST_CASE("igemm_sm90_half: NCDHW layers through channels_last copies") {
 
 TEST_CASE("igemm_sm90_half: NCDHW layers of KD x 1 x 1 windows read their input in M-major boxes") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
-  cli::Stream stream;
-  for (const Case& c : mmajor_cases()) {
-    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
-    INFO(r.kernel);
-    CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
-  }
-  check_all(mmajor_cases(), true);
+  check_all_with(mmajor_cases(), " mmajor=1");
 }
 
 TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") {
@@ -414,13 +419,7 @@ TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") 
 
 TEST_CASE("igemm_sm90_half: chunks of 32 channels in 64-byte rows") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
-  cli::Stream stream;
-  for (const Case& c : chunk32_cases()) {
-    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
-    INFO(r.kernel);
-    CHECK(r.kernel.find(" chunk=32") != std::string::npos);
-  }
-  check_all(chunk32_cases(), true);
+  check_all_with(chunk32_cases(), " chunk=32");
 }
 
 TEST_CASE("igemm_sm90_half: float32 layers in the tf32 class") {
