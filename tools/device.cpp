@@ -93,8 +93,9 @@ DeviceBuffer upload(const std::vector<float>& host, DataType type, int64_t offse
 
 }  // namespace
 
-ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, ValueRange input_range)
-    : dtype(desc.dtype), out_dtype(output_dtype(desc)), input_offset(offset) {
+ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, ValueRange input_range,
+                         int64_t weight_at)
+    : dtype(desc.dtype), out_dtype(output_dtype(desc)), input_offset(offset), weight_offset(weight_at) {
   std::mt19937_64 rng(seed);
   const int64_t weight_elements =
       desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
@@ -105,7 +106,7 @@ ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, 
   if (desc.epilogue.residual) residual = random_values(output_elements, rng, out_dtype);
   d_residual = upload(residual, out_dtype);
   d_input = upload(input, dtype, input_offset);
-  d_weight = upload(weight, dtype);
+  d_weight = upload(weight, dtype, weight_offset);
   d_bias = upload(bias, dtype);
   d_output = DeviceBuffer(static_cast<size_t>(output_elements) * static_cast<size_t>(dtype_bytes(out_dtype)));
 }
@@ -136,7 +137,7 @@ uint64_t random_seed() {
 Conv3dTensors ProblemData::tensors() const {
   Conv3dTensors t;
   t.input = static_cast<const unsigned char*>(d_input.ptr()) + input_offset * dtype_bytes(dtype);
-  t.weight = d_weight.ptr();
+  t.weight = static_cast<const unsigned char*>(d_weight.ptr()) + weight_offset * dtype_bytes(dtype);
   t.bias = d_bias.ptr();
   t.output = d_output.ptr();
   t.residual = d_residual.ptr();
@@ -144,7 +145,8 @@ Conv3dTensors ProblemData::tensors() const {
 }
 
 uint64_t ProblemData::traffic_bytes() const {
-  return input.size() * static_cast<uint64_t>(dtype_bytes(dtype)) + d_weight.bytes() + d_bias.bytes() + d_output.bytes() + d_residual.bytes();
+  return (input.size() + weight.size()) * static_cast<uint64_t>(dtype_bytes(dtype)) + d_bias.bytes() +
+         d_output.bytes() + d_residual.bytes();
 }
 
 std::vector<double> reference_output(Engine& engine, const Conv3dDesc& desc, const ProblemData& data,

@@ -455,6 +455,33 @@ TEST_CASE("igemm_sm90_half: inputs off a 16-byte boundary run the twin that copi
   }
 }
 
+TEST_CASE("igemm_sm90_half: weights off a 16-byte boundary stage B by the threads' copies") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  // No map holds such a weight (weight_boxes): 128- and 64-byte rows, 96 columns over the
+  // 64-row passes of 64-byte rows, a wide tile, tf32; NCDHW's weight step reads it element-wise.
+  cli::Stream stream;
+  std::random_device seeds;
+  const Conv3dDesc ncdhw_layer = chunk32_cases()[1].desc;
+  const std::vector<Case> cases = {
+      {"", ndhwc(shapes()[0], DataType::BFloat16, false)},
+      {"igemm_sm90_half:128,256,4", ndhwc(shapes()[1], DataType::Float16, false)},
+      {"igemm_sm90_half:128,96,3,1,0,32", chunk32_cases()[0].desc},
+      {"igemm_sm90_half:64,64,3,0,0,32", ndhwc(shapes()[3], DataType::Float16, true)},
+      {"", tf32_cases()[0].desc},
+      {"igemm_sm90_half:128,64", ncdhw_layer},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.config << " " << describe(c.desc)) {
+      const test::GpuCheck r =
+          test::check_against_reference(test::engine_for(c.config), c.desc, seeds(), stream, nullptr, {}, 0, 1);
+      INFO(r.kernel << ": rel-L2 " << r.comparison.rel_l2 << ", non-finite " << r.comparison.non_finite);
+      CHECK(family_of(r.kernel) == "igemm_sm90_half");
+      CHECK(r.comparison.non_finite == 0);
+      CHECK(r.comparison.passed);
+    }
+  }
+}
+
 TEST_CASE("igemm_sm90_half: no local memory") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   cli::Stream stream;
