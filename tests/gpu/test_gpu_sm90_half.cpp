@@ -2,8 +2,8 @@
 // NDHWC in the tf32 class) against the float64 reference on fresh random data with NaN-poisoned
 // outputs: the planner's tiles and forced ones, both output types, C and K that end mid-tile,
 // mid-tile extents, padding and padding modes, strides and dilation, every activation with scaling
-// and a residual, long reductions, grouped layers, chunks of 32 channels; no local memory in any of
-// its kernels. Passes without checking on GPUs other than sm_90.
+// and a residual, long reductions, grouped layers, chunks of 32 channels, inputs and weights off 16
+// bytes; no local memory in any of its kernels. Passes without checking on GPUs other than sm_90.
 #include <cstdio>
 #include <map>
 #include <memory>
