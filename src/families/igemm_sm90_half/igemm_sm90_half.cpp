@@ -112,9 +112,8 @@ bool mmajor_fits(const Problem& prob) {
   const int64_t last_plane = (prob.out.d - 1) * d.stride.d + (d.kernel.d - 1) * d.dilation.d - before.d;
   const bool coordinates_fit = before.d * plane <= limit && (last_plane + 1) * plane <= limit;
   return group_boxes(prob, full_chunk(prob)) && d.dtype != DataType::Float32 && d.layout == Layout::NCDHW &&
-         d.kernel.h == 1 &&
-         d.kernel.w == 1 && d.stride.h == 1 && d.stride.w == 1 && (d.stride.d == 1 || plane % 64 == 0) &&
-         before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
+         d.kernel.h == 1 && d.kernel.w == 1 && d.stride.h == 1 && d.stride.w == 1 &&
+         (d.stride.d == 1 || plane % 64 == 0) && before.h == 0 && before.w == 0 && after.h == 0 && after.w == 0 &&
          (!padded_d || d.padding_mode == PaddingMode::Zeros) && (shifted ? plane : d.d * plane) % 8 == 0 &&
          coordinates_fit;
 }
