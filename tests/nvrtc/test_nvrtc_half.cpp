@@ -248,6 +248,20 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       check_no_spills(r);
     }
   }
+  // Blocks walking output planes (KD accumulator sets): no spills, and wgmmas ptxas leaves in
+  // flight (it serializes them where the sets leave too few registers, as three at 4 warpgroups).
+  for (const char* config : {"igemm_sm90_k16:2,64,16", "igemm_sm90_k16:3,64,16"}) {
+    for (const Conv3dDesc& d : {cases[0], heavy}) {
+      DYNAMIC_SECTION(config << " " << describe(d)) {
+        const PtxasReport r = ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, false, d), "sm_90", config);
+        check_no_spills(r);
+        CHECK(r.log.find("serialized") == std::string::npos);
+      }
+    }
+  }
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[0])),
+                                    sm90, "igemm_sm90_k16:4,64,16"),
+                  Error);
 }
 
 TEST_CASE("half types: grouped layers take grouped in both layouts; direct compiles for every type and layout") {
