@@ -37,8 +37,14 @@ const ConfigTable<K16Config, 5> kTable{{{
 
 // Layers of at most this many input channels: past 32, igemm_sm90_half's 64-channel chunks win.
 constexpr int64_t kMaxChannels = 32;
-// Output planes a walking block takes, where tuning tries it: KD - 1 steps of a run finish no plane.
-constexpr int kWalkPlanes = 16;
+// Warpgroups of a walking block: 168 registers a thread hold three sets of 64 columns' sums (two
+// warpgroups ran the reference 7 % slower, four serialize the wgmmas).
+constexpr int kWalkWarpgroups = 3;
+// A tile of one output plane (its KD input planes' box, shifted copy and gathers) against one step
+// of a walking block (one plane's, KD wgmmas a gather), a position each: the reference's measured
+// ratio (H100: 0.390 ms for 106 tiles of 256 positions a block, 0.3725 for 7 runs of 23 steps of
+// 192).
+constexpr double kTileCost = 1.19;
 
 class K16Family final : public Family {
  public:
@@ -69,8 +75,11 @@ class K16Family final : public Family {
   // box and the weights fit; else nothing (igemm_sm90 then serves them).
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
-    const int bn = default_bn(prob), wgs = default_wgs(bn);
-    return plan_of(prob, limits, wgs, bn, default_planes(prob, wgs, bn));
+    const int bn = default_bn(prob);
+    if (walks(prob, limits, kWalkWarpgroups, bn)) {
+      return plan_of(prob, limits, kWalkWarpgroups, bn, walk_planes(prob, limits, kWalkWarpgroups, bn));
+    }
+    return plan_of(prob, limits, default_wgs(bn), bn, 1);
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
@@ -85,7 +94,7 @@ class K16Family final : public Family {
     for (const int wgs : {4, 2}) {
       for (const int bn : {64, 128}) {
         if (!useful_width(prob.out.k, bn, 64)) continue;
-        for (const int planes : {default_planes(prob, wgs, bn), 1, kWalkPlanes}) {
+        for (const int planes : {1, walk_fits(prob, wgs, bn) ? walk_planes(prob, limits, wgs, bn) : 1}) {
           if (auto p = plan_of(prob, limits, wgs, bn, planes)) plans.push_back(std::move(*p));
         }
       }
@@ -95,7 +104,7 @@ class K16Family final : public Family {
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
     const int bn = forced.get("bn").value_or(default_bn(prob)), wgs = forced.get("wgs").value_or(default_wgs(bn));
-    const int planes = forced.get("planes").value_or(default_planes(prob, wgs, bn));
+    const int planes = forced.get("planes").value_or(walks(prob, limits, wgs, bn) ? walk_planes(prob, limits, wgs, bn) : 1);
     if (auto p = plan_of(prob, limits, wgs, bn, planes)) return std::move(*p);
     refuse_config(forced,
                   "bf16 / fp16 NCDHW, groups == 1, compute capability 9.0, KW from 5 to 8 with dilation[W] = 1, "
@@ -142,7 +151,6 @@ class K16Family final : public Family {
   // 128 columns hold 64 accumulators a thread: two warpgroups, for the registers (with four, 128
   // registers a thread, float32 outputs spilled 56 bytes).
   static int default_wgs(int bn) { return bn == 128 ? 2 : 4; }
-  static int default_planes(const Problem&, int, int) { return 1; }
   // Whether a block may walk output planes with these warpgroups and columns: KD accumulator sets
   // of BN / 2 registers a thread, with room for the rest in the register budget (65536 / (128 WGS);
   // at 4 warpgroups ptxas serializes the wgmmas of three 32-register sets).
@@ -150,6 +158,37 @@ class K16Family final : public Family {
     const Conv3dDesc& d = prob.desc;
     const int most = wgs == 2 ? 192 : wgs == 3 ? 96 : 64;
     return d.stride.d == 1 && d.dilation.d == 1 && d.kernel.d >= 2 && d.kernel.d * bn / 2 <= most;
+  }
+
+  // The longest block's work in output positions a step (plan_of's grid: blocks walk their column
+  // block's items round-robin): its items times the steps of each (a tile one, a run of `planes`
+  // KD - 1 more, which finish no plane), tiles weighed by kTileCost.
+  static double block_cost(const Problem& prob, const DeviceLimits& limits, int wgs, int bn, int planes) {
+    const long long positions = 64 * wgs, k_blocks = ceil_div(prob.out.k, bn);
+    const long long items = prob.out.n * ceil_div(prob.out.d, planes) * ceil_div(prob.out.h * prob.out.w, positions);
+    const long long workers =
+        items * k_blocks <= limits.sm_count ? items : std::max(1LL, static_cast<long long>(limits.sm_count) / k_blocks);
+    const long long steps = planes > 1 ? planes + prob.desc.kernel.d - 1 : 1;
+    return static_cast<double>(ceil_div(items, workers) * steps * positions) * (planes > 1 ? 1.0 : kTileCost);
+  }
+  // The run of output planes (at least 2) whose longest block is the shortest: runs of OD / r
+  // planes for r = 1, 2, ..., the longer run on a tie (fewer steps finishing nothing).
+  static int walk_planes(const Problem& prob, const DeviceLimits& limits, int wgs, int bn) {
+    const int od = static_cast<int>(std::min<int64_t>(prob.out.d, 256));
+    int best = std::max(2, od);
+    for (int runs = 2; runs <= od; ++runs) {
+      const int planes = (od + runs - 1) / runs;
+      if (planes < 2) break;
+      if (block_cost(prob, limits, wgs, bn, planes) < block_cost(prob, limits, wgs, bn, best)) best = planes;
+    }
+    return best;
+  }
+  // Whether the planner walks planes with these warpgroups and columns: where the layer allows it
+  // and its longest block is shorter than with one-plane tiles of the default warpgroups.
+  static bool walks(const Problem& prob, const DeviceLimits& limits, int wgs, int bn) {
+    return walk_fits(prob, wgs, bn) && prob.out.d >= 2 &&
+           block_cost(prob, limits, wgs, bn, walk_planes(prob, limits, wgs, bn)) <
+               block_cost(prob, limits, default_wgs(bn), bn, 1);
   }
 
   std::optional<Plan> plan_of(const Problem& prob, const DeviceLimits& limits, int wgs, int bn, int planes) const {
