@@ -12,6 +12,14 @@ CONV3DJIT_HOST_DEVICE constexpr int slices(int cg, int kd, int kh, int kw) {
   const int rows_a_slice = 16 / kw_slots(kw);
   return (cg * kd * kh + rows_a_slice - 1) / rows_a_slice;
 }
+/// Input planes a tile's box holds: the KD planes of one output plane, or one plane where a block
+/// walks `planes` > 1 output planes (each input plane then serves KD of them).
+CONV3DJIT_HOST_DEVICE constexpr int box_planes(int kd, int planes) { return planes > 1 ? 1 : kd; }
+/// Slices of the weights in shared memory: the whole reduction, or, walking planes, the C·KH kernel
+/// rows of each kd apart (a slice's two rows then always share kd).
+CONV3DJIT_HOST_DEVICE constexpr int weight_slices(int cg, int kd, int kh, int kw, int planes) {
+  return planes > 1 ? kd * slices(cg, 1, kh, kw) : slices(cg, kd, kh, kw);
+}
 /// Output rows a run of `positions` consecutive positions of a plane OW wide can touch.
 CONV3DJIT_HOST_DEVICE constexpr int row_span(int positions, int ow) { return (ow + positions - 2) / ow + 1; }
 /// Input rows a tile's box holds: its output rows' inputs.
@@ -28,7 +36,7 @@ CONV3DJIT_HOST_DEVICE constexpr int box_row(int ow, int sw, int kw) {
 /// on a multiple of 8 halves.
 CONV3DJIT_HOST_DEVICE constexpr int box_shift(int pad_w) { return -pad_w & 7; }
 
-/// Shared memory of a block (bytes): the weights (slices x BN columns x 16 terms), the bias (BN
+/// Shared memory of a block (bytes): the weights (weight_slices x BN columns x 16 terms), the bias (BN
 /// floats), two mbarriers, two stages of the input tile, each the TMA box (128-byte aligned) and
 /// its copy shifted by one element 64 bytes past a 128-byte boundary (a warp reads the same word of
 /// both for positions of either parity, which then fall in different banks), and, for 16-bit
@@ -39,14 +47,14 @@ struct Layout {
 };
 CONV3DJIT_HOST_DEVICE constexpr int align128(int bytes) { return (bytes + 127) / 128 * 128; }
 CONV3DJIT_HOST_DEVICE constexpr Layout layout(int cg, int kd, int kh, int kw, int bn, int wgs, int rows, int rw,
-                                              int out_bytes) {
+                                              int out_bytes, int planes) {
   Layout l{};
-  l.weight_bytes = slices(cg, kd, kh, kw) * bn * 16 * 2;
+  l.weight_bytes = weight_slices(cg, kd, kh, kw, planes) * bn * 16 * 2;
   l.bias_at = l.weight_bytes;
   l.bars_at = l.bias_at + bn * 4;
-  // The box (C x KD planes x rows x rw halves) and 16 bytes more: the shifted copy's last word
+  // The box (C x box_planes x rows x rw halves) and 16 bytes more: the shifted copy's last word
   // reads one element past the box.
-  l.tile_bytes = align128(cg * kd * rows * rw * 2 + 16) + 64;
+  l.tile_bytes = align128(cg * box_planes(kd, planes) * rows * rw * 2 + 16) + 64;
   l.tiles_at = align128(l.bars_at + 16);
   l.out_tile_bytes = out_bytes == 2 ? bn * 128 : 0;
   l.out_at = l.tiles_at + 4 * l.tile_bytes;

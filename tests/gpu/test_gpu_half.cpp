@@ -267,7 +267,8 @@ std::vector<Case> sm90_cases() {
 // 2, even KW with dilation, K past 64 (two warpgroups of 128 columns), an odd count of kernel
 // rows, the heaviest epilogue with the residual (16-bit outputs: read into the output boxes' tiles,
 // and from registers where the plane's rows are off 16 bytes) and an activation without it, both
-// output types; forced tiles.
+// output types; forced tiles, and blocks walking output planes (runs ending mid-image and past
+// its planes, padding along D, 2 to 4 warpgroups, KD 2 and 3, 128 columns, the residual).
 std::vector<Case> k16_cases() {
   const std::vector<Conv3dDesc> shapes = {
       make(2, 3, {6, 20, 64}, 64, {3, 5, 7}, 1, 0, 1, 1, true),
@@ -280,9 +281,17 @@ std::vector<Case> k16_cases() {
     Conv3dDesc unboxed = typed(shapes[3], type, Layout::NCDHW, fp32_output);  // 7 x 15 positions a plane
     unboxed.epilogue = test::epilogue_cases()[3];
     unboxed.epilogue.residual = true;
-    return std::vector<Case>{{"", boxed, "igemm_sm90_k16"},
-                             {"", unboxed, "igemm_sm90_k16"},
-                             {"igemm_sm90_k16:2,64", typed(shapes[1], type, Layout::NCDHW, fp32_output), "igemm_sm90_k16"}};
+    const Conv3dDesc wide = make(1, 4, {6, 10, 24}, 96, {3, 5, 7}, 1, 1, 1, 1, true);
+    const Conv3dDesc two_planes = make(1, 4, {6, 10, 24}, 40, {2, 5, 7}, 1, Dims3{0, 2, 3});
+    auto k16 = [&](const char* config, const Conv3dDesc& d) { return Case{config, d, "igemm_sm90_k16"}; };
+    return std::vector<Case>{k16("", boxed),
+                             k16("", unboxed),
+                             k16("igemm_sm90_k16:2,64", typed(shapes[1], type, Layout::NCDHW, fp32_output)),
+                             k16("igemm_sm90_k16:2,64,3", typed(shapes[0], type, Layout::NCDHW, fp32_output)),
+                             k16("igemm_sm90_k16:3,64,2", typed(shapes[1], type, Layout::NCDHW, fp32_output)),
+                             k16("igemm_sm90_k16:2,64,16", boxed),
+                             k16("igemm_sm90_k16:2,128,4", typed(wide, type, Layout::NCDHW, fp32_output)),
+                             k16("igemm_sm90_k16:4,64,4", typed(two_planes, type, Layout::NCDHW, fp32_output))};
   });
 }
 

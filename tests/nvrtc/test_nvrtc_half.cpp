@@ -248,6 +248,30 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       check_no_spills(r);
     }
   }
+  // Blocks walking output planes (KD accumulator sets): no spills, and wgmmas ptxas leaves in
+  // flight (it serializes them where the sets leave too few registers, as three at 4 warpgroups).
+  for (const char* config : {"igemm_sm90_k16:2,64,16", "igemm_sm90_k16:3,64,16"}) {
+    for (const Conv3dDesc& d : {cases[0], heavy}) {
+      DYNAMIC_SECTION(config << " " << describe(d)) {
+        const PtxasReport r = ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, false, d), "sm_90", config);
+        check_no_spills(r);
+        CHECK(r.log.find("serialized") == std::string::npos);
+      }
+    }
+  }
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[0])),
+                                    sm90, "igemm_sm90_k16:4,64,16"),
+                  Error);
+  // The reference walks runs of 21 planes (62 = 21 + 21 + 20: 912 runs, at most 7 a block) with
+  // three warpgroups; the slow stem (KD = 1) and a layer of 14 output planes a block of its own
+  // keep one-plane tiles.
+  auto kernel_of = [&](const Conv3dDesc& d) {
+    return detail::canonical_text(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, d)), sm90).key);
+  };
+  CHECK(kernel_of(cases[0]).find("wgs=3 bn=64 planes=21 ") != std::string::npos);
+  CHECK(kernel_of(test::make(8, 3, {8, 224, 224}, 64, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3})).find("wgs=4 bn=64 planes=1 ") !=
+        std::string::npos);
+  CHECK(kernel_of(test::make(1, 3, {16, 64, 64}, 64, {3, 5, 7})).find("planes=1 ") != std::string::npos);
 }
 
 TEST_CASE("half types: grouped layers take grouped in both layouts; direct compiles for every type and layout") {
