@@ -40,11 +40,11 @@ constexpr int64_t kMaxChannels = 32;
 // Warpgroups of a walking block: 168 registers a thread hold three sets of 64 columns' sums (two
 // warpgroups ran the reference 7 % slower, four serialize the wgmmas).
 constexpr int kWalkWarpgroups = 3;
-// A tile of one output plane (its KD input planes' box, shifted copy and gathers) against one step
-// of a walking block (one plane's, KD wgmmas a gather), a position each: the reference's measured
-// ratio (H100: 0.390 ms for 106 tiles of 256 positions a block, 0.3725 for 7 runs of 23 steps of
-// 192).
-constexpr double kTileCost = 1.19;
+// A slice's gather (4 loads, their masks and addresses) against one wgmma, in a step's time: fit to
+// the reference, whose one-plane tile (23 slices) took 1.19 times a walking step (8 slices, 3
+// wgmmas each) a position (H100: 0.390 ms for 106 tiles of 256 positions a block, 0.3725 for 7
+// runs of 23 steps of 192).
+constexpr double kGatherCost = 0.41;
 
 class K16Family final : public Family {
  public:
@@ -77,7 +77,8 @@ class K16Family final : public Family {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
     const int bn = default_bn(prob);
     if (walks(prob, limits, kWalkWarpgroups, bn)) {
-      return plan_of(prob, limits, kWalkWarpgroups, bn, walk_planes(prob, limits, kWalkWarpgroups, bn));
+      // Walking's weights (KD slices more at most) may not fit where one-plane tiles' do.
+      if (auto p = plan_of(prob, limits, kWalkWarpgroups, bn, walk_planes(prob, limits, kWalkWarpgroups, bn))) return p;
     }
     return plan_of(prob, limits, default_wgs(bn), bn, 1);
   }
@@ -160,16 +161,20 @@ class K16Family final : public Family {
     return d.stride.d == 1 && d.dilation.d == 1 && d.kernel.d >= 2 && d.kernel.d * bn / 2 <= most;
   }
 
-  // The longest block's work in output positions a step (plan_of's grid: blocks walk their column
-  // block's items round-robin): its items times the steps of each (a tile one, a run of `planes`
-  // KD - 1 more, which finish no plane), tiles weighed by kTileCost.
+  // The longest block's work (plan_of's grid: blocks walk their column block's items round-robin):
+  // its items times the steps of each (a tile one, a run of `planes` KD - 1 more, which finish no
+  // plane) times a step's positions and slices, each slice a gather and its wgmmas (KD walking).
   static double block_cost(const Problem& prob, const DeviceLimits& limits, int wgs, int bn, int planes) {
+    const Conv3dDesc& d = prob.desc;
+    auto i = [](int64_t v) { return static_cast<int>(v); };
     const long long positions = 64 * wgs, k_blocks = ceil_div(prob.out.k, bn);
     const long long items = prob.out.n * ceil_div(prob.out.d, planes) * ceil_div(prob.out.h * prob.out.w, positions);
     const long long workers =
         items * k_blocks <= limits.sm_count ? items : std::max(1LL, static_cast<long long>(limits.sm_count) / k_blocks);
-    const long long steps = planes > 1 ? planes + prob.desc.kernel.d - 1 : 1;
-    return static_cast<double>(ceil_div(items, workers) * steps * positions) * (planes > 1 ? 1.0 : kTileCost);
+    const long long steps = planes > 1 ? planes + d.kernel.d - 1 : 1;
+    const int box_planes = geo::box_planes(i(d.kernel.d), planes), sets = planes > 1 ? i(d.kernel.d) : 1;
+    const double slice = geo::slices(i(d.c), box_planes, i(d.kernel.h), i(d.kernel.w)) * (sets + kGatherCost);
+    return static_cast<double>(ceil_div(items, workers) * steps * positions) * slice;
   }
   // The run of output planes (at least 2) whose longest block is the shortest: runs of OD / r
   // planes for r = 1, 2, ..., the longer run on a tie (fewer steps finishing nothing).
