@@ -29,7 +29,8 @@ const ConfigTable<K16Config, 5> kTable{{{
     {{"bn", FieldRole::Chosen, "output channels a block: 64 or 128"}, &K16Config::bn},
     {{"planes", FieldRole::Optional,
       "consecutive output planes a block walks, each input plane's A serving its KD output planes (KD "
-      "accumulator sets; unit stride and dilation along D, KD >= 2), or 1: one plane a tile (default 1)"},
+      "accumulator sets; unit stride and dilation along D, KD >= 2), or 1: one plane a tile (default: the "
+      "planner's choice for these wgs and bn)"},
      &K16Config::planes},
     {{"rw", FieldRole::Derived, "halves a row of the input box"}, &K16Config::rw},
     {{"rows", FieldRole::Derived, "input rows of the box"}, &K16Config::rows},
