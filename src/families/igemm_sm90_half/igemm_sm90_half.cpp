@@ -29,11 +29,13 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col = 0, mmajor = 0, chunk = 0, groups = 1;
+  int bm, bn, stages, im2col = 0, mmajor = 0, chunk = 0, pn = 0, groups = 1;
 };
 
-const ConfigTable<HalfSm90Config, 7> kTable{{{
-    {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
+const ConfigTable<HalfSm90Config, 8> kTable{{{
+    {{"bm", FieldRole::Chosen,
+      "output positions a block: 64 or 128 (one warpgroup per 64), or with pn 128 or 256 (one warpgroup per pn)"},
+     &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
     {{"im2col", FieldRole::Optional,
@@ -50,6 +52,10 @@ const ConfigTable<HalfSm90Config, 7> kTable{{{
       "channels a chunk of the reduction: 64 (bf16 / fp16, 128-byte rows) or 32 (bf16 / fp16, 64-byte rows, "
       "mmajor 0), 32 for float32 (default: 32 for 16-bit layers of 32 channels a group, else 128 bytes' worth)"},
      &HalfSm90Config::chunk},
+    {{"pn", FieldRole::Optional,
+      "0: output positions are the products' M (64 a warpgroup); 128 or 256: the block's 64 output "
+      "channels (bn 64) are M and each warpgroup's pn positions N (bf16 / fp16, mmajor 0) (default: 0)"},
+     &HalfSm90Config::pn},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
@@ -136,12 +142,16 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config&
   if (c.chunk != full && !(full == 64 && c.chunk == 32)) return false;
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob, c.chunk))) return false;
   if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || c.chunk != full || !mmajor_fits(prob))) return false;
-  if (c.bm != 64 && c.bm != 128) return false;
+  if (c.pn == 0 ? c.bm != 64 && c.bm != 128
+                : (c.pn != 128 && c.pn != 256) || (c.bm != 128 && c.bm != 256) || c.bm % c.pn != 0 || c.bn != 64 ||
+                      c.mmajor != 0 || full != 64) {
+    return false;
+  }
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
   if (geo::blocked(static_cast<int>(prob.c_per_group), static_cast<int>(prob.taps()), prob.out_dtype == DataType::Float32,
                    element_bytes(prob.desc.dtype)) &&
-      c.bn > 128) {
+      (c.bn > 128 || c.pn > 128)) {
     return false;
   }
   return geo::shared_bytes(c.bm, c.bn, c.stages, row_bytes(prob, c)) <= limits.max_smem_per_block_optin;
@@ -226,7 +236,8 @@ class HalfSm90Family final : public Family {
       if (fits(prob, limits, other)) plans.push_back(plan(prob, limits, other));
     }
     const HalfSm90Config others[] = {{128, 256, 4}, {128, 192, 4}, {128, 128, 3}, {128, 96, 3}, {128, 64, 3},
-                                     {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
+                                     {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4},
+                                     {256, 64, 4, 0, 0, 0, 128}, {256, 64, 4, 0, 0, 0, 256}};
     for (const HalfSm90Config& other : others) {
       const HalfSm90Config c = staged(other, prob);
       if (useful_width(prob.k_per_group, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
@@ -306,7 +317,8 @@ class HalfSm90Family final : public Family {
                             "im2col 0 or 1, and 1 only with zero padding, strides up to 8 and padding within 16 "
                             "of the extents, mmajor 0 or 1, and 1 only with im2col 0 on 16-bit NCDHW layers of "
                             "KD x 1 x 1 windows, unit strides along H and W (a stride along D over planes of a multiple "
-                            "of 64 positions) and zero padding along D only");
+                            "of 64 positions) and zero padding along D only; pn 0, or 128 or 256 with BN 64, BM 128 or 256 a "
+                            "multiple of pn, bf16 / fp16 and mmajor 0 (pn 128 at most for those float32 outputs)");
     }
     return plan(prob, limits, c);
   }
@@ -362,7 +374,7 @@ class HalfSm90Family final : public Family {
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
-    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm),
+    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm, c.pn),
                          geo::shared_bytes(c.bm, c.bn, c.stages, row_bytes(prob, c)));
     plan.grid = checked_grid(blocks(prob, c), *this);
     const bool ncdhw = prob.desc.layout == Layout::NCDHW;
