@@ -487,11 +487,13 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     for (int j = 0; j < JS; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
+        // Wide tiles' bias, read here once a column (SWAP's is early).
+        const int column = 8 * j + 2 * t + e;
+        const float late_bias = EARLY_BIAS ? 0.f : p.has_bias && k0 + column < k_end ? load_float(bias + k0 + column) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int kl = channel(j, h, e), row = position(j, h, e);
-          const float b = EARLY_BIAS ? bias_at[bias_index(j, h, e)]
-                                     : p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
+          const float b = EARLY_BIAS ? bias_at[bias_index(j, h, e)] : late_bias;
           float v;
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
