@@ -14,8 +14,9 @@ CONV3DJIT_HOST_DEVICE constexpr int chunk_channels(int element_bytes) { return k
 /// Chunks of one tap of `chunk` channels: the channels rounded up to whole chunks (the last one
 /// zero-filled).
 CONV3DJIT_HOST_DEVICE constexpr int chunks_per_tap(int cg, int chunk) { return (cg + chunk - 1) / chunk; }
-/// Threads a block: one warpgroup (128 threads) per 64 output positions.
-CONV3DJIT_HOST_DEVICE constexpr int threads(int bm) { return bm / 64 * 128; }
+/// Threads a block: one warpgroup (128 threads) per 64 output positions, or, where the output
+/// channels are the product's M (`pn` > 0: 64 of them), per `pn` output positions, its N.
+CONV3DJIT_HOST_DEVICE constexpr int threads(int bm, int pn) { return bm / (pn > 0 ? pn : 64) * 128; }
 /// Bytes of one ring stage: BM rows of A and BN rows of B, `row` bytes each.
 CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int row) { return (bm + bn) * row; }
 /// Most stages a ring may have.
@@ -80,6 +81,8 @@ CONV3DJIT_HOST_DEVICE constexpr bool blocked(int cg, int taps, bool fp32_output,
 /// Blocks an SM the kernel's registers are budgeted for (__launch_bounds__): two up to 128
 /// columns (128 registers), one for wider tiles, blocked sums, and float32 tiles of 128 columns
 /// whose A the threads stage (their addresses and the TF32 rounding spilled 8-24 bytes at 128).
+/// With the output channels as M (BN 64), a warpgroup of 256 positions holds 128 accumulators,
+/// but its block is one warpgroup: two blocks still leave 255 registers a thread.
 CONV3DJIT_HOST_DEVICE constexpr int blocks_an_sm(int bn, int cg, int taps, bool fp32_output, int element_bytes,
                                                   bool a_mapped) {
   if (bn > 128 || blocked(cg, taps, fp32_output, element_bytes)) return 1;

@@ -163,7 +163,7 @@ __device__ __forceinline__ void round_rows_tf32(unsigned rows, int wg_tid, int w
 }  // namespace sm90_half
 
 template <class Spec>
-__global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm),
+__global__ void __launch_bounds__(igemm_sm90_half_geometry::threads(Spec::bm, Spec::pn),
                                   CONV3DJIT_BLOCKS_AN_SM(igemm_sm90_half_geometry::blocks_an_sm(
                                       Spec::bn, Spec::cg, Spec::kd * Spec::kh * Spec::kw,
                                       sizeof(typename Spec::out_element) == 4, sizeof(typename Spec::element),
@@ -181,12 +181,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, MODE = Spec::pad_mode;
   constexpr int ES = sizeof(T), CHUNK = Spec::chunk, PIECE = 16 / ES;  // channels a chunk, a 16-byte piece
   constexpr int ROW = CHUNK * ES, PIECES = ROW / 16;  // bytes of a staged row, its 16-byte pieces
-  constexpr int THREADS = threads(BM), CPT = chunks_per_tap(CG, CHUNK), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
+  // Spec::pn > 0: the output channels are the product's M (BN = 64) and a warpgroup's pn positions
+  // its N, so that a k16 step reads 2 KB of weights and pn * 32 bytes of positions for 64 x pn
+  // products (64 x 64 tiles read as much for a quarter of them at pn = 256).
+  constexpr int PN = Spec::pn, WGP = PN > 0 ? PN : 64;  // positions a warpgroup
+  constexpr bool SWAP = PN > 0;
+  constexpr int THREADS = threads(BM, PN), CPT = chunks_per_tap(CG, CHUNK), KVOL = KD * KH * KW, CHUNKS = CPT * KVOL;
   constexpr int KRED = CG * KVOL, STAGE = stage_bytes(BM, BN, ROW), RING = ring_bytes(BM, BN, STAGES, ROW);
   constexpr int RPP = THREADS / PIECES;  // rows one pass of the threads stages
   // Passes over A's and B's rows (B's last one partial where 96 columns meet 64-row passes).
   constexpr int A_COPIES = BM / RPP, B_COPIES = (BN + RPP - 1) / RPP;
-  constexpr int R = BN / 2;  // accumulators a thread
+  constexpr int R = (SWAP ? PN : BN) / 2;  // accumulators a thread
   constexpr bool BLOCKED = blocked(CG, KVOL, sizeof(Out) == 4, ES);
   constexpr bool BF16 = kIsBf16<T>, TF32 = ES == 4;
   constexpr bool A_BOX = Spec::im2col != 0, A_MN = Spec::mmajor != 0, A_MAPPED = A_BOX || A_MN;
@@ -194,7 +199,9 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(ROW == kRowBytes || (ROW == 64 && ES == 2 && !Spec::mmajor), "rows of 128 bytes, or 64 of 16-bit K-major operands");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
   static_assert(RPP % 8 == 0 && BM % RPP == 0 && BN % 32 == 0, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
-  static_assert(!BLOCKED || BN <= 128, "blocked sums double the accumulators");
+  static_assert(!BLOCKED || R <= 64, "blocked sums double the accumulators");
+  static_assert(!SWAP || (BN == 64 && (PN == 128 || PN == 256) && BM % PN == 0 && !TF32 && !Spec::mmajor),
+                "output channels as M: 64 of them, 128 or 256 K-major 16-bit positions a warpgroup");
   static_assert(!A_BOX || MODE == padding::kZeros, "im2col boxes fill padding with zeros");
   static_assert(!A_MN || (!A_BOX && KH * KW == 1 && SH * SW == 1 && Spec::ndhwc == 0 && BM % kMajorBox == 0),
                 "M-major boxes: NCDHW layers of KD x 1 x 1 windows, unit strides along H and W");
@@ -392,14 +399,17 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     if (q + STAGES - 2 < CHUNKS) load_chunk(q + STAGES - 2, (q + STAGES - 2) % STAGES);
     copies_commit();
     if (CHUNKS > kResidualLead && q == CHUNKS - kResidualLead) prefetch_residual();
-    const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * 64 * ROW;
+    const unsigned a_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + wg * WGP * ROW;
     const unsigned b_stage = ring + static_cast<unsigned>((q % STAGES) * STAGE) + BM * ROW;
     if (A_MAPPED || b_box) tma::wait(full + q % STAGES, (q / STAGES) & 1);  // chunk q's boxes
     if constexpr (TF32 && Spec::ndhwc != 0 && !A_BOX) sm90_half::round_rows_tf32(a_stage, tid & 127, wg);
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < ROW / 32; ++ks) {  // k steps of 32 bytes: k16 of halves, k8 of tf32
-      if constexpr (TF32) {
+      if constexpr (SWAP) {  // the weights as A, the warpgroup's positions as B
+        wgmma::mma_half<PN, BF16>(acc, wgmma::descriptor_swizzled<ROW>(b_stage + 32 * ks),
+                                  wgmma::descriptor_swizzled<ROW>(a_stage + 32 * ks), true);
+      } else if constexpr (TF32) {
         wgmma::mma_tf32<BN>(acc, wgmma::descriptor_sw128(a_stage + 32 * ks), wgmma::descriptor_sw128(b_stage + 32 * ks),
                             true);
       } else {
@@ -418,21 +428,32 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
       }
     }
   }
-  // d[4j + e]: row 16 * (warp % 4) + g + 8 * (e / 2) of the warpgroup's 64, column 8j + 2t + e % 2.
+  // d[4j + 2h + e]: product row 16 * (warp % 4) + g + 8h of the warpgroup's 64, column 8j + 2t + e;
+  // rows are positions and columns channels, or with SWAP the other way round. channel() is the
+  // block's column, position() its row of output positions, and bias_index() the thread's slot of
+  // the channel's bias.
   const int g = lane >> 2, t = lane & 3;
-  // NCDHW outputs (staged in shared memory) of tiles up to 128 columns: the bias of the thread's
-  // columns is read while the last wgmmas run. Where the copy-out read it, each load could wait
-  // out its own latency (pointwise layers of 2-8 chunks took 1.2x longer); 64 values a thread (256
-  // columns) spilled beside the threads' copies, and 32 beside an NDHWC epilogue's (8 bytes).
+  constexpr int JS = (SWAP ? PN : BN) / 8;
+  auto channel = [&](int j, int h, int e) { return SWAP ? 16 * (warp & 3) + g + 8 * h : 8 * j + 2 * t + e; };
+  auto position = [&](int j, int h, int e) { return wg * WGP + (SWAP ? 8 * j + 2 * t + e : 16 * (warp & 3) + g + 8 * h); };
+  auto bias_index = [](int j, int h, int e) { return SWAP ? h : 2 * j + e; };
+  // NCDHW outputs (staged in shared memory) of tiles up to 128 columns, and a thread's two
+  // channels where they are M: the bias of the thread's columns is read while the last wgmmas
+  // run. Where the copy-out read it, each load could wait out its own latency (pointwise layers of
+  // 2-8 chunks took 1.2x longer); 64 values a thread (256 columns) spilled beside the threads'
+  // copies, and 32 beside an NDHWC epilogue's (8 bytes).
   constexpr bool PLAIN = epilogue::plain<Spec>;
-  constexpr bool EARLY_BIAS = Spec::ndhwc == 0 && BN <= 128;
-  float bias_at[EARLY_BIAS ? BN / 4 : 1];
+  constexpr bool EARLY_BIAS = (Spec::ndhwc == 0 && BN <= 128) || SWAP;
+  float bias_at[EARLY_BIAS ? (SWAP ? 2 : BN / 4) : 1];
 #pragma unroll
-  for (int j = 0; j < (EARLY_BIAS ? BN / 8 : 0); ++j) {
+  for (int j = 0; j < (EARLY_BIAS ? (SWAP ? 1 : BN / 8) : 0); ++j) {
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const long long k = k0 + 8 * j + 2 * t + e;
-      bias_at[2 * j + e] = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+    for (int h = 0; h < (SWAP ? 2 : 1); ++h) {
+#pragma unroll
+      for (int e = 0; e < (SWAP ? 1 : 2); ++e) {
+        const long long k = k0 + channel(j, h, e);
+        bias_at[bias_index(j, h, e)] = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+      }
     }
   }
   wgmma::wait<0>();
@@ -463,15 +484,16 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     Staged* const staged = reinterpret_cast<Staged*>(ring_ptr);
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
+    for (int j = 0; j < JS; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int kl = 8 * j + 2 * t + e;
-        const float b = EARLY_BIAS ? bias_at[2 * j + e]
-                                   : p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
+        // Wide tiles' bias, read here once a column (SWAP's is early).
+        const int column = 8 * j + 2 * t + e;
+        const float late_bias = EARLY_BIAS ? 0.f : p.has_bias && k0 + column < k_end ? load_float(bias + k0 + column) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+          const int kl = channel(j, h, e), row = position(j, h, e);
+          const float b = EARLY_BIAS ? bias_at[bias_index(j, h, e)] : late_bias;
           float v;
           if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
           else v = acc[4 * j + 2 * h + e];
@@ -512,14 +534,16 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     } else {
       // The residuals of 8 channels are read before their outputs are stored: loads after a store
       // would wait for it (the residual may be the output), one DRAM round trip each.
-      static_assert(THREADS % BM == 0, "a thread's position is the same in every channel it stores");
-      constexpr int STEP = THREADS / BM, BATCH = 8;
-      const int at = tid % BM;
-      if (at < valid) {
+      // A thread keeps one position through the channels it stores (THREADS / BM channels apart),
+      // or where the block has fewer threads than positions, several (THREADS apart) in turn.
+      static_assert(THREADS % BM == 0 || BM % THREADS == 0, "whole passes of the threads over the positions");
+      constexpr int STEP = THREADS >= BM ? THREADS / BM : 1, BATCH = 8;
+#pragma unroll 1
+      for (int at = tid % BM; at < valid; at += THREADS >= BM ? BM : THREADS) {
         long long n = A_MN ? img0 : m0 + at;
         const long long pos = A_MN ? s0 + at : take_remainder(n, out_vol);
         const long long o0 = (n * p.k + k0) * out_vol + pos;  // channel k0
-        for (int kl0 = tid / BM; kl0 < BN; kl0 += BATCH * STEP) {
+        for (int kl0 = THREADS >= BM ? tid / BM : 0; kl0 < BN; kl0 += BATCH * STEP) {
           float r[BATCH];
 #pragma unroll
           for (int u = 0; u < BATCH; ++u) {
@@ -539,9 +563,10 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     }
     return;
   }
-  if constexpr (!PLAIN && BN >= 128) {
+  if constexpr ((!PLAIN && BN >= 128) || SWAP) {
     // BM rows of the BN channels' activation arguments in float32 (8 floats more a row: a
-    // half-warp's 8-byte writes of 4 rows land on distinct banks); the copy-out takes EPV
+    // half-warp's 8-byte writes of 4 rows land on distinct banks; with SWAP a thread's values are
+    // one channel's positions, written one at a time); the copy-out takes EPV
     // channels of a position an iteration, a warp's 16-byte stores along one position's channels,
     // or two channels a thread where runs do not fit. From registers, a warp's store half-filled
     // 8 sectors and the epilogue was unrolled for each of a thread's 128 outputs. Tiles of 64
@@ -551,20 +576,37 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
     static_assert(BM * NPITCH * sizeof(float) <= RING, "the staged sums fit the ring");
     float* const staged = reinterpret_cast<float*>(ring_ptr);
     __syncthreads();  // every warpgroup's wgmmas are done with the ring
+    if constexpr (SWAP) {
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int kl = 8 * j + 2 * t;
-      const float b0 = EARLY_BIAS ? bias_at[2 * j] : p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
-      const float b1 = EARLY_BIAS ? bias_at[2 * j + 1]
-                                  : p.has_bias && k0 + kl + 1 < k_end ? load_float(bias + k0 + kl + 1) : 0.f;
+      for (int j = 0; j < JS; ++j) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
-        float v0, v1;
-        if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-        else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-        *reinterpret_cast<float2*>(staged + row * NPITCH + kl) =
-            make_float2(epilogue::argument<Spec>(v0, b0, p), epilogue::argument<Spec>(v1, b1, p));
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float v;
+            if constexpr (BLOCKED) v = total[4 * j + 2 * h + e];
+            else v = acc[4 * j + 2 * h + e];
+            staged[position(j, h, e) * NPITCH + channel(j, h, e)] =
+                epilogue::argument<Spec>(v, bias_at[bias_index(j, h, e)], p);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int kl = 8 * j + 2 * t;
+        const float b0 = EARLY_BIAS ? bias_at[2 * j] : p.has_bias && k0 + kl < k_end ? load_float(bias + k0 + kl) : 0.f;
+        const float b1 = EARLY_BIAS ? bias_at[2 * j + 1]
+                                    : p.has_bias && k0 + kl + 1 < k_end ? load_float(bias + k0 + kl + 1) : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = wg * 64 + 16 * (warp & 3) + g + 8 * h;
+          float v0, v1;
+          if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+          else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+          *reinterpret_cast<float2*>(staged + row * NPITCH + kl) =
+              make_float2(epilogue::argument<Spec>(v0, b0, p), epilogue::argument<Spec>(v1, b1, p));
+        }
       }
     }
     __syncthreads();
@@ -597,27 +639,29 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
                   epilogue::finish<Spec>(epilogue::activated<Spec>(src[1], p), r1, p), pairs, second);
       }
     }
-    return;
-  }
-  const bool pairs = kg % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
+  } else {
+    // NDHWC outputs of the other tiles (plain ones, and epilogues of 64 or 96 columns): a thread's
+    // two adjacent channels at a time, from registers.
+    const bool pairs = kg % 2 == 0 && (reinterpret_cast<unsigned long long>(out) % (2 * sizeof(Out))) == 0;
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const long long k = k0 + 8 * j + 2 * t;
-    const float b0 = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
-    const float b1 = p.has_bias && k + 1 < k_end ? load_float(bias + k + 1) : 0.f;
+    for (int j = 0; j < BN / 8; ++j) {
+      const long long k = k0 + 8 * j + 2 * t;
+      const float b0 = p.has_bias && k < k_end ? load_float(bias + k) : 0.f;
+      const float b1 = p.has_bias && k + 1 < k_end ? load_float(bias + k + 1) : 0.f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long m = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
-      if (m >= m_total || k >= k_end) continue;
-      float v0, v1;
-      if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-      else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-      const long long at = m * p.k + k;
-      // Channels k, k + 1: paired where K is even (`at` is then) and `out` aligned to two elements.
-      const float r0v = epilogue::residual<Spec, float>(at, true, p);
-      const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < k_end, p);
-      store_two(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p),
-                pairs, k + 1 < k_end);
+      for (int h = 0; h < 2; ++h) {
+        const long long m = m0 + wg * 64 + 16 * (warp & 3) + g + 8 * h;
+        if (m >= m_total || k >= k_end) continue;
+        float v0, v1;
+        if constexpr (BLOCKED) v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+        else v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        const long long at = m * p.k + k;
+        // Channels k, k + 1: paired where K is even (`at` is then) and `out` aligned to two elements.
+        const float r0v = epilogue::residual<Spec, float>(at, true, p);
+        const float r1v = epilogue::residual<Spec, float>(at + 1, k + 1 < k_end, p);
+        store_two(out + at, epilogue::apply_read<Spec>(v0, b0, r0v, p), epilogue::apply_read<Spec>(v1, b1, r1v, p),
+                  pairs, k + 1 < k_end);
+      }
     }
   }
 }

@@ -356,6 +356,45 @@ std::vector<Case> chunk32_cases() {
   return out;
 }
 
+// Output channels as the products' M (pn: 128 or 256 positions a warpgroup's N, BN = 64): chunks
+// of 32 and 64 channels, C past whole chunks (40, 72), K below and past a column block (24, 100,
+// 300), mid-tile extents, stride and dilation, both output types (float32 ones of a long reduction
+// keep blocked sums at pn = 128), every store path (NDHWC's staged rows, NCDHW's 16-byte runs and
+// its element path on planes off 16 bytes), the epilogue with a residual, A by the threads' copies
+// (im2col 0 and a padding mode), one warpgroup of 128 or 256 positions and two of 128.
+std::vector<Case> channels_as_m_cases() {
+  auto layout = [](Conv3dDesc d, DataType type, bool fp32_output, Layout l) {
+    d = ndhwc(d, type, fp32_output);
+    d.layout = l;
+    return d;
+  };
+  const Layout C = Layout::NCDHW, N = Layout::NDHWC;
+  const DataType B = DataType::BFloat16, H = DataType::Float16;
+  Conv3dDesc epi = layout(make(2, 32, {5, 8, 9}, 64, {3, 3, 3}, 1, 1, 1, 1, true), B, false, N);
+  epi.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+  epi.epilogue.residual = true;
+  Conv3dDesc epi_ncdhw = epi;
+  epi_ncdhw.layout = C;
+  epi_ncdhw.dtype = H;
+  Conv3dDesc reflect = layout(make(2, 48, {4, 6, 8}, 40, {3, 3, 3}, {1, 2, 1}, 1, 1, 1, true), H, false, N);
+  reflect.padding_mode = PaddingMode::Reflect;
+  return {
+      {"igemm_sm90_half:256,64,4,1,0,32,128", layout(make(2, 32, {5, 8, 9}, 64, {3, 3, 3}, 1, 1), B, false, N)},
+      {"igemm_sm90_half:256,64,4,1,0,32,256", layout(make(2, 32, {5, 8, 9}, 64, {3, 3, 3}, 1, 1), H, false, C)},
+      {"igemm_sm90_half:128,64,3,1,0,64,128", layout(shapes()[0], B, false, N)},
+      {"igemm_sm90_half:256,64,3,1,0,64,256", layout(shapes()[0], H, false, C)},
+      {"igemm_sm90_half:256,64,4,1,0,64,128", layout(shapes()[1], B, true, N)},
+      {"igemm_sm90_half:256,64,4,1,0,64,256", layout(shapes()[1], H, false, C)},
+      {"igemm_sm90_half:256,64,3,1,0,64,256", layout(shapes()[2], H, true, C)},  // planes of 105 positions
+      {"igemm_sm90_half:256,64,3,0,0,64,256", layout(shapes()[3], B, false, N)},
+      {"igemm_sm90_half:256,64,3,0,0,64,128", layout(shapes()[3], H, true, C)},
+      {"igemm_sm90_half:256,64,4,1,0,64,128", layout(make(1, 256, {3, 5, 6}, 64, {3, 3, 3}, 1, 1), B, true, N)},
+      {"igemm_sm90_half:256,64,4,1,0,32,256", epi},
+      {"igemm_sm90_half:256,64,4,1,0,32,128", epi_ncdhw},
+      {"igemm_sm90_half:256,64,3,0,0,64,256", reflect},
+  };
+}
+
 // Every case's kernel must come from igemm_sm90_half.
 void check_all(std::vector<Case> cases, bool both_ranges) {
   for (Case& c : cases) c.family = "igemm_sm90_half";
@@ -420,6 +459,11 @@ TEST_CASE("igemm_sm90_half: grouped layers, each block's columns in one group") 
 TEST_CASE("igemm_sm90_half: chunks of 32 channels in 64-byte rows") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
   check_all_with(chunk32_cases(), " chunk=32");
+}
+
+TEST_CASE("igemm_sm90_half: output channels as the products' M, positions as their N") {
+  if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
+  check_all(channels_as_m_cases(), true);  // every config forces pn: a refused one throws
 }
 
 TEST_CASE("igemm_sm90_half: float32 layers in the tf32 class") {

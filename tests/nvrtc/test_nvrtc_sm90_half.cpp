@@ -804,3 +804,88 @@ TEST_CASE("igemm_sm90's output map: staged TH x TW tiles store by TMA only on ro
   }
   detail::set_driver_for_testing(nullptr);
 }
+
+TEST_CASE("igemm_sm90_half: output channels as the products' M where a layer has at most 64 of them") {
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  auto plan_of = [&](const Conv3dDesc& d, const char* config = "") {
+    return detail::make_plan(detail::make_problem(d), sm90, config);
+  };
+  // The unet3d encoder (32 -> 64, 3^3, 2 x 64^3): 256 positions a block, two warpgroups of 128,
+  // four stages of 32-channel chunks; NCDHW leaves igemm_sm90's gather for the channels-last copy.
+  const Conv3dDesc enc = ndhwc(DataType::BFloat16, false, test::make(2, 32, {64, 64, 64}, 64, {3, 3, 3}, 1, 1));
+  for (const Layout layout : {Layout::NDHWC, Layout::NCDHW}) {
+    Conv3dDesc d = enc;
+    d.layout = layout;
+    DYNAMIC_SECTION(describe(d)) {
+      REQUIRE(plan_family(d, "sm_90") == "igemm_sm90_half");
+      const detail::Plan plan = plan_of(d);
+      CHECK(plan.key.field("pn") == 128);
+      CHECK(plan.key.field("bm") == 256);
+      CHECK(plan.key.field("bn") == 64);
+      CHECK(plan.key.field("chunk") == 32);
+      CHECK(plan.key.field("stages") == 4);
+      CHECK(plan.block == 256u);
+      CHECK(plan.grid == 2u * 64 * 64 * 64 / 256);
+      CHECK(static_cast<bool>(plan.input_copy) == (layout == Layout::NCDHW));
+    }
+  }
+  // 128 -> 64 (the decoder's): three stages of full chunks. 64 channels (one full chunk a tap), more
+  // than 64 output channels, grouped layers, layers of fewer than 128 such blocks, float32 in the
+  // tf32 class and pointwise NCDHW layers (M-major boxes) keep positions as M.
+  Conv3dDesc dec = test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1);
+  dec.dtype = DataType::Float16;
+  CHECK(plan_of(dec).key.field("pn") == 128);
+  CHECK(plan_of(dec).key.field("stages") == 3);
+  CHECK(plan_of(dec).key.field("chunk") == 64);
+  Conv3dDesc c64 = dec, k96 = dec, grouped = dec, small = dec, tf32 = dec, pointwise = dec;
+  c64.c = 64;
+  k96.k = 96;
+  grouped.groups = 2;
+  small.d = small.h = small.w = 16;
+  tf32.dtype = DataType::Float32;
+  tf32.precision = Precision::Tf32;
+  tf32.layout = Layout::NDHWC;
+  pointwise.kernel = {1, 1, 1};
+  pointwise.padding = 0;
+  for (const Conv3dDesc& d : {c64, k96, grouped, small, tf32, pointwise}) {
+    DYNAMIC_SECTION("positions as M: " << describe(d)) {
+      const detail::Plan plan = plan_of(d);
+      if (plan_family(d, "sm_90") == "igemm_sm90_half") CHECK(plan.key.field("pn") == 0);
+    }
+  }
+  // Forced: BN 64, pn 128 or 256 dividing BM of 128 or 256, K-major 16-bit operands, pn 128 at most
+  // where float32 outputs keep blocked sums.
+  CHECK(plan_of(enc, "igemm_sm90_half:128,64,3,1,0,32,128").block == 128u);
+  CHECK(plan_of(enc, "igemm_sm90_half:256,64,3,1,0,32,256").block == 128u);
+  CHECK_THROWS_AS(plan_of(enc, "igemm_sm90_half:128,128,3,1,0,32,128"), Error);
+  CHECK_THROWS_AS(plan_of(enc, "igemm_sm90_half:128,64,3,1,0,32,256"), Error);
+  CHECK_THROWS_AS(plan_of(enc, "igemm_sm90_half:256,64,3,1,0,32,64"), Error);
+  CHECK_THROWS_AS(plan_of(pointwise, "igemm_sm90_half:256,64,3,0,1,64,128"), Error);
+  CHECK_NOTHROW(plan_of(pointwise, "igemm_sm90_half:256,64,3,0,0,64,128"));
+  CHECK_THROWS_AS(plan_of(tf32, "igemm_sm90_half:256,64,3,1,0,32,128"), Error);
+  Conv3dDesc blocked = dec;
+  blocked.fp32_output = true;
+  CHECK_NOTHROW(plan_of(blocked, "igemm_sm90_half:256,64,3,1,0,64,128"));
+  CHECK_THROWS_AS(plan_of(blocked, "igemm_sm90_half:256,64,3,1,0,64,256"), Error);
+  // They compile without spills or serialised wgmmas: both layouts, one warpgroup of 256, the
+  // threads' copies (and the unaligned twin), blocked sums, an epilogue with a residual.
+  Conv3dDesc epi = enc;
+  epi.epilogue.activation = Activation::Silu;
+  epi.epilogue.residual = true;
+  Conv3dDesc epi_ncdhw = epi;
+  epi_ncdhw.layout = Layout::NCDHW;
+  const std::pair<Conv3dDesc, const char*> kernels[] = {
+      {enc, ""},
+      {enc, "igemm_sm90_half:256,64,4,1,0,32,256"},
+      {enc, "igemm_sm90_half:256,64,4,0,0,32,128"},
+      {dec, ""},
+      {blocked, ""},
+      {epi, ""},
+      {epi_ncdhw, "igemm_sm90_half:256,64,3,1,0,32,256"},
+  };
+  for (const auto& [d, config] : kernels) {
+    DYNAMIC_SECTION("compiles: " << describe(d) << " " << config) {
+      check_compiles_clean(test::ptxas_report(d, "sm_90", config));
+    }
+  }
+}

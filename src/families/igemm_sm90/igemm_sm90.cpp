@@ -29,7 +29,8 @@ const KernelDef kWeightsDef{"igemm_sm90_weights", "igemm_sm90/igemm_sm90.cu", kU
 // Half NCDHW layers with at most this many input channels a group: with fewer than 32
 // igemm_sm90_half's chunks would be mostly padding, and at 32 its chunks of 32 channels ran the
 // unet3d encoder (32 -> 64, 3^3, through the channels-last copy) 0.97x as fast as this gather on
-// an H100 (docs/kernels/igemm_sm90_half.md).
+// an H100 with 128 x 64 tiles, 1.16x with the output channels as M (half_channels_as_m below;
+// docs/kernels/igemm_sm90_half.md).
 constexpr int64_t kHalfChannels = 32;
 // Half NDHWC layers with fewer than this many: below 8 igemm_sm80 cannot load a position's
 // channels as 16-byte groups. H200, against igemm_sm80 (`compare_builds.sh -r 2`): C = 3 the
@@ -49,6 +50,14 @@ constexpr int64_t kHalfNarrowReduction = 24576;
 bool half_narrow_ndhwc(const Problem& prob) {
   return prob.desc.dtype != DataType::Float32 && prob.desc.layout == Layout::NDHWC && prob.desc.groups == 1 &&
          prob.c_per_group >= 32 && prob.out.k <= 32 && prob.c_per_group * prob.taps() >= kHalfNarrowReduction;
+}
+
+// Whether igemm_sm90_half's pick for prob has the output channels as its products' M (config
+// field pn): the unet3d encoder's NCDHW layer (32 -> 64, 3^3) 0.2639 ms on this gather, 0.2272 there
+// (H100, docs/kernels/igemm_sm90_half.md).
+bool half_channels_as_m(const Problem& prob, const DeviceLimits& limits) {
+  const auto plan = igemm_sm90_half_family().choose(prob, limits);
+  return plan && plan->key.field("pn") != 0;
 }
 
 class Sm90Family final : public Family {
@@ -89,6 +98,10 @@ class Sm90Family final : public Family {
     if (prob.desc.dtype != DataType::Float32) {
       if (prob.desc.layout == Layout::NCDHW && prob.c_per_group > kHalfChannels) {
         return "half NCDHW inputs of more than 32 channels a group: igemm_sm90_half's chunks are full there";
+      }
+      if (prob.desc.layout == Layout::NCDHW && prob.c_per_group == kHalfChannels && half_channels_as_m(prob, limits)) {
+        return "half NCDHW inputs of 32 channels that igemm_sm90_half takes with the output channels as its "
+               "products' M (at most 64 of them): faster through the channels-last copy than this gather";
       }
       if (prob.desc.layout == Layout::NDHWC && prob.c_per_group >= kHalfNdhwcChannels &&
           !(half_narrow_ndhwc(prob) && igemm_sm90_half_family().choose(prob, limits))) {

@@ -29,11 +29,13 @@ namespace {
 namespace geo = igemm_sm90_half_geometry;
 
 struct HalfSm90Config {
-  int bm, bn, stages, im2col = 0, mmajor = 0, chunk = 0, groups = 1;
+  int bm, bn, stages, im2col = 0, mmajor = 0, chunk = 0, pn = 0, groups = 1;
 };
 
-const ConfigTable<HalfSm90Config, 7> kTable{{{
-    {{"bm", FieldRole::Chosen, "output positions a block: 64 or 128 (one warpgroup per 64)"}, &HalfSm90Config::bm},
+const ConfigTable<HalfSm90Config, 8> kTable{{{
+    {{"bm", FieldRole::Chosen,
+      "output positions a block: 64 or 128 (one warpgroup per 64), or with pn 128 or 256 (one warpgroup per pn)"},
+     &HalfSm90Config::bm},
     {{"bn", FieldRole::Chosen, "output channels a block: 64, 96, 128, 192 or 256"}, &HalfSm90Config::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 3 to 8 (default 3)"}, &HalfSm90Config::stages},
     {{"im2col", FieldRole::Optional,
@@ -50,6 +52,10 @@ const ConfigTable<HalfSm90Config, 7> kTable{{{
       "channels a chunk of the reduction: 64 (bf16 / fp16, 128-byte rows) or 32 (bf16 / fp16, 64-byte rows, "
       "mmajor 0), 32 for float32 (default: 32 for 16-bit layers of 32 channels a group, else 128 bytes' worth)"},
      &HalfSm90Config::chunk},
+    {{"pn", FieldRole::Optional,
+      "0: output positions are the products' M (64 a warpgroup); 128 or 256: the block's 64 output "
+      "channels (bn 64) are M and each warpgroup's pn positions N (bf16 / fp16, mmajor 0) (default: 0)"},
+     &HalfSm90Config::pn},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
 
@@ -136,12 +142,16 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config&
   if (c.chunk != full && !(full == 64 && c.chunk == 32)) return false;
   if (c.im2col != 0 && (c.im2col != 1 || !im2col_fits(prob, c.chunk))) return false;
   if (c.mmajor != 0 && (c.mmajor != 1 || c.im2col != 0 || c.chunk != full || !mmajor_fits(prob))) return false;
-  if (c.bm != 64 && c.bm != 128) return false;
+  if (c.pn == 0 ? c.bm != 64 && c.bm != 128
+                : (c.pn != 128 && c.pn != 256) || (c.bm != 128 && c.bm != 256) || c.bm % c.pn != 0 || c.bn != 64 ||
+                      c.mmajor != 0 || full != 64) {
+    return false;
+  }
   if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 192 && c.bn != 256) return false;
   if (c.stages < 3 || c.stages > geo::kMaxStages) return false;
   if (geo::blocked(static_cast<int>(prob.c_per_group), static_cast<int>(prob.taps()), prob.out_dtype == DataType::Float32,
                    element_bytes(prob.desc.dtype)) &&
-      c.bn > 128) {
+      (c.bn > 128 || c.pn > 128)) {
     return false;
   }
   return geo::shared_bytes(c.bm, c.bn, c.stages, row_bytes(prob, c)) <= limits.max_smem_per_block_optin;
@@ -226,7 +236,8 @@ class HalfSm90Family final : public Family {
       if (fits(prob, limits, other)) plans.push_back(plan(prob, limits, other));
     }
     const HalfSm90Config others[] = {{128, 256, 4}, {128, 192, 4}, {128, 128, 3}, {128, 96, 3}, {128, 64, 3},
-                                     {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4}};
+                                     {64, 128, 3},  {64, 64, 3},   {128, 256, 3}, {128, 128, 4}, {64, 128, 4},
+                                     {256, 64, 4, 0, 0, 0, 128}, {256, 64, 4, 0, 0, 0, 256}};
     for (const HalfSm90Config& other : others) {
       const HalfSm90Config c = staged(other, prob);
       if (useful_width(prob.k_per_group, c.bn, 64) && fits(prob, limits, c)) plans.push_back(plan(prob, limits, c));
@@ -306,7 +317,8 @@ class HalfSm90Family final : public Family {
                             "im2col 0 or 1, and 1 only with zero padding, strides up to 8 and padding within 16 "
                             "of the extents, mmajor 0 or 1, and 1 only with im2col 0 on 16-bit NCDHW layers of "
                             "KD x 1 x 1 windows, unit strides along H and W (a stride along D over planes of a multiple "
-                            "of 64 positions) and zero padding along D only");
+                            "of 64 positions) and zero padding along D only; pn 0, or 128 or 256 with BN 64, BM 128 or 256 a "
+                            "multiple of pn, bf16 / fp16 and mmajor 0 (pn 128 at most for those float32 outputs)");
     }
     return plan(prob, limits, c);
   }
@@ -341,6 +353,9 @@ class HalfSm90Family final : public Family {
       }
     }
     const int bn = k > 96 ? 128 : k > 64 ? 96 : 64;
+    if (bn == 64) {
+      if (auto swapped = channels_as_m(prob, limits)) return swapped;
+    }
     const HalfSm90Config tiles[] = {staged({128, bn, 3}, prob), staged({64, bn, 3}, prob), staged({64, 64, 3}, prob)};
     std::optional<HalfSm90Config> best;
     for (const HalfSm90Config& c : tiles) {
@@ -355,6 +370,24 @@ class HalfSm90Family final : public Family {
     return plan(prob, limits, *best);
   }
 
+  // Output channels as the products' M (pn 128, 256 positions a block, two warpgroups): 16-bit
+  // layers of one group and at most 64 output channels whose taps are one chunk of 32 channels or
+  // at least two of 64, in at least 128 blocks; 4 stages of chunks of 32 (two blocks an SM), 3 of
+  // 64 (one). H100, against 128 x 64 tiles (`conv3djit run --config`, medians of 30): the unet3d
+  // encoder (32 -> 64, 3^3, 2 x 64^3) NDHWC 0.2806 -> 0.2121 ms, NCDHW 0.2639 (igemm_sm90's
+  // gather) -> 0.2272, its decoder (128 -> 64, 2 x 32^3, NCDHW) 0.1209 -> 0.1052. Taps of one
+  // chunk of 64 lost (C = 64: dilated 0.0867 -> 0.0908, 3 x 1 x 7 0.0725 -> 0.0770), as did
+  // wider layers split into 64-column blocks (K = 128, 230).
+  std::optional<Plan> channels_as_m(const Problem& prob, const DeviceLimits& limits) const {
+    if (prob.desc.dtype == DataType::Float32 || prob.desc.groups != 1 || prob.k_per_group > 64) return std::nullopt;
+    if (default_chunk(prob) != 32 && prob.c_per_group < 128) return std::nullopt;
+    HalfSm90Config c = staged({256, 64, 3}, prob);
+    c.pn = 128;
+    c.stages = c.chunk == 32 ? 4 : 3;
+    if (!fits(prob, limits, c) || blocks(prob, c) < 128) return std::nullopt;
+    return plan(prob, limits, c);
+  }
+
   static long long blocks(const Problem& prob, const HalfSm90Config& c) {
     const long long positions = prob.out.d * prob.out.h * prob.out.w;
     return geo::row_tiles(prob.out.n, positions, c.bm, c.mmajor == 1) * prob.desc.groups *
@@ -362,7 +395,7 @@ class HalfSm90Family final : public Family {
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, const HalfSm90Config& c) const {
-    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm),
+    Plan plan = new_plan(prob, *this, kTable, c, geo::threads(c.bm, c.pn),
                          geo::shared_bytes(c.bm, c.bn, c.stages, row_bytes(prob, c)));
     plan.grid = checked_grid(blocks(prob, c), *this);
     const bool ncdhw = prob.desc.layout == Layout::NCDHW;
