@@ -392,6 +392,8 @@ std::vector<Case> channels_as_m_cases() {
       {"igemm_sm90_half:256,64,4,1,0,32,256", epi},
       {"igemm_sm90_half:256,64,4,1,0,32,128", epi_ncdhw},
       {"igemm_sm90_half:256,64,3,0,0,64,256", reflect},
+      // The planner's pick at 48 channels (128 blocks of 256 positions), K mid-tile.
+      {"", layout(make(2, 48, {8, 32, 64}, 40, {3, 3, 3}, 1, 1, 1, 1, true), B, false, C)},
   };
 }
 
@@ -463,7 +465,13 @@ TEST_CASE("igemm_sm90_half: chunks of 32 channels in 64-byte rows") {
 
 TEST_CASE("igemm_sm90_half: output channels as the products' M, positions as their N") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
-  check_all(channels_as_m_cases(), true);  // every config forces pn: a refused one throws
+  const std::vector<Case> cases = channels_as_m_cases();
+  cli::Stream stream;
+  for (const Case& c : cases) {  // forced ones throw where refused; the planner's must take pn too
+    INFO(c.config);
+    CHECK(test::engine_for(c.config).resources(c.desc, stream.get()).kernel.find(" pn=0") == std::string::npos);
+  }
+  check_all(cases, true);
 }
 
 TEST_CASE("igemm_sm90_half: float32 layers in the tf32 class") {

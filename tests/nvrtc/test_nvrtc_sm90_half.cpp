@@ -829,14 +829,21 @@ TEST_CASE("igemm_sm90_half: output channels as the products' M where a layer has
       CHECK(static_cast<bool>(plan.input_copy) == (layout == Layout::NCDHW));
     }
   }
-  // 128 -> 64 (the decoder's): three stages of full chunks. 64 channels (one full chunk a tap), more
-  // than 64 output channels, grouped layers, layers of fewer than 128 such blocks, float32 in the
-  // tf32 class and pointwise NCDHW layers (M-major boxes) keep positions as M.
+  // 128 -> 64 (the decoder's), and 48 or 96 channels: three stages of full chunks. 64 channels,
+  // more than 64 output channels, grouped layers, layers of fewer than 128 such blocks, float32 in
+  // the tf32 class and pointwise NCDHW layers (M-major boxes) keep positions as M.
   Conv3dDesc dec = test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1);
   dec.dtype = DataType::Float16;
-  CHECK(plan_of(dec).key.field("pn") == 128);
-  CHECK(plan_of(dec).key.field("stages") == 3);
-  CHECK(plan_of(dec).key.field("chunk") == 64);
+  for (const int c : {48, 96, 128}) {
+    Conv3dDesc d = dec;
+    d.c = c;
+    DYNAMIC_SECTION("C = " << c) {
+      const detail::Plan plan = plan_of(d);
+      CHECK(plan.key.field("pn") == 128);
+      CHECK(plan.key.field("stages") == 3);
+      CHECK(plan.key.field("chunk") == 64);
+    }
+  }
   Conv3dDesc c64 = dec, k96 = dec, grouped = dec, small = dec, tf32 = dec, pointwise = dec;
   c64.c = 64;
   k96.k = 96;

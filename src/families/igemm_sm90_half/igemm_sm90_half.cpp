@@ -54,7 +54,8 @@ const ConfigTable<HalfSm90Config, 8> kTable{{{
      &HalfSm90Config::chunk},
     {{"pn", FieldRole::Optional,
       "0: output positions are the products' M (64 a warpgroup); 128 or 256: the block's 64 output "
-      "channels (bn 64) are M and each warpgroup's pn positions N (bf16 / fp16, mmajor 0) (default: 0)"},
+      "channels (bn 64) are M and each warpgroup's pn positions N (bf16 / fp16, mmajor 0) (default: the "
+      "planner's, 128 for layers of at most 64 output channels and not 64 input channels a group, else 0)"},
      &HalfSm90Config::pn},
     {{"groups", FieldRole::Derived, "the layer's groups: a block's columns lie in one"}, &HalfSm90Config::groups},
 }}};
@@ -371,16 +372,18 @@ class HalfSm90Family final : public Family {
   }
 
   // Output channels as the products' M (pn 128, 256 positions a block, two warpgroups): 16-bit
-  // layers of one group and at most 64 output channels whose taps are one chunk of 32 channels or
-  // at least two of 64, in at least 128 blocks; 4 stages of chunks of 32 (two blocks an SM), 3 of
-  // 64 (one). H100, against 128 x 64 tiles (`conv3djit run --config`, medians of 30): the unet3d
-  // encoder (32 -> 64, 3^3, 2 x 64^3) NDHWC 0.2806 -> 0.2121 ms, NCDHW 0.2639 (igemm_sm90's
-  // gather) -> 0.2272, its decoder (128 -> 64, 2 x 32^3, NCDHW) 0.1209 -> 0.1052. Taps of one
-  // chunk of 64 lost (C = 64: dilated 0.0867 -> 0.0908, 3 x 1 x 7 0.0725 -> 0.0770), as did
-  // wider layers split into 64-column blocks (K = 128, 230).
+  // layers of one group and at most 64 output channels, but for 64 input channels a group, in at
+  // least 128 blocks; 4 stages of chunks of 32 (two blocks an SM), 3 of 64 (one). H100, against
+  // 128 x 64 tiles (`conv3djit run --config`, medians of 30; docs/kernels/igemm_sm90_half.md):
+  // the unet3d encoder (32 -> 64, 3^3, 2 x 64^3) NDHWC 0.2806 -> 0.2121 ms, NCDHW 0.2639
+  // (igemm_sm90's gather) -> 0.2272; 48, 96, 128 and 256 channels 1.02-1.22x. At 64 channels it
+  // lost (dilated 0.0867 -> 0.0908, 3 x 1 x 7 0.0725 -> 0.0770, 64 -> 48 0.0751 -> 0.0782), for
+  // reasons not known (the 128 x 64 tiles run three blocks an SM there as at 48 channels, where
+  // they lose). Wider layers split into 64-column blocks lost too (K = 128, 230): K > 64 keeps
+  // positions as M.
   std::optional<Plan> channels_as_m(const Problem& prob, const DeviceLimits& limits) const {
     if (prob.desc.dtype == DataType::Float32 || prob.desc.groups != 1 || prob.k_per_group > 64) return std::nullopt;
-    if (default_chunk(prob) != 32 && prob.c_per_group < 128) return std::nullopt;
+    if (prob.c_per_group == 64) return std::nullopt;
     HalfSm90Config c = staged({256, 64, 3}, prob);
     c.pn = 128;
     c.stages = c.chunk == 32 ? 4 : 3;
