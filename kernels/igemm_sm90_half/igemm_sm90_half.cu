@@ -7,7 +7,8 @@
 // GEMM view: rows M = N * OD * OH * OW output positions, columns = K output channels, reduction
 // in the NDHWC weight's order (kd, kh, kw, c), so that B is the weight as stored (K-major). A
 // block computes BM x BN outputs with BM / 64 warpgroups of 64 x BN (one wgmma m64nBNk16 each per
-// 16 terms, fp32 accumulators in registers).
+// 16 terms, fp32 accumulators in registers), or with Spec::pn, BM / pn warpgroups of pn positions
+// whose products take the 64 output channels as M (the weight rows as A, the positions as B).
 //
 // The reduction advances one chunk at a time: 64 channels of one tap (the last chunk of a tap
 // zero-filled past C), 128 bytes a row of A (one output position's channels at that tap, zero
@@ -198,7 +199,7 @@ igemm_sm90_half(const typename Spec::element* __restrict__ in, const typename Sp
   static_assert(CG % PIECE == 0, "16-byte pieces of one tap's channels");
   static_assert(ROW == kRowBytes || (ROW == 64 && ES == 2 && !Spec::mmajor), "rows of 128 bytes, or 64 of 16-bit K-major operands");
   static_assert(STAGES >= 3 && STAGES <= kMaxStages, "a stage multiplied, one draining, at least one in flight");
-  static_assert(RPP % 8 == 0 && BM % RPP == 0 && BN % 32 == 0, "BM of 64 or 128, BN of 64, 96, 128, 192 or 256");
+  static_assert(RPP % 8 == 0 && BM % RPP == 0 && BN % 32 == 0, "BM of 64, 128 or 256, BN of 64, 96, 128, 192 or 256");
   static_assert(!BLOCKED || R <= 64, "blocked sums double the accumulators");
   static_assert(!SWAP || (BN == 64 && (PN == 128 || PN == 256) && BM % PN == 0 && !TF32 && !Spec::mmajor),
                 "output channels as M: 64 of them, 128 or 256 K-major 16-bit positions a warpgroup");
