@@ -32,6 +32,13 @@ Conv3dDesc ndhwc(Conv3dDesc d, DataType type, bool fp32_output) {
   return d;
 }
 
+// ndhwc() in layout l.
+Conv3dDesc layout(Conv3dDesc d, DataType type, bool fp32_output, Layout l) {
+  d = ndhwc(d, type, fp32_output);
+  d.layout = l;
+  return d;
+}
+
 
 using Case = test::KernelCase;
 using test::family_of;
@@ -231,11 +238,6 @@ std::vector<Case> mmajor_cases() {
 // padding mode, strides, pointwise and temporal NCDHW layers in M-major boxes, forced 128- and
 // 256-column tiles wider than a group.
 std::vector<Case> grouped_cases() {
-  auto layout = [](Conv3dDesc d, DataType type, bool fp32_output, Layout l) {
-    d = ndhwc(d, type, fp32_output);
-    d.layout = l;
-    return d;
-  };
   const Conv3dDesc a = make(2, 64, {4, 6, 9}, 80, {3, 3, 3}, 1, 1, 1, 2, true);              // 32 -> 40
   const Conv3dDesc b = make(1, 256, {3, 5, 7}, 200, {3, 3, 3}, {1, 2, 1}, 1, 1, 4, true);    // 64 -> 50
   const Conv3dDesc c = make(2, 128, {3, 6, 5}, 66, {2, 3, 3}, 1, Dims3{1, 0, 1}, {1, 2, 1}, 2);  // 64 -> 33
@@ -363,11 +365,6 @@ std::vector<Case> chunk32_cases() {
 // its element path on planes off 16 bytes), the epilogue with a residual, A by the threads' copies
 // (im2col 0 and a padding mode), one warpgroup of 128 or 256 positions and two of 128.
 std::vector<Case> channels_as_m_cases() {
-  auto layout = [](Conv3dDesc d, DataType type, bool fp32_output, Layout l) {
-    d = ndhwc(d, type, fp32_output);
-    d.layout = l;
-    return d;
-  };
   const Layout C = Layout::NCDHW, N = Layout::NDHWC;
   const DataType B = DataType::BFloat16, H = DataType::Float16;
   Conv3dDesc epi = layout(make(2, 32, {5, 8, 9}, 64, {3, 3, 3}, 1, 1, 1, 1, true), B, false, N);
@@ -403,13 +400,14 @@ void check_all(std::vector<Case> cases, bool both_ranges) {
   test::check_cases(cases, both_ranges);
 }
 
-// check_all, each case's kernel carrying `field` (" mmajor=1": the staging the cases are about).
-void check_all_with(const std::vector<Case>& cases, const char* field) {
+// check_all, each case's kernel carrying `field` (" mmajor=1": the staging the cases are about), or
+// with present false, none carrying it.
+void check_all_with(const std::vector<Case>& cases, const char* field, bool present = true) {
   cli::Stream stream;
   for (const Case& c : cases) {
     const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
     INFO(r.kernel);
-    CHECK(r.kernel.find(field) != std::string::npos);
+    CHECK((r.kernel.find(field) != std::string::npos) == present);
   }
   check_all(cases, true);
 }
@@ -465,13 +463,7 @@ TEST_CASE("igemm_sm90_half: chunks of 32 channels in 64-byte rows") {
 
 TEST_CASE("igemm_sm90_half: output channels as the products' M, positions as their N") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
-  const std::vector<Case> cases = channels_as_m_cases();
-  cli::Stream stream;
-  for (const Case& c : cases) {  // forced ones throw where refused; the planner's must take pn too
-    INFO(c.config);
-    CHECK(test::engine_for(c.config).resources(c.desc, stream.get()).kernel.find(" pn=0") == std::string::npos);
-  }
-  check_all(cases, true);
+  check_all_with(channels_as_m_cases(), " pn=0", false);  // the planner's case must take pn too
 }
 
 TEST_CASE("igemm_sm90_half: float32 layers in the tf32 class") {
