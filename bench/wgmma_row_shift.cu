@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(512, 1) tiles(const unsigned short* x, const u
     wg::wait<0>();
     wg::settle(d[0]);
     wg::settle(d[1]);
-    if constexpr (CHECK) {  // one tile: one tile, out[channel][oh][ow]
+    if constexpr (CHECK) {  // the checked tile: out[channel][oh][ow]
       const int q = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
 #pragma unroll
       for (int col = 0; col < 2; ++col)
