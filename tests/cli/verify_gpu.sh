@@ -87,4 +87,30 @@ for line in sys.stdin:
     assert row["commit"] and len(row["kernel_sources_sha256"]) == 64, row
     print(row["name"])' <<<"$out") || fail "run --manifest: a line without positive times"
 [[ "$got" == "$names" ]] || fail "run --manifest named $got, wanted $names"
+# verify --manifest: every line against its float64 reference, in the manifest's order.
+out=$(conv verify --manifest "$manifest" --seed 5 --json)
+rc=$?
+echo "$out"
+((rc == 0)) || fail "verify --manifest exited $rc"
+got=$(python3 -c 'import json, sys
+out = json.load(sys.stdin)
+assert out["failed"] == 0 and out["passed"] == len(out["rows"]), out
+for i, row in enumerate(out["rows"]):
+    assert row["passed"] and row["seed"] == 5 + i and 0 <= row["rel_l2"] <= row["rel_l2_limit"], row
+    print(row["name"])' <<<"$out") || fail "verify --manifest: a row failed or is malformed"
+[[ "$got" == "$names" ]] || fail "verify --manifest named $got, wanted $names"
+# A configuration only the depthwise line can take: the other lines fail with the planner's error,
+# and every line is still reported.
+out=$(conv verify --manifest "$manifest" --config depthwise --json)
+rc=$?
+echo "$out"
+((rc == 1)) || fail "verify --manifest --config depthwise exited $rc, wanted 1"
+python3 -c 'import json, sys
+out = json.load(sys.stdin)
+rows = {row["name"]: row for row in out["rows"]}
+assert len(rows) == '"$(wc -w <<<"$names")"', rows
+assert rows["depthwise_valid_tf32"]["passed"] and rows["depthwise_valid_tf32"]["kernel"].startswith("depthwise "), rows
+assert out["passed"] == 1 and out["failed"] == len(rows) - 1, out
+assert all(row["error"] for row in out["rows"] if not row["passed"]), out' <<<"$out" ||
+  fail "verify --manifest --config depthwise: not one pass and the rest reported as errors"
 echo "ok"
