@@ -93,7 +93,12 @@ CUfunction load_kernel(CUcontext ctx, const KernelBinary& binary, unsigned dynam
     d.cuModuleUnload(module);
     check_cu(r, "cuModuleGetFunction");
   }
-  if (dynamic_shared > 48 * 1024) {
+  // A block's static and dynamic shared memory together past 48 KB need the opt-in: without it the
+  // launch fails (CUDA_ERROR_INVALID_VALUE) even where the dynamic part alone is under 48 KB.
+  int static_shared = 0;
+  check_cu(d.cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+           "cuFuncGetAttribute(SHARED_SIZE_BYTES)");
+  if (dynamic_shared + static_cast<unsigned>(static_shared) > 48 * 1024) {
     check_cu(d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                   static_cast<int>(dynamic_shared)),
              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");

@@ -101,10 +101,10 @@ for i, row in enumerate(out["rows"]):
 [[ "$got" == "$names" ]] || fail "verify --manifest named $got, wanted $names"
 # A configuration only the depthwise line can take: the other lines fail with the planner's error,
 # and every line is still reported.
-out=$(conv verify --manifest "$manifest" --config depthwise --json)
+out=$(conv verify --manifest "$manifest" --config depthwise:th=2,lanes=3,warps=1,odb=2 --json)
 rc=$?
 echo "$out"
-((rc == 1)) || fail "verify --manifest --config depthwise exited $rc, wanted 1"
+((rc == 1)) || fail "verify --manifest --config depthwise:... exited $rc, wanted 1"
 python3 -c 'import json, sys
 out = json.load(sys.stdin)
 rows = {row["name"]: row for row in out["rows"]}
@@ -112,5 +112,5 @@ assert len(rows) == '"$(wc -w <<<"$names")"', rows
 assert rows["depthwise_valid_tf32"]["passed"] and rows["depthwise_valid_tf32"]["kernel"].startswith("depthwise "), rows
 assert out["passed"] == 1 and out["failed"] == len(rows) - 1, out
 assert all(row["error"] for row in out["rows"] if not row["passed"]), out' <<<"$out" ||
-  fail "verify --manifest --config depthwise: not one pass and the rest reported as errors"
+  fail "verify --manifest --config depthwise:...: not one pass and the rest reported as errors"
 echo "ok"

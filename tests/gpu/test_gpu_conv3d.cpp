@@ -690,6 +690,17 @@ TEST_CASE("grouped and depthwise NDHWC layers run on the grouped kernel and matc
   });
 }
 
+TEST_CASE("a block whose static and dynamic shared memory pass 48 KB only together launches") {
+  // bench/edge_sweep.jsonl e228: the grouped kernel's weights (static, 4320 bytes) beside its
+  // ring (45360 bytes dynamic) need the shared-memory opt-in, which the launch once asked for only
+  // where the dynamic part alone passed 48 KB (CUDA_ERROR_INVALID_VALUE).
+  Conv3dDesc d = make(2, 15, {33, 3, 16}, 48, {3, 3, 3}, {1, 1, 2}, Dims3{2, 3, 3}, {3, 3, 1}, 3, true);
+  d.dtype = DataType::BFloat16;
+  d.padding_mode = PaddingMode::Circular;
+  d.epilogue.activation = Activation::Gelu;
+  check_planned({d}, [](const Conv3dDesc&) { return "grouped bf16 ncdhw"; });
+}
+
 TEST_CASE("an input that is not 16-byte aligned: TMA plans copy it, 16-byte-copy plans run their 4-byte twin") {
   cli::make_context_current();
   cli::Stream stream;

@@ -59,8 +59,9 @@ int per_sm(const GroupedGeometry& g, const DeviceLimits& limits) {
 }
 
 // The kernel's shapes: BH a multiple of TH, BW of TW, at most 1024 threads; KB channels of one
-// group whose weights fit 16 KB of static shared memory; KB x TH x TW <= 32 accumulators (each
-// with its per-channel partial); two blocks per SM; extents and the block index in 32 bits.
+// group whose weights fit 16 KB of static shared memory (a block's static and dynamic shared memory
+// within the opt-in limit together); KB x TH x TW <= 32 accumulators (each with its per-channel
+// partial); two blocks per SM; extents and the block index in 32 bits.
 bool fits(const Problem& prob, const GroupedConfig& c, const GroupedGeometry& g, const DeviceLimits& limits) {
   const long long limit = (1LL << 31) - 1;
   const Conv3dDesc& d = prob.desc;
@@ -69,7 +70,7 @@ bool fits(const Problem& prob, const GroupedConfig& c, const GroupedGeometry& g,
                       c.kb * c.th * c.tw <= 32;
   const bool extents = std::max({d.d, d.h, d.w}) <= limit && std::max({prob.out.d, prob.out.h, prob.out.w}) <= limit;
   return shapes && extents && prob.k_per_group % c.kb == 0 && g.weight_floats <= 4096 &&
-         g.shared_bytes <= limits.max_smem_per_block_optin && per_sm(g, limits) >= 2 && blocks(prob, c) <= limit;
+         g.shared_bytes + 4 * g.weight_floats <= limits.max_smem_per_block_optin && per_sm(g, limits) >= 2 && blocks(prob, c) <= limit;
 }
 
 class GroupedFamily final : public Family {
