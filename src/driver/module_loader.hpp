@@ -56,7 +56,8 @@ CallContext call_context(CUstream stream);
 
 ContextInfo describe_context(CUcontext ctx);
 
-/// Loads binary into ctx and returns its kernel; opts in to `dynamic_shared` bytes if > 48 KB.
+/// Loads binary into ctx and returns its kernel; opts in to `dynamic_shared` bytes where they and
+/// the kernel's static shared memory pass 48 KB together.
 /// Throws Error(DriverError) if the driver refuses the image.
 CUfunction load_kernel(CUcontext ctx, const KernelBinary& binary, unsigned dynamic_shared);
 

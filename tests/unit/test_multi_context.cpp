@@ -13,6 +13,7 @@
 #include "catch.hpp"
 #include "conv3djit/engine.hpp"
 #include "driver/driver_api.hpp"
+#include "driver/module_loader.hpp"
 #include "driver/scratch.hpp"
 
 using namespace conv3djit;
@@ -97,7 +98,19 @@ CUresult module_get_function(CUfunction* f, CUmodule m, const char*) {
   *f = reinterpret_cast<CUfunction>(m);  // remembers the module, hence the context
   return CUDA_SUCCESS;
 }
-CUresult func_set_attribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+// Every function has static_shared bytes of static shared memory; opt-ins (the dynamic bytes asked
+// for) are recorded.
+std::atomic<int> static_shared{0};
+std::vector<int> opt_ins;
+CUresult func_get_attribute(int* v, CUfunction_attribute a, CUfunction) {
+  *v = a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES ? static_shared.load() : 0;
+  return CUDA_SUCCESS;
+}
+CUresult func_set_attribute(CUfunction, CUfunction_attribute a, int v) {
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) opt_ins.push_back(v);
+  return CUDA_SUCCESS;
+}
 CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s,
                 void**, void**) {
   CUcontext stream_ctx = nullptr;
@@ -192,6 +205,7 @@ detail::DriverApi fake_driver() {
   api.cuDriverGetVersion = driver_get_version;
   api.cuModuleLoadData = module_load;
   api.cuModuleGetFunction = module_get_function;
+  api.cuFuncGetAttribute = func_get_attribute;
   api.cuFuncSetAttribute = func_set_attribute;
   api.cuLaunchKernel = launch;
   api.cuMemPoolCreate = mem_pool_create;
@@ -342,6 +356,30 @@ TEST_CASE("a context recreated under its old handle gets its kernels loaded agai
   CHECK(engine.stats().module_loads == loads + 1);  // loaded into the new context
   CHECK(engine.stats().compiles == 1);               // the cubin is still good
   CHECK(state.stale_launches.load() == stale_before);
+}
+
+TEST_CASE("a kernel opts in to its dynamic shared memory where static and dynamic pass 48 KB together") {
+  FakeDriverScope fake;
+  detail::KernelBinary binary;
+  binary.lowered_name = "k";
+  binary.cubin = "image";
+  const auto opt_ins_for = [&](int static_bytes, unsigned dynamic_bytes) {
+    {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      opt_ins.clear();
+    }
+    static_shared = static_bytes;
+    detail::load_kernel(ctx_handle(1), binary, dynamic_bytes);
+    std::lock_guard<std::mutex> lock(state.mutex);
+    return opt_ins;
+  };
+  CHECK(opt_ins_for(0, 45360).empty());
+  CHECK(opt_ins_for(0, 49152).empty());
+  CHECK(opt_ins_for(0, 49153) == std::vector<int>{49153});
+  // The grouped kernel's weights (4320 bytes, static) beside a 45360-byte ring: 49680 together.
+  CHECK(opt_ins_for(4320, 45360) == std::vector<int>{45360});
+  CHECK(opt_ins_for(3792, 45360).empty());  // 49152 together
+  static_shared = 0;
 }
 
 TEST_CASE("a tensor past the end of its allocation is invalid_argument, and nothing is launched") {
