@@ -298,7 +298,7 @@ TEST_CASE("half types: grouped layers take grouped in both layouts; direct compi
 TEST_CASE("half types: grouped layers of 4, 8 or more channels a group take grouped_mma on sm_80 and sm_90 and compile without spills") {
   // ResNeXt-3D's 32 groups of 8 and of 4, groups of 16 with a stride and dilation, 24 -> 48
   // channels (two column blocks a warp), the heaviest epilogue with the residual, a padding mode,
-  // groups of 8 channels in and 4 out. As the engine
+  // groups of 8 channels in and 4 out, groups of 256 output channels. As the engine
   // compiles them: a budget that leaves a stack frame is relaxed (the heavy NCDHW epilogue beside
   // 54 registers of weights spills 8 bytes at 168 registers on sm_80).
   EngineOptions options;
@@ -313,7 +313,9 @@ TEST_CASE("half types: grouped layers of 4, 8 or more channels a group take grou
   const Conv3dDesc shapes[] = {test::make(8, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1, 1, 32, true), heavy, reflect,
                                test::make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true),
                                test::make(2, 128, {4, 14, 14}, 128, {3, 3, 3}, 1, 1, 1, 32, true),
-                               test::make(1, 32, {4, 6, 10}, 16, {3, 3, 3}, 1, 1, 1, 4)};
+                               test::make(1, 32, {4, 6, 10}, 16, {3, 3, 3}, 1, 1, 1, 4),
+                               // 256 output channels a group, a tile of 8 positions: 16 column blocks a warp
+                               test::make(1, 64, {2, 13, 2}, 1024, {1, 1, 1}, {1, 4, 1}, Dims3{1, 0, 0}, {2, 1, 3}, 4)};
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
       for (const Conv3dDesc& shape : shapes) {
