@@ -2,9 +2,10 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|all]
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT;
-# suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them)
+# suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them;
+# verify: VERIFY_MANIFESTS, default the edge sweep and the network layers)
 set -u -o pipefail
 what=${1:-all}
 out=${OUT:-device-out}
@@ -72,6 +73,24 @@ case $what in tune)
     echo "bench tuned $name exit $?"; tail -2 "$out/bench-tuned-$name.log"
   done
   export CONV3DJIT_CACHE_DIR=$PWD/$build/cache
+esac
+case $what in verify)
+  # Every layer of each manifest against its float64 reference (verify-<manifest>.json), compiled
+  # on every core first; the failing rows are printed.
+  for m in ${VERIFY_MANIFESTS:-bench/edge_sweep.jsonl bench/network_layers.jsonl}; do
+    name=verify-$(basename "$m" .jsonl)
+    $cli precompile --manifest "$m" -j 16 >"$out/$name-precompile.log" 2>&1
+    $cli verify --manifest "$m" --seed "${VERIFY_SEED:-11}" --json >"$out/$name.json" 2>"$out/$name.log"
+    echo "verify $m exit $?"
+    python3 - "$out/$name.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{r['passed']} passed, {r['failed']} failed")
+for row in r["rows"]:
+    if not row["passed"]:
+        print(" ", row["name"], row["shape"], row.get("kernel"), row.get("rel_l2"), row.get("error", ""))
+PY
+  done
 esac
 case $what in compile|all)
   # Cold NVRTC compiles, each kernel's median of COMPILE_REPEAT (interleaved rounds). A fixed
