@@ -314,8 +314,10 @@ TEST_CASE("half types: grouped layers of 4, 8 or more channels a group take grou
                                test::make(1, 48, {4, 7, 20}, 96, {1, 3, 3}, 1, 1, 1, 2, true),
                                test::make(2, 128, {4, 14, 14}, 128, {3, 3, 3}, 1, 1, 1, 32, true),
                                test::make(1, 32, {4, 6, 10}, 16, {3, 3, 3}, 1, 1, 1, 4),
-                               // 256 output channels a group, a tile of 8 positions: 16 column blocks a warp
-                               test::make(1, 64, {2, 13, 2}, 1024, {1, 1, 1}, {1, 4, 1}, Dims3{1, 0, 0}, {2, 1, 3}, 4)};
+                               // 256 output channels a group, one step: 16 column blocks a warp; 128 a
+                               // group, two steps: 8
+                               test::make(1, 64, {2, 13, 2}, 1024, {1, 1, 1}, {1, 4, 1}, Dims3{1, 0, 0}, {2, 1, 3}, 4),
+                               test::make(1, 128, {5, 20, 33}, 1024, {2, 1, 1}, {1, 3, 1}, Dims3{1, 2, 1}, {2, 1, 1}, 8, true)};
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const Layout layout : {Layout::NCDHW, Layout::NDHWC}) {
       for (const Conv3dDesc& shape : shapes) {

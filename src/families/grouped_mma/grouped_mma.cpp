@@ -39,8 +39,8 @@ constexpr int kMaxThreads = 256;
 constexpr int kChosenSharedBytes = 48 * 1024;
 /// Warps a block where the planner chooses it.
 constexpr int kChosenWarps = 8;
-/// Column blocks of 8 output channels a warp the planner gives at most (widest_nw).
-constexpr int kMaxChosenColumnBlocks = 16;
+/// Registers a thread's column blocks may take where the planner chooses NW (widest_nw).
+constexpr int kMaxChosenColumnRegisters = 128;
 
 geo::GroupedMmaGeometry geometry(int cg, int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw,
                                  const GroupedMmaConfig& c) {
@@ -107,12 +107,14 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const GroupedMmaConfi
 }
 
 // The most column blocks a warp whose weights fit its registers (K / groups / 8 of them, or a
-// divisor), and at most 16: each m16 block of the warp's positions holds 4 accumulators a column
-// block (a group of 256 output channels in one warp, 32 column blocks, spilled 80 bytes at 255
-// registers beside its weights; 16 a warp compiled without a stack).
+// divisor), and whose per-column registers together stay within 128: 2 a step of weights, 4
+// accumulators (an m16 block at a time) and 2 of bias. Groups of 256 output channels had spilled
+// with all their column blocks in one warp: 32 of one step (80 bytes at 255 registers), 16 of two
+// (16 bytes).
 int widest_nw(const Problem& prob) {
-  int nw = static_cast<int>(std::min<long long>(ceil_div(prob.k_per_group, 8), kMaxChosenColumnBlocks));
-  while (nw > 1 && !nw_fits(prob, nw)) --nw;
+  const long long steps = (items(prob) + 1) / 2;
+  int nw = static_cast<int>(ceil_div(prob.k_per_group, 8));
+  while (nw > 1 && (!nw_fits(prob, nw) || nw * (2 * steps + 6) > kMaxChosenColumnRegisters)) --nw;
   return nw;
 }
 
