@@ -149,12 +149,13 @@ int verify_manifest(const VerifyOptions& options, const GlobalOptions& global) {
   const int passed = static_cast<int>(descs.size()) - failed;
   if (options.json) {
     const std::optional<DeviceInfo> device = current_device();
+    const nlohmann::json config = options.config.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.config);
     const nlohmann::json out = {{"device", device ? device->name : ""},
                                 {"commit", source_commit()},
                                 {"manifest", options.manifest},
                                 {"seed", seed},
                                 {"reference", options.reference},
-                                {"config", options.config.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.config)},
+                                {"config", config},
                                 {"passed", passed},
                                 {"failed", failed},
                                 {"rows", std::move(rows)}};
@@ -173,7 +174,8 @@ int run_verify(const VerifyOptions& options, const GlobalOptions& global) {
 
 Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<VerifyOptions>();
-  CLI::App* cmd = app.add_subcommand("verify", "check a shape, or every layer of a manifest, on the GPU against a float64 reference");
+  CLI::App* cmd = app.add_subcommand(
+      "verify", "check a shape, or every layer of a manifest, on the GPU against a float64 reference");
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   options->seed_option = cmd->add_option(
       "--seed", options->seed, "random seed of the inputs, a manifest's line i seed + i (default: fresh)");

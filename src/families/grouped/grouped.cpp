@@ -70,7 +70,8 @@ bool fits(const Problem& prob, const GroupedConfig& c, const GroupedGeometry& g,
                       c.kb * c.th * c.tw <= 32;
   const bool extents = std::max({d.d, d.h, d.w}) <= limit && std::max({prob.out.d, prob.out.h, prob.out.w}) <= limit;
   return shapes && extents && prob.k_per_group % c.kb == 0 && g.weight_floats <= 4096 &&
-         g.shared_bytes + 4 * g.weight_floats <= limits.max_smem_per_block_optin && per_sm(g, limits) >= 2 && blocks(prob, c) <= limit;
+         g.shared_bytes + 4 * g.weight_floats <= limits.max_smem_per_block_optin && per_sm(g, limits) >= 2 &&
+         blocks(prob, c) <= limit;
 }
 
 class GroupedFamily final : public Family {
