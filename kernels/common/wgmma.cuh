@@ -30,6 +30,15 @@ __device__ __forceinline__ unsigned long long descriptor_sw128(unsigned addr) {
   return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
 }
 
+// Descriptor of an MN-major, 128-byte-swizzled operand (wgmma's transposed B) at `addr`: rows of
+// 128 bytes along MN (64 halves), one a k, as a TMA box of 64 x 64 halves with that swizzle
+// stores them; groups of 8 k 1024 bytes apart (SBO), atoms of 64 MN columns `lbo` bytes apart
+// (LBO). A k16 step starts 2048 bytes further.
+__device__ __forceinline__ unsigned long long descriptor_mn_sw128(unsigned addr, unsigned lbo) {
+  using u64 = unsigned long long;
+  return u64((addr & 0x3FFFF) >> 4) | (u64(lbo >> 4) << 16) | (u64(1024 >> 4) << 32) | (u64(1) << 62);
+}
+
 // The same for rows of 64 bytes, 64-byte swizzled (the 16-byte chunk j of row r at chunk
 // j ^ (r / 2 % 4), as a TMA box with that swizzle stores them): SBO 512 bytes (8 rows), layout
 // type 2; the row group 512-byte aligned.

@@ -16,11 +16,12 @@
 
 namespace conv3djit::wgmma {
 
-// d = (accumulate ? d : 0) + A * B, N = 64, 96, 128, 192 or 256 columns; BF16 picks .bf16 or .f16
-// inputs; M_MAJOR reads A in M-major order (wgmma's transposed A: 64 rows of a k step contiguous,
-// 128 bytes a k, the same 128-byte swizzle and 1024-byte SBO between groups of 8 k; a k16 step is
-// 2048 bytes further, one 64-row operand needs no LBO).
-template <int N, bool BF16, bool M_MAJOR = false>
+// d = (accumulate ? d : 0) + A * B, N = 64, 96, 112, 128, 192 or 256 columns; BF16 picks .bf16 or
+// .f16 inputs; M_MAJOR reads A in M-major order (wgmma's transposed A: 64 rows of a k step
+// contiguous, 128 bytes a k, the same 128-byte swizzle and 1024-byte SBO between groups of 8 k; a
+// k16 step is 2048 bytes further, one 64-row operand needs no LBO); N_MAJOR reads B so
+// (descriptor_mn_sw128: N in atoms of 64 columns, LBO bytes apart).
+template <int N, bool BF16, bool M_MAJOR = false, bool N_MAJOR = false>
 __device__ __forceinline__ void mma_half(float (&d)[N / 2], unsigned long long a, unsigned long long b,
                                          bool accumulate);
 
@@ -61,13 +62,13 @@ __device__ __forceinline__ void mma_half_regs(float (&d)[N / 2], const unsigned 
 #define CONV3DJIT_D8(i)                                                                                   \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-#define CONV3DJIT_WGMMA_HALF_T(N, BF16, M_MAJOR, TRANS_A, TYPE, D_REGS, DESCS, FLAG, ...)                     \
+#define CONV3DJIT_WGMMA_HALF_T(N, BF16, M_MAJOR, N_MAJOR, TRANS_A, TRANS_B, TYPE, D_REGS, DESCS, FLAG, ...)   \
   template <>                                                                                             \
-  __device__ __forceinline__ void mma_half<N, BF16, M_MAJOR>(float(&d)[N / 2], unsigned long long a,      \
-                                                             unsigned long long b, bool accumulate) {     \
+  __device__ __forceinline__ void mma_half<N, BF16, M_MAJOR, N_MAJOR>(float(&d)[N / 2], unsigned long long a, \
+                                                                      unsigned long long b, bool accumulate) { \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FLAG ", 0;\n"                                        \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" D_REGS "}, " DESCS     \
-                 ", p, 1, 1, " TRANS_A ", 0;\n}\n"                                                          \
+                 ", p, 1, 1, " TRANS_A ", " TRANS_B ";\n}\n"                                                \
                  : __VA_ARGS__                                                                            \
                  : "l"(a), "l"(b), "r"(int(accumulate)));                                                 \
   }
@@ -90,18 +91,21 @@ __device__ __forceinline__ void mma_half_regs(float (&d)[N / 2], const unsigned 
                  : __VA_ARGS__                                                                            \
                  : "l"(a), "l"(b), "r"(int(accumulate)));                                                 \
   }
-// Both orders of A for one width and type.
-#define CONV3DJIT_WGMMA_HALF(N, BF16, TYPE, D_REGS, DESCS, FLAG, ...)                            \
-  CONV3DJIT_WGMMA_HALF_T(N, BF16, false, "0", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)           \
-  CONV3DJIT_WGMMA_HALF_T(N, BF16, true, "1", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)
+// Both orders of A, with B K-major, and K-major A with N-major B, for one width and type.
+#define CONV3DJIT_WGMMA_HALF(N, BF16, TYPE, D_REGS, DESCS, FLAG, ...)                                   \
+  CONV3DJIT_WGMMA_HALF_T(N, BF16, false, false, "0", "0", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)      \
+  CONV3DJIT_WGMMA_HALF_T(N, BF16, true, false, "1", "0", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)       \
+  CONV3DJIT_WGMMA_HALF_T(N, BF16, false, true, "0", "1", TYPE, D_REGS, DESCS, FLAG, __VA_ARGS__)
 // The register lists and operands of each width, each the previous width's and more.
 #define CONV3DJIT_L64 CONV3DJIT_R0 ", " CONV3DJIT_R8 ", " CONV3DJIT_R16 ", " CONV3DJIT_R24
 #define CONV3DJIT_L96 CONV3DJIT_L64 ", " CONV3DJIT_R32 ", " CONV3DJIT_R40
+#define CONV3DJIT_L112 CONV3DJIT_L96 ", " CONV3DJIT_R48
 #define CONV3DJIT_L128 CONV3DJIT_L96 ", " CONV3DJIT_R48 ", " CONV3DJIT_R56
 #define CONV3DJIT_L192 CONV3DJIT_L128 ", " CONV3DJIT_R64 ", " CONV3DJIT_R72 ", " CONV3DJIT_R80 ", " CONV3DJIT_R88
 #define CONV3DJIT_L256 CONV3DJIT_L192 ", " CONV3DJIT_R96 ", " CONV3DJIT_R104 ", " CONV3DJIT_R112 ", " CONV3DJIT_R120
 #define CONV3DJIT_O64 CONV3DJIT_D8(0), CONV3DJIT_D8(8), CONV3DJIT_D8(16), CONV3DJIT_D8(24)
 #define CONV3DJIT_O96 CONV3DJIT_O64, CONV3DJIT_D8(32), CONV3DJIT_D8(40)
+#define CONV3DJIT_O112 CONV3DJIT_O96, CONV3DJIT_D8(48)
 #define CONV3DJIT_O128 CONV3DJIT_O96, CONV3DJIT_D8(48), CONV3DJIT_D8(56)
 #define CONV3DJIT_O192 CONV3DJIT_O128, CONV3DJIT_D8(64), CONV3DJIT_D8(72), CONV3DJIT_D8(80), CONV3DJIT_D8(88)
 #define CONV3DJIT_O256 CONV3DJIT_O192, CONV3DJIT_D8(96), CONV3DJIT_D8(104), CONV3DJIT_D8(112), CONV3DJIT_D8(120)
@@ -109,6 +113,8 @@ __device__ __forceinline__ void mma_half_regs(float (&d)[N / 2], const unsigned 
   CONV3DJIT_WGMMA_HALF(64, BF16, TYPE, CONV3DJIT_L64, "%32, %33", "%34", CONV3DJIT_O64)
 #define CONV3DJIT_HALF_N96(BF16, TYPE) \
   CONV3DJIT_WGMMA_HALF(96, BF16, TYPE, CONV3DJIT_L96, "%48, %49", "%50", CONV3DJIT_O96)
+#define CONV3DJIT_HALF_N112(BF16, TYPE) \
+  CONV3DJIT_WGMMA_HALF(112, BF16, TYPE, CONV3DJIT_L112, "%56, %57", "%58", CONV3DJIT_O112)
 #define CONV3DJIT_HALF_N128(BF16, TYPE) \
   CONV3DJIT_WGMMA_HALF(128, BF16, TYPE, CONV3DJIT_L128, "%64, %65", "%66", CONV3DJIT_O128)
 #define CONV3DJIT_HALF_N192(BF16, TYPE) \
@@ -123,6 +129,8 @@ CONV3DJIT_HALF_N64(true, "bf16")
 CONV3DJIT_HALF_N64(false, "f16")
 CONV3DJIT_HALF_N96(true, "bf16")
 CONV3DJIT_HALF_N96(false, "f16")
+CONV3DJIT_HALF_N112(true, "bf16")
+CONV3DJIT_HALF_N112(false, "f16")
 CONV3DJIT_HALF_N128(true, "bf16")
 CONV3DJIT_HALF_N128(false, "f16")
 CONV3DJIT_HALF_N192(true, "bf16")
@@ -137,6 +145,7 @@ CONV3DJIT_WGMMA_TF32(256, CONV3DJIT_L256, "%128, %129", "%130", CONV3DJIT_O256)
 #undef CONV3DJIT_HALF_N256
 #undef CONV3DJIT_HALF_N192
 #undef CONV3DJIT_HALF_N128
+#undef CONV3DJIT_HALF_N112
 #undef CONV3DJIT_HALF_N96
 #undef CONV3DJIT_HALF_N64
 #undef CONV3DJIT_WGMMA_HALF
@@ -147,6 +156,8 @@ CONV3DJIT_WGMMA_TF32(256, CONV3DJIT_L256, "%128, %129", "%130", CONV3DJIT_O256)
 #undef CONV3DJIT_O64
 #undef CONV3DJIT_L96
 #undef CONV3DJIT_O96
+#undef CONV3DJIT_L112
+#undef CONV3DJIT_O112
 #undef CONV3DJIT_L128
 #undef CONV3DJIT_O128
 #undef CONV3DJIT_L192

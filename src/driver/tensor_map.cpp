@@ -15,6 +15,13 @@ CUtensorMapDataType tensor_map_type(DataType type) {
   throw Error(ErrorCategory::Unsupported, "tensor map: no TMA data type for this element type");
 }
 
+namespace {
+// Bytes of an element of a map's type.
+cuuint64_t map_element_bytes(CUtensorMapDataType type) {
+  return type == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 || type == CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 ? 4 : 2;
+}
+}  // namespace
+
 CUtensorMapDataType operand_map_type(DataType type, Precision precision) {
   return type == DataType::Float32 && precision == Precision::Tf32 ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32
                                                                    : tensor_map_type(type);
@@ -40,6 +47,28 @@ CUtensorMap encode_output_planes(DataType type, const void* base, long long n, l
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   return encode_tiled_map(tensor_map_type(type), 4, base, dims, strides, box, element_strides, swizzle,
                           CU_TENSOR_MAP_L2_PROMOTION_NONE);
+}
+
+CUtensorMap encode_matrix_rows(CUtensorMapDataType type, const void* base, long long rows, long long cols,
+                               unsigned box_rows, unsigned box_cols, CUtensorMapSwizzle swizzle) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {dims[0] * map_element_bytes(type)};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return encode_tiled_map(type, 2, base, dims, strides, box, element_strides, swizzle,
+                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+}
+
+CUtensorMap encode_channel_runs(CUtensorMapDataType type, const void* base, long long n, long long c,
+                                long long positions, unsigned box_positions, unsigned box_channels) {
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(positions), static_cast<cuuint64_t>(c),
+                              static_cast<cuuint64_t>(n)};
+  const cuuint64_t bytes = map_element_bytes(type);
+  const cuuint64_t strides[2] = {dims[0] * bytes, dims[0] * dims[1] * bytes};
+  const cuuint32_t box[3] = {box_positions, box_channels, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode_tiled_map(type, 3, base, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
+                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 CUtensorMap encode_im2col_map(CUtensorMapDataType type, const void* base, const cuuint64_t* dims,

@@ -33,6 +33,19 @@ CUtensorMap encode_tiled_map(CUtensorMapDataType type, unsigned rank, const void
 CUtensorMap encode_output_planes(DataType type, const void* base, long long n, long long k, long long od,
                                  long long plane, const cuuint32_t (&box)[4], CUtensorMapSwizzle swizzle);
 
+/// A rows x cols row-major matrix of `type` (a weight's K rows of its reduction) in boxes of
+/// `box_rows` rows x `box_cols` elements, swizzled, out-of-bounds elements zero. Throws
+/// Error(DriverError) if the driver refuses the map.
+CUtensorMap encode_matrix_rows(CUtensorMapDataType type, const void* base, long long rows, long long cols,
+                               unsigned box_rows, unsigned box_cols, CUtensorMapSwizzle swizzle);
+
+/// An NCDHW tensor of `type` and extents (N, C, D·H·W) as the 3-D tensor (D·H·W, C, N) in boxes of
+/// `box_positions` positions x `box_channels` channels of one image, 128-byte swizzled (a channel's
+/// positions one row), out-of-bounds elements zero. Throws Error(DriverError) if the driver
+/// refuses the map.
+CUtensorMap encode_channel_runs(CUtensorMapDataType type, const void* base, long long n, long long c,
+                                long long positions, unsigned box_positions, unsigned box_channels);
+
 /// An NDHWC tensor of dims {C, W, H, D, N} (`strides` in bytes of dims 1..4) read in im2col mode:
 /// `pixels` consecutive window origins a copy, walked W, H, D, N inside the bounding box `lower`
 /// .. dims + `upper` ({W, H, D}, each in [-16, 15]) by `element_strides`, `channels` channels of

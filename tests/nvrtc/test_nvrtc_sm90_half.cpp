@@ -190,7 +190,9 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
     return d;
   };
   const Conv3dDesc pointwise = ncdhw(test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1}));
-  const detail::Plan plan = detail::make_plan(detail::make_problem(pointwise), sm90);
+  // (gemm_sm90 takes these layers first: forced here.)
+  const std::string family = "igemm_sm90_half";
+  const detail::Plan plan = detail::make_plan(detail::make_problem(pointwise), sm90, family);
   CHECK(plan.key.field("mmajor") == 1);
   CHECK(plan.key.field("im2col") == 0);
   CHECK_FALSE(plan.input_copy);
@@ -202,16 +204,16 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
   CHECK(plan.unaligned->key.field("mmajor") == 0);
   CHECK(plan.unaligned->input_copy);
   // Past 128 output channels too, 128 x 128 tiles of 3 stages (two blocks an SM), where the same
-  // layer channels-last takes a wider tile.
+  // layer channels-last takes a wider tile of the planner's.
   const Conv3dDesc wide_k = ncdhw(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}));
-  const detail::Plan wide_plan = detail::make_plan(detail::make_problem(wide_k), sm90);
+  const detail::Plan wide_plan = detail::make_plan(detail::make_problem(wide_k), sm90, family);
   CHECK(wide_plan.key.field("mmajor") == 1);
   CHECK(wide_plan.key.field("bn") == 128);
   CHECK(wide_plan.key.field("stages") == 3);
   CHECK(detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false, wide_k)), sm90).key.field("bn") > 128);
   // Tiles never span two images: 240 positions make two row tiles an image.
   const Conv3dDesc ragged = ncdhw(test::make(3, 72, {3, 8, 10}, 100, {1, 1, 1}));
-  CHECK(detail::make_plan(detail::make_problem(ragged), sm90).grid == 3u * 2u);
+  CHECK(detail::make_plan(detail::make_problem(ragged), sm90, family).grid == 3u * 2u);
   // Not M-major: strides, padding, planes of D·H·W % 8 != 0, NDHWC, larger windows.
   for (const Conv3dDesc& d : {ncdhw(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, {1, 2, 2})),
                               ncdhw(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 1)),

@@ -265,26 +265,16 @@ class HalfSm90Family final : public Family {
       thread_local LastTensorMap last;
       const long long kred = static_cast<long long>(p.c_per_group) * p.kd * p.kh * p.kw;
       *weight_map = last.get(plan.key, weight, {p.k, kred}, [&] {
-        const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kred), static_cast<cuuint64_t>(p.k)};
-        const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kred) * element_bytes(plan.key.dtype)};
-        const cuuint32_t box[2] = {static_cast<cuuint32_t>(c.chunk), static_cast<cuuint32_t>(c.bn)};
-        const cuuint32_t element_strides[2] = {1, 1};
-        return encode_tiled_map(type, 2, weight, dims, strides, box, element_strides, swizzle,
-                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+        return encode_matrix_rows(type, weight, p.k, kred, static_cast<unsigned>(c.bn), static_cast<unsigned>(c.chunk),
+                                  swizzle);
       });
     }
     if (c.mmajor == 1) {
       // The NCDHW input as a (D·H·W) x C x N tensor in boxes of 64 positions x 64 channels.
       thread_local LastTensorMap last;
       *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
-        const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.d * p.h * p.w), static_cast<cuuint64_t>(p.c),
-                                    static_cast<cuuint64_t>(p.n)};
-        const cuuint64_t strides[2] = {dims[0] * element_bytes(plan.key.dtype),
-                                       dims[0] * dims[1] * element_bytes(plan.key.dtype)};
-        const cuuint32_t box[3] = {geo::kMajorBox, static_cast<cuuint32_t>(c.chunk), 1};
-        const cuuint32_t element_strides[3] = {1, 1, 1};
-        return encode_tiled_map(type, 3, input, dims, strides, box, element_strides, CU_TENSOR_MAP_SWIZZLE_128B,
-                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+        return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, geo::kMajorBox,
+                                   static_cast<unsigned>(c.chunk));
       });
     }
     if (c.im2col == 1) {

@@ -1,0 +1,149 @@
+// Pointwise convolutions of bf16 / fp16 NCDHW tensors (1 x 1 x 1 windows, unit strides, no
+// padding, one group) as the GEMMs they are, on Hopper's warpgroup MMA (wgmma, sm_90a), output in
+// the input type or float32 (Spec::out_element).
+//
+// GEMM view, image by image: out[n] (K x P, P = D·H·W positions) = W (K x C) · in[n] (C x P). The
+// weight is A as stored (K-major: a row of C channels an output channel); the input is B in N-major
+// order (P contiguous), which wgmma reads transposed, so neither operand is copied and the
+// accumulators hold pairs of adjacent positions of one output channel: NCDHW's order.
+//
+// Warp-specialised and persistent: one block an SM walks tiles t = blockIdx.x, + gridDim.x, ...
+// of 128 output channels x Spec::bn positions of one image (channel blocks fastest, so that the
+// blocks running together read the same input boxes from L2). Its producer warp issues, a chunk
+// of 64 input channels at a time, one TMA box of the weight (64 channels x 128 rows) and the
+// input's boxes (64 positions x 64 channels each) into a ring of Spec::stages stages, each stage
+// guarded by a full mbarrier (its bytes have landed) and an empty one (the eight consumer warps
+// have finished reading it). Its two consumer warpgroups multiply 64 output channels each (four
+// wgmma k16 a chunk, every stage but the last one's released as soon as the next chunk's
+// products are issued) and store their tile from the accumulators, while the producer already
+// loads the next tile's chunks. Out-of-range channels, rows and positions arrive as the boxes'
+// zeros; the stores skip them.
+#pragma once
+#include "common/element.cuh"
+#include "common/epilogue.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma_half.cuh"
+#include "gemm_sm90/geometry.cuh"
+
+namespace conv3djit {
+
+template <class Spec>
+__global__ void __launch_bounds__(gemm_sm90_geometry::kThreads, 1)
+gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
+          const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
+          ConvParams p, const __grid_constant__ TensorMap weight_map, const __grid_constant__ TensorMap input_map) {
+  using namespace gemm_sm90_geometry;
+  using T = typename Spec::element;
+  using Out = typename Spec::out_element;
+  constexpr int BN = Spec::bn, STAGES = Spec::stages, NB = boxes(BN), STAGE = stage_bytes(BN);
+  constexpr int A_BYTES = kTileChannels * 128, R = BN / 2;
+  static_assert(sizeof(T) == 2, "16-bit operands: tf32 wgmma reads K-major operands only");
+  static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
+  static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
+
+  extern __shared__ uint4 shared_gemm_ring[];
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));
+  const unsigned ring = (base + 1023u) & ~1023u;
+  char* const ring_ptr = reinterpret_cast<char*>(shared_gemm_ring) + (ring - base);
+  auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
+  auto* const empty = full + kMaxStages;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int positions = static_cast<int>(p.d * p.h * p.w), channels = static_cast<int>(p.c);
+  const int k_tiles = static_cast<int>((p.k + kTileChannels - 1) / kTileChannels);
+  const int p_tiles = (positions + BN - 1) / BN;
+  const long long tiles = static_cast<long long>(k_tiles) * p_tiles * p.n;
+  const int chunks = (channels + kChunk - 1) / kChunk;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      tma::init(full + s);
+      tma::init(empty + s, 8);  // one arrival a consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // initialised before any thread waits; no block-wide barrier follows
+
+  if (warp == 8) {  // the producer
+    if (lane == 0) {
+      unsigned it = 0;
+      for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int kt = static_cast<int>(t % k_tiles);
+        const long long rest = t / k_tiles;
+        const int p0 = static_cast<int>(rest % p_tiles) * BN, img = static_cast<int>(rest / p_tiles);
+        for (int q = 0; q < chunks; ++q, ++it) {
+          const int s = static_cast<int>(it % STAGES);
+          tma::wait(empty + s, ((it / STAGES) & 1u) ^ 1u);  // (a fresh barrier's previous phase is complete)
+          char* const stage = ring_ptr + s * STAGE;
+          tma::arrive_expect(full + s, STAGE);
+          tma::load_box(stage, weight_map, q * kChunk, kt * kTileChannels, full + s);
+#pragma unroll
+          for (int b = 0; b < NB; ++b) {
+            tma::load_box(stage + A_BYTES + b * (kBox * 128), input_map, p0 + b * kBox, q * kChunk, img, full + s);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // A consumer: warpgroup wg's 64 output channels of each tile.
+  const int wg = warp >> 2;
+  const int g = lane >> 2, t4 = lane & 3, row = wg * 64 + (warp & 3) * 16 + g;
+  constexpr bool BF16 = kIsBf16<T>;
+  // Pairs of positions stored with one instruction where the output (and residual) lie on a
+  // pair's bytes: positions and P are even, so every pair does then.
+  const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
+                      (2 * sizeof(Out) - 1)) == 0;
+  float acc[R];
+  unsigned it = 0;
+  for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int kt = static_cast<int>(t % k_tiles);
+    const long long rest = t / k_tiles;
+    const int p0 = static_cast<int>(rest % p_tiles) * BN;
+    const long long img = rest / p_tiles;
+#pragma unroll 1
+    for (int q = 0; q < chunks; ++q, ++it) {
+      const int s = static_cast<int>(it % STAGES);
+      tma::wait(full + s, (it / STAGES) & 1u);
+      const unsigned a = ring + static_cast<unsigned>(s * STAGE + wg * 64 * 128);
+      const unsigned b = ring + static_cast<unsigned>(s * STAGE + A_BYTES);
+      wgmma::fence();
+#pragma unroll
+      for (int j = 0; j < kChunk / 16; ++j) {
+        wgmma::mma_half<BN, BF16, false, true>(acc, wgmma::descriptor_sw128(a + 32 * j),
+                                               wgmma::descriptor_mn_sw128(b + 2048 * j, kBox * 128), q > 0 || j > 0);
+      }
+      wgmma::commit();
+      wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
+      if (q > 0 && lane == 0) tma::arrive(empty + (it + STAGES - 1) % STAGES);
+    }
+    wgmma::wait<0>();
+    if (lane == 0) tma::arrive(empty + (it + STAGES - 1) % STAGES);
+    wgmma::settle(acc);
+
+    // The epilogue from the accumulators: d[4j + e] is channel row + 8 (e / 2), position
+    // p0 + 8j + 2 t4 + e % 2.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long k = static_cast<long long>(kt) * kTileChannels + row + 8 * h;
+      if (k >= p.k) continue;
+      const float bk = p.has_bias ? load_float(bias + k) : 0.f;
+      const long long line = (img * p.k + k) * positions;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int pos = p0 + 8 * j + 2 * t4;
+        if (pos >= positions) continue;
+        const long long at = line + pos;
+        const float r0 = epilogue::residual<Spec, float>(at, true, p);
+        const float r1 = epilogue::residual<Spec, float>(at + 1, true, p);
+        const float v0 = epilogue::apply_read<Spec>(acc[4 * j + 2 * h], bk, r0, p);
+        const float v1 = epilogue::apply_read<Spec>(acc[4 * j + 2 * h + 1], bk, r1, p);
+        store_two(out + at, v0, v1, pairs, true);
+      }
+    }
+  }
+}
+
+}  // namespace conv3djit

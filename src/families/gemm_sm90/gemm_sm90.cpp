@@ -1,0 +1,178 @@
+// gemm_sm90: pointwise bf16 / fp16 NCDHW layers (1 x 1 x 1, unit strides, no padding, one group) as
+// GEMMs of the weight (A, K-major) and each image's input (B, N-major, read transposed), on
+// Hopper's wgmma: persistent blocks of a producer warp (TMA boxes into a ring of full / empty
+// mbarriers) and two consumer warpgroups that store their tiles from the accumulators
+// (docs/kernels/gemm_sm90.md).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+
+#include "conv3djit/error.hpp"
+#include "driver/tensor_map.hpp"
+#include "gemm_sm90/geometry.cuh"
+#include "plan/family.hpp"
+#include "plan/forced_config.hpp"
+
+namespace conv3djit::detail {
+
+const Family& igemm_sm90_half_family();
+
+namespace {
+
+namespace geo = gemm_sm90_geometry;
+
+struct GemmConfig {
+  int bn, stages;
+};
+
+const ConfigTable<GemmConfig, 2> kTable{{{
+    {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256"}, &GemmConfig::bn},
+    {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
+     &GemmConfig::stages},
+}}};
+
+constexpr int kWidths[] = {128, 112, 96, 192, 256, 64};
+
+// A tile's fixed cost (its epilogue, its first chunk's wait) in positions' worth of products,
+// for choosing its width.
+constexpr long long kTileOverhead = 16;
+
+long long positions_of(const Problem& prob) { return prob.desc.d * prob.desc.h * prob.desc.w; }
+
+long long tiles(const Problem& prob, int bn) {
+  return ceil_div(prob.desc.k, geo::kTileChannels) * ceil_div(positions_of(prob), bn) * prob.desc.n;
+}
+
+int most_stages(const DeviceLimits& limits, int bn) {
+  int stages = geo::kMaxStages;
+  while (stages > 2 && geo::shared_bytes(bn, stages) > limits.max_smem_per_block_optin) --stages;
+  return stages;
+}
+
+bool fits(const DeviceLimits& limits, const GemmConfig& c) {
+  const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
+  return width && c.stages >= 2 && c.stages <= geo::kMaxStages &&
+         geo::shared_bytes(c.bn, c.stages) <= limits.max_smem_per_block_optin;
+}
+
+class GemmSm90Family final : public Family {
+ public:
+  const KernelDef& kernel() const override { return def_; }
+  const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
+
+  Refusal serves_types(const Problem& prob) const override {
+    if (prob.desc.dtype == DataType::Float32 || prob.desc.layout != Layout::NCDHW) return "bf16 / fp16 NCDHW tensors";
+    return std::nullopt;
+  }
+
+  Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
+    const Conv3dDesc& d = prob.desc;
+    if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
+    if (d.groups != 1) return "groups == 1";
+    const Dims3 &before = prob.pad.before, &after = prob.pad.after;
+    if (prob.taps() != 1 || d.stride.d != 1 || d.stride.h != 1 || d.stride.w != 1 || before.d != 0 ||
+        before.h != 0 || before.w != 0 || after.d != 0 || after.h != 0 || after.w != 0) {
+      return "a 1 x 1 x 1 window, unit strides and no padding (a GEMM)";
+    }
+    // A map's rows: the weight's C channels and an input channel's D·H·W positions on 16 bytes.
+    if (d.c % 8 != 0 || positions_of(prob) % 8 != 0) return "C and D·H·W multiples of 8 (rows on 16 bytes)";
+    // 32-bit box coordinates; and igemm_sm90_half, which runs inputs off 16 bytes, needs an image
+    // of fewer than 2^31 elements.
+    if (d.c * positions_of(prob) >= (int64_t{1} << 31) || d.k > std::numeric_limits<int32_t>::max()) {
+      return "an image of fewer than 2^31 elements, fewer than 2^31 output channels";
+    }
+    // Float32 outputs of long 16-bit reductions keep partial sums apart (igemm_sm90_half's blocked
+    // sums); this kernel's accumulators run the whole reduction.
+    if (prob.out_dtype == DataType::Float32 && d.c > 1024) return "at most 1024 channels for float32 outputs";
+    return std::nullopt;
+  }
+
+  std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
+    if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
+    return plan(prob, limits, {best_width(prob), 0});
+  }
+
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
+    if (prob.desc.k < 64) return "fewer than 64 output channels: most of a 128-channel tile would be padding";
+    return std::nullopt;
+  }
+
+  std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
+    std::vector<Plan> plans;
+    if (serves_types(prob) || can_implement(prob, limits)) return plans;
+    plans.push_back(plan(prob, limits, {best_width(prob), 0}));
+    for (const int bn : kWidths) plans.push_back(plan(prob, limits, {bn, 0}));
+    return distinct_plans(std::move(plans), count);
+  }
+
+  Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
+    if (const Refusal r = serves_types(prob) ? serves_types(prob) : can_implement(prob, limits)) {
+      refuse_config(forced, *r);
+    }
+    GemmConfig c = kTable.apply({best_width(prob), 0}, forced);
+    if (!forced.get("stages")) c.stages = 0;
+    GemmConfig sized = c;
+    if (sized.stages == 0) sized.stages = most_stages(limits, c.bn);
+    if (!fits(limits, sized)) {
+      refuse_config(forced, "BN of 64, 96, 112, 128, 192 or 256 positions and 2 to 8 stages within the block's "
+                            "shared memory");
+    }
+    return plan(prob, limits, c);
+  }
+
+  // The weight's map (the first): K rows of C channels in boxes of 128 rows x 64 channels; the
+  // input's (the second): (D·H·W, C, N) in boxes of 64 positions x 64 channels; both 128-byte
+  // swizzled, as wgmma reads them.
+  void tensor_maps(const Plan& plan, const void* input, const void* weight, void*, CUtensorMap* weight_map,
+                   CUtensorMap* input_map, CUtensorMap*) const override {
+    const ConvParams& p = plan.params;
+    const CUtensorMapDataType type = tensor_map_type(plan.key.dtype);
+    thread_local LastTensorMap last_weight, last_input;
+    *weight_map = last_weight.get(plan.key, weight, {p.k, p.c}, [&] {
+      return encode_matrix_rows(type, weight, p.k, p.c, geo::kTileChannels, geo::kChunk, CU_TENSOR_MAP_SWIZZLE_128B);
+    });
+    *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
+      return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, geo::kBox, geo::kChunk);
+    });
+  }
+
+ private:
+  // The width whose rounds of one tile an SM (kWaveBlocks) cost least, a round the tile's
+  // positions and its fixed cost: pointwise_512's 784 positions an image take 7 tiles of 112
+  // (no partial tile) where 128 leaves the 7th mostly empty.
+  static int best_width(const Problem& prob) {
+    int best = kWidths[0];
+    auto cost = [&](int bn) { return ceil_div(tiles(prob, bn), kWaveBlocks) * (bn + kTileOverhead); };
+    for (const int bn : kWidths) {
+      if (cost(bn) < cost(best)) best = bn;
+    }
+    return best;
+  }
+
+  Plan plan(const Problem& prob, const DeviceLimits& limits, GemmConfig c) const {
+    if (c.stages == 0) c.stages = most_stages(limits, c.bn);
+    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads, geo::shared_bytes(c.bn, c.stages));
+    plan.grid = checked_grid(std::min<long long>(tiles(prob, c.bn), limits.sm_count), *this);
+    plan.weight_map = true;
+    // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
+    // first candidate: its choice, also where its heuristic would decline the layer).
+    std::vector<Plan> other = igemm_sm90_half_family().candidates(prob, limits, 1);
+    if (other.empty()) throw Error(ErrorCategory::Unsupported, "gemm_sm90: igemm_sm90_half has no plan for an input off 16 bytes");
+    plan.unaligned = other.front().unaligned ? other.front().unaligned : std::make_shared<const Plan>(other.front());
+    return plan;
+  }
+
+  const KernelDef def_{"gemm_sm90", "gemm_sm90/gemm_sm90.cu", kUsesConvolution, true, kTable.infos()};
+};
+
+}  // namespace
+
+const Family& gemm_sm90_family() {
+  static const GemmSm90Family family;
+  return family;
+}
+
+}  // namespace conv3djit::detail

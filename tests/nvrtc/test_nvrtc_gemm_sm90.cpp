@@ -1,0 +1,113 @@
+// NVRTC, no GPU: pointwise bf16 / fp16 NCDHW layers (1 x 1 x 1, unit strides, no padding, one group,
+// C and D·H·W multiples of 8) plan to gemm_sm90 on sm_90 with the tile width whose rounds cost
+// least, one persistent block an SM and igemm_sm90_half's twin for inputs off 16 bytes; every
+// other layer goes elsewhere; every width, both output types and epilogues with a residual compile
+// for sm_90a without spills.
+#include <string>
+
+#include "catch.hpp"
+#include "config_cases.hpp"
+#include "conv3djit/error.hpp"
+#include "core/problem.hpp"
+#include "gemm_sm90/geometry.cuh"
+#include "plan/plan.hpp"
+#include "ptxas_report.hpp"
+
+using namespace conv3djit;
+
+namespace {
+
+Conv3dDesc typed(Conv3dDesc d, DataType type = DataType::BFloat16, bool fp32_output = false) {
+  d.dtype = type;
+  d.fp32_output = fp32_output;
+  return d;
+}
+
+detail::Plan plan_of(const Conv3dDesc& d, const std::string& forced = "") {
+  return detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), forced);
+}
+
+std::string family_of(const detail::Plan& plan) {
+  const std::string text = detail::canonical_text(plan.key);
+  return text.substr(0, text.find(' '));
+}
+
+}  // namespace
+
+TEST_CASE("gemm_sm90: which layers it takes") {
+  const Conv3dDesc pointwise_512 = typed(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}));
+  const detail::Plan p = plan_of(pointwise_512);
+  CHECK(family_of(p) == "gemm_sm90");
+  CHECK(p.block == 288u);
+  CHECK(p.grid == 132u);  // one block an SM, each walking its tiles
+  CHECK_FALSE(p.input_copy);
+  CHECK_FALSE(p.prep);
+  CHECK(p.weight_map);
+  // 784 positions an image: 7 tiles of 112, none partial.
+  CHECK(p.key.field("bn") == 112);
+  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(112, p.key.field("stages"))));
+  CHECK(p.shared_bytes <= 227u * 1024u);
+  // An input off 16 bytes runs igemm_sm90_half's twin (its channels-last copy).
+  REQUIRE(p.unaligned);
+  CHECK(family_of(*p.unaligned) == "igemm_sm90_half");
+  CHECK(p.unaligned->input_copy);
+  // Fewer tiles than SMs: a block each.
+  CHECK(plan_of(typed(test::make(1, 64, {2, 4, 8}, 64, {1, 1, 1}))).grid == 1u);
+  // fp16, float32 outputs, an epilogue with a residual.
+  Conv3dDesc e = typed(test::make(2, 256, {4, 8, 8}, 256, {1, 1, 1}, 1, 0, 1, 1, true), DataType::Float16, true);
+  e.epilogue.activation = Activation::Silu;
+  e.epilogue.residual = true;
+  CHECK(family_of(plan_of(e)) == "gemm_sm90");
+
+  for (const Conv3dDesc& d : {
+           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, {1, 2, 2})),            // strided
+           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 1)),                 // padded
+           typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})),                       // D·H·W % 8 != 0
+           typed(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 0, 0})),    // a window
+           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 0, 1, 2)),           // grouped
+           typed(test::make(2, 16, {4, 8, 8}, 64, {1, 1, 1})),                       // C < 32
+           typed(test::make(2, 64, {4, 8, 8}, 48, {1, 1, 1})),                       // K < 64
+           typed(test::make(2, 2048, {4, 8, 8}, 64, {1, 1, 1}), DataType::BFloat16, true),  // long, float32 out
+           test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}),                              // float32
+       }) {
+    DYNAMIC_SECTION(describe(d)) { CHECK(family_of(plan_of(d)) != "gemm_sm90"); }
+  }
+  Conv3dDesc ndhwc = typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}));
+  ndhwc.layout = Layout::NDHWC;
+  CHECK(family_of(plan_of(ndhwc)) != "gemm_sm90");
+}
+
+TEST_CASE("gemm_sm90: forced widths and rings") {
+  const Conv3dDesc d = typed(test::make(2, 72, {3, 5, 8}, 100, {1, 1, 1}));
+  CHECK(plan_of(d, "gemm_sm90:192").key.field("bn") == 192);
+  CHECK(plan_of(d, "gemm_sm90:64,2").key.field("stages") == 2);
+  CHECK(plan_of(d, "gemm_sm90:256").key.field("stages") == 4);  // 48 KB stages
+  // Forced past the heuristic's C >= 32 and K >= 64, never past its rules.
+  CHECK(family_of(plan_of(typed(test::make(1, 8, {4, 4, 4}, 24, {1, 1, 1})), "gemm_sm90")) == "gemm_sm90");
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:80"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,1"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:256,6"), Error);  // past the shared memory
+  CHECK_THROWS_AS(plan_of(typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})), "gemm_sm90"), Error);
+}
+
+TEST_CASE("gemm_sm90 kernels compile for sm_90a without spills") {
+  const Conv3dDesc d = test::make(2, 72, {3, 5, 8}, 100, {1, 1, 1}, 1, 0, 1, 1, true);
+  for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
+    for (const bool fp32_output : {false, true}) {
+      for (const char* forced : {"gemm_sm90:64", "gemm_sm90:112", "gemm_sm90:192", "gemm_sm90:256"}) {
+        Conv3dDesc c = typed(d, type, fp32_output);
+        if (fp32_output) {
+          c.epilogue = test::epilogue_cases()[3];  // GELU, scaled
+          c.epilogue.residual = true;
+        }
+        DYNAMIC_SECTION(forced << " " << describe(c)) {
+          const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
+          INFO(r.kernel << "\n" << r.log);
+          CHECK(r.kernel.rfind("gemm_sm90 ", 0) == 0);
+          test::check_no_spills(r);
+          CHECK(r.log.find("C7510") == std::string::npos);  // wgmma serialised
+        }
+      }
+    }
+  }
+}
