@@ -8,13 +8,13 @@
 // accumulators hold pairs of adjacent positions of one output channel: NCDHW's order.
 //
 // Warp-specialised and persistent: one block an SM walks tiles t = blockIdx.x, + gridDim.x, ...
-// of 128 output channels x Spec::bn positions of one image (channel blocks fastest, so that the
+// of Spec::bm (128 or 256) output channels x Spec::bn positions of one image (channel blocks fastest, so that the
 // blocks running together read the same input boxes from L2). Its producer warp issues, a chunk
-// of 64 input channels at a time, one TMA box of the weight (64 channels x 128 rows) and the
+// of 64 input channels at a time, one TMA box of the weight (64 channels x BM rows) and the
 // input's boxes (64 positions x 64 channels each) into a ring of Spec::stages stages, each stage
 // guarded by a full mbarrier (its bytes have landed) and an empty one (the eight consumer warps
-// have finished reading it). Its two consumer warpgroups multiply 64 output channels each (four
-// wgmma k16 a chunk, every stage but the last one's released as soon as the next chunk's
+// have finished reading it). Its two consumer warpgroups multiply BM / 2 output channels each (four
+// wgmma k16 a chunk and 64 rows, every stage but the last one's released as soon as the next chunk's
 // products are issued) and store their tile from the accumulators, while the producer already
 // loads the next tile's chunks. Out-of-range channels, rows and positions arrive as the boxes'
 // zeros; the stores skip them.
@@ -35,10 +35,11 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
-  constexpr int BN = Spec::bn, STAGES = Spec::stages, NB = boxes(BN), STAGE = stage_bytes(BN);
-  constexpr int A_BYTES = kTileChannels * 128, R = BN / 2;
+  constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, NB = boxes(BN), STAGE = stage_bytes(BM, BN);
+  constexpr int A_BYTES = BM * 128, MB = BM / 128, R = BN / 2;  // MB: m64 blocks a consumer warpgroup
   static_assert(sizeof(T) == 2, "16-bit operands: tf32 wgmma reads K-major operands only");
   static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
+  static_assert(BM == 128 || BM == 256, "two consumer warpgroups of one or two m64 blocks");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
 
   extern __shared__ uint4 shared_gemm_ring[];
@@ -50,7 +51,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int positions = static_cast<int>(p.d * p.h * p.w), channels = static_cast<int>(p.c);
-  const int k_tiles = static_cast<int>((p.k + kTileChannels - 1) / kTileChannels);
+  const int k_tiles = static_cast<int>((p.k + BM - 1) / BM);
   const int p_tiles = (positions + BN - 1) / BN;
   const long long tiles = static_cast<long long>(k_tiles) * p_tiles * p.n;
   const int chunks = (channels + kChunk - 1) / kChunk;
@@ -77,7 +78,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
           tma::wait(empty + s, ((it / STAGES) & 1u) ^ 1u);  // (a fresh barrier's previous phase is complete)
           char* const stage = ring_ptr + s * STAGE;
           tma::arrive_expect(full + s, STAGE);
-          tma::load_box(stage, weight_map, q * kChunk, kt * kTileChannels, full + s);
+          tma::load_box(stage, weight_map, q * kChunk, kt * BM, full + s);
 #pragma unroll
           for (int b = 0; b < NB; ++b) {
             tma::load_box(stage + A_BYTES + b * (kBox * 128), input_map, p0 + b * kBox, q * kChunk, img, full + s);
@@ -88,15 +89,15 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     return;
   }
 
-  // A consumer: warpgroup wg's 64 output channels of each tile.
+  // A consumer: warpgroup wg's BM / 2 output channels of each tile, MB blocks of 64 rows.
   const int wg = warp >> 2;
-  const int g = lane >> 2, t4 = lane & 3, row = wg * 64 + (warp & 3) * 16 + g;
+  const int g = lane >> 2, t4 = lane & 3, row = wg * (BM / 2) + (warp & 3) * 16 + g;
   constexpr bool BF16 = kIsBf16<T>;
   // Pairs of positions stored with one instruction where the output (and residual) lie on a
   // pair's bytes: positions and P are even, so every pair does then.
   const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
                       (2 * sizeof(Out) - 1)) == 0;
-  float acc[R];
+  float acc[MB][R];
   unsigned it = 0;
   for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int kt = static_cast<int>(t % k_tiles);
@@ -107,13 +108,16 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     for (int q = 0; q < chunks; ++q, ++it) {
       const int s = static_cast<int>(it % STAGES);
       tma::wait(full + s, (it / STAGES) & 1u);
-      const unsigned a = ring + static_cast<unsigned>(s * STAGE + wg * 64 * 128);
+      const unsigned a = ring + static_cast<unsigned>(s * STAGE + wg * (BM / 2) * 128);
       const unsigned b = ring + static_cast<unsigned>(s * STAGE + A_BYTES);
       wgmma::fence();
 #pragma unroll
       for (int j = 0; j < kChunk / 16; ++j) {
-        wgmma::mma_half<BN, BF16, false, true>(acc, wgmma::descriptor_sw128(a + 32 * j),
-                                               wgmma::descriptor_mn_sw128(b + 2048 * j, kBox * 128), q > 0 || j > 0);
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb) {
+          wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
+                                                 wgmma::descriptor_mn_sw128(b + 2048 * j, kBox * 128), q > 0 || j > 0);
+        }
       }
       wgmma::commit();
       wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
@@ -121,13 +125,15 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     }
     wgmma::wait<0>();
     if (lane == 0) tma::arrive(empty + (it + STAGES - 1) % STAGES);
-    wgmma::settle(acc);
-
-    // The epilogue from the accumulators: d[4j + e] is channel row + 8 (e / 2), position
-    // p0 + 8j + 2 t4 + e % 2.
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long k = static_cast<long long>(kt) * kTileChannels + row + 8 * h;
+    for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+
+    // The epilogue from the accumulators: acc[mb][4j + e] is channel row + 64 mb + 8 (e / 2),
+    // position p0 + 8j + 2 t4 + e % 2.
+#pragma unroll
+    for (int h = 0; h < 2 * MB; ++h) {
+      const int mb = h >> 1;
+      const long long k = static_cast<long long>(kt) * BM + row + 64 * mb + 8 * (h & 1);
       if (k >= p.k) continue;
       const float bk = p.has_bias ? load_float(bias + k) : 0.f;
       const long long line = (img * p.k + k) * positions;
@@ -138,8 +144,8 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
         const long long at = line + pos;
         const float r0 = epilogue::residual<Spec, float>(at, true, p);
         const float r1 = epilogue::residual<Spec, float>(at + 1, true, p);
-        const float v0 = epilogue::apply_read<Spec>(acc[4 * j + 2 * h], bk, r0, p);
-        const float v1 = epilogue::apply_read<Spec>(acc[4 * j + 2 * h + 1], bk, r1, p);
+        const float v0 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], bk, r0, p);
+        const float v1 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1) + 1], bk, r1, p);
         store_two(out + at, v0, v1, pairs, true);
       }
     }

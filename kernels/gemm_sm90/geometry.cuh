@@ -4,8 +4,6 @@
 
 namespace conv3djit::gemm_sm90_geometry {
 
-/// Output channels a tile: two consumer warpgroups of 64 (wgmma's M).
-inline constexpr int kTileChannels = 128;
 /// Input channels a chunk of the reduction: one 128-byte row of 16-bit elements.
 inline constexpr int kChunk = 64;
 /// Positions of one box of the input (a 128-byte row of a channel); a tile's BN positions are
@@ -17,12 +15,13 @@ inline constexpr int kThreads = 288;
 inline constexpr int kMaxStages = 8;
 
 CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn) { return (bn + kBox - 1) / kBox; }
-/// Bytes of a stage: 128 weight rows and the input's boxes, 128 bytes a row.
-CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bn) { return (kTileChannels + boxes(bn) * kChunk) * 128; }
+/// Bytes of a stage: BM weight rows (a tile's output channels) and the input's boxes, 128 bytes a
+/// row.
+CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn) { return (bm + boxes(bn) * kChunk) * 128; }
 /// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, and
 /// a full and an empty mbarrier a stage.
-CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bn, int stages) {
-  return stages * stage_bytes(bn) + 1024 + 16 * kMaxStages;
+CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages) {
+  return stages * stage_bytes(bm, bn) + 1024 + 16 * kMaxStages;
 }
 
 }  // namespace conv3djit::gemm_sm90_geometry

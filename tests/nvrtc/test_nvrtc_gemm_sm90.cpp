@@ -45,7 +45,7 @@ TEST_CASE("gemm_sm90: which layers it takes") {
   CHECK(p.weight_map);
   // 784 positions an image: 7 tiles of 112, none partial.
   CHECK(p.key.field("bn") == 112);
-  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(112, p.key.field("stages"))));
+  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(128, 112, p.key.field("stages"))));
   CHECK(p.shared_bytes <= 227u * 1024u);
   // An input off 16 bytes runs igemm_sm90_half's twin (its channels-last copy).
   REQUIRE(p.unaligned);
@@ -79,14 +79,17 @@ TEST_CASE("gemm_sm90: which layers it takes") {
 
 TEST_CASE("gemm_sm90: forced widths and rings") {
   const Conv3dDesc d = typed(test::make(2, 72, {3, 5, 8}, 100, {1, 1, 1}));
-  CHECK(plan_of(d, "gemm_sm90:192").key.field("bn") == 192);
-  CHECK(plan_of(d, "gemm_sm90:64,2").key.field("stages") == 2);
-  CHECK(plan_of(d, "gemm_sm90:256").key.field("stages") == 4);  // 48 KB stages
+  CHECK(plan_of(d, "gemm_sm90:128,192").key.field("bn") == 192);
+  CHECK(plan_of(d, "gemm_sm90:128,64,2").key.field("stages") == 2);
+  CHECK(plan_of(d, "gemm_sm90:128,256").key.field("stages") == 4);  // 48 KB stages
+  CHECK(plan_of(d, "gemm_sm90:256,128").key.field("stages") == 4);  // 48 KB stages
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:256,192"), Error);  // 192 accumulators a thread
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:192,128"), Error);
   // Forced past the heuristic's C >= 32 and K >= 64, never past its rules.
   CHECK(family_of(plan_of(typed(test::make(1, 8, {4, 4, 4}, 24, {1, 1, 1})), "gemm_sm90")) == "gemm_sm90");
-  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:80"), Error);
-  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,1"), Error);
-  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:256,6"), Error);  // past the shared memory
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,80"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,128,1"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,256,6"), Error);  // past the shared memory
   CHECK_THROWS_AS(plan_of(typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})), "gemm_sm90"), Error);
 }
 
@@ -94,7 +97,8 @@ TEST_CASE("gemm_sm90 kernels compile for sm_90a without spills") {
   const Conv3dDesc d = test::make(2, 72, {3, 5, 8}, 100, {1, 1, 1}, 1, 0, 1, 1, true);
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const bool fp32_output : {false, true}) {
-      for (const char* forced : {"gemm_sm90:64", "gemm_sm90:112", "gemm_sm90:192", "gemm_sm90:256"}) {
+      for (const char* forced : {"gemm_sm90:128,64", "gemm_sm90:128,112", "gemm_sm90:128,192", "gemm_sm90:128,256",
+                                  "gemm_sm90:256,112", "gemm_sm90:256,128"}) {
         Conv3dDesc c = typed(d, type, fp32_output);
         if (fp32_output) {
           c.epilogue = test::epilogue_cases()[3];  // GELU, scaled

@@ -24,10 +24,11 @@ namespace {
 namespace geo = gemm_sm90_geometry;
 
 struct GemmConfig {
-  int bn, stages;
+  int bm, bn, stages;
 };
 
-const ConfigTable<GemmConfig, 2> kTable{{{
+const ConfigTable<GemmConfig, 3> kTable{{{
+    {{"bm", FieldRole::Chosen, "output channels a tile: 128 or 256 (64 or 128 a consumer warpgroup)"}, &GemmConfig::bm},
     {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256"}, &GemmConfig::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
      &GemmConfig::stages},
@@ -41,20 +42,22 @@ constexpr long long kTileOverhead = 16;
 
 long long positions_of(const Problem& prob) { return prob.desc.d * prob.desc.h * prob.desc.w; }
 
-long long tiles(const Problem& prob, int bn) {
-  return ceil_div(prob.desc.k, geo::kTileChannels) * ceil_div(positions_of(prob), bn) * prob.desc.n;
+long long tiles(const Problem& prob, const GemmConfig& c) {
+  return ceil_div(prob.desc.k, c.bm) * ceil_div(positions_of(prob), c.bn) * prob.desc.n;
 }
 
-int most_stages(const DeviceLimits& limits, int bn) {
+int most_stages(const DeviceLimits& limits, const GemmConfig& c) {
   int stages = geo::kMaxStages;
-  while (stages > 2 && geo::shared_bytes(bn, stages) > limits.max_smem_per_block_optin) --stages;
+  while (stages > 2 && geo::shared_bytes(c.bm, c.bn, stages) > limits.max_smem_per_block_optin) --stages;
   return stages;
 }
 
 bool fits(const DeviceLimits& limits, const GemmConfig& c) {
   const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
-  return width && c.stages >= 2 && c.stages <= geo::kMaxStages &&
-         geo::shared_bytes(c.bn, c.stages) <= limits.max_smem_per_block_optin;
+  // At most 128 accumulators a consumer thread (BM / 128 blocks of BN / 2): 256 x 256 tiles
+  // serialise the wgmmas for want of registers (ptxas C7511).
+  return (c.bm == 128 || c.bm == 256) && width && c.bm / 128 * c.bn <= 256 && c.stages >= 2 && c.stages <= geo::kMaxStages &&
+         geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
 }
 
 class GemmSm90Family final : public Family {
@@ -91,7 +94,7 @@ class GemmSm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
-    return plan(prob, limits, {best_width(prob), 0});
+    return plan(prob, limits, {128, best_width(prob, 128), 0});
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
@@ -103,8 +106,13 @@ class GemmSm90Family final : public Family {
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
-    plans.push_back(plan(prob, limits, {best_width(prob), 0}));
-    for (const int bn : kWidths) plans.push_back(plan(prob, limits, {bn, 0}));
+    plans.push_back(plan(prob, limits, {128, best_width(prob, 128), 0}));
+    plans.push_back(plan(prob, limits, {256, best_width(prob, 256), 0}));
+    for (const int bm : {128, 256}) {
+      for (const int bn : kWidths) {
+        if (fits(limits, {bm, bn, most_stages(limits, {bm, bn, 0})})) plans.push_back(plan(prob, limits, {bm, bn, 0}));
+      }
+    }
     return distinct_plans(std::move(plans), count);
   }
 
@@ -112,18 +120,19 @@ class GemmSm90Family final : public Family {
     if (const Refusal r = serves_types(prob) ? serves_types(prob) : can_implement(prob, limits)) {
       refuse_config(forced, *r);
     }
-    GemmConfig c = kTable.apply({best_width(prob), 0}, forced);
+    const int bm = forced.get("bm").value_or(128);
+    GemmConfig c = kTable.apply({bm, best_width(prob, bm), 0}, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
-    if (sized.stages == 0) sized.stages = most_stages(limits, c.bn);
+    if (sized.stages == 0) sized.stages = most_stages(limits, c);
     if (!fits(limits, sized)) {
-      refuse_config(forced, "BN of 64, 96, 112, 128, 192 or 256 positions and 2 to 8 stages within the block's "
-                            "shared memory");
+      refuse_config(forced, "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most "
+                            "128 with BM 256) and 2 to 8 stages within the block's shared memory");
     }
     return plan(prob, limits, c);
   }
 
-  // The weight's map (the first): K rows of C channels in boxes of 128 rows x 64 channels; the
+  // The weight's map (the first): K rows of C channels in boxes of BM rows x 64 channels; the
   // input's (the second): (D·H·W, C, N) in boxes of 64 positions x 64 channels; both 128-byte
   // swizzled, as wgmma reads them.
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void*, CUtensorMap* weight_map,
@@ -132,7 +141,8 @@ class GemmSm90Family final : public Family {
     const CUtensorMapDataType type = tensor_map_type(plan.key.dtype);
     thread_local LastTensorMap last_weight, last_input;
     *weight_map = last_weight.get(plan.key, weight, {p.k, p.c}, [&] {
-      return encode_matrix_rows(type, weight, p.k, p.c, geo::kTileChannels, geo::kChunk, CU_TENSOR_MAP_SWIZZLE_128B);
+      return encode_matrix_rows(type, weight, p.k, p.c, static_cast<unsigned>(kTable.load(plan.key.config).bm),
+                                geo::kChunk, CU_TENSOR_MAP_SWIZZLE_128B);
     });
     *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
       return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, geo::kBox, geo::kChunk);
@@ -143,9 +153,9 @@ class GemmSm90Family final : public Family {
   // The width whose rounds of one tile an SM (kWaveBlocks) cost least, a round the tile's
   // positions and its fixed cost: pointwise_512's 784 positions an image take 7 tiles of 112
   // (no partial tile) where 128 leaves the 7th mostly empty.
-  static int best_width(const Problem& prob) {
+  static int best_width(const Problem& prob, int bm) {
     int best = kWidths[0];
-    auto cost = [&](int bn) { return ceil_div(tiles(prob, bn), kWaveBlocks) * (bn + kTileOverhead); };
+    auto cost = [&](int bn) { return ceil_div(tiles(prob, {bm, bn, 0}), kWaveBlocks) * (bn + kTileOverhead); };
     for (const int bn : kWidths) {
       if (cost(bn) < cost(best)) best = bn;
     }
@@ -153,9 +163,9 @@ class GemmSm90Family final : public Family {
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, GemmConfig c) const {
-    if (c.stages == 0) c.stages = most_stages(limits, c.bn);
-    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads, geo::shared_bytes(c.bn, c.stages));
-    plan.grid = checked_grid(std::min<long long>(tiles(prob, c.bn), limits.sm_count), *this);
+    if (c.stages == 0) c.stages = most_stages(limits, c);
+    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads, geo::shared_bytes(c.bm, c.bn, c.stages));
+    plan.grid = checked_grid(std::min<long long>(tiles(prob, c), limits.sm_count), *this);
     plan.weight_map = true;
     // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
     // first candidate: its choice, also where its heuristic would decline the layer).
