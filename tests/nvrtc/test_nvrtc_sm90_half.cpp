@@ -318,7 +318,7 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     Conv3dDesc pw = ndhwc(DataType::Float16, fp32_output, test::make(2, 72, {3, 8, 10}, 100, {1, 1, 1}));
     pw.layout = Layout::NCDHW;
     DYNAMIC_SECTION("M-major " << describe(pw)) {
-      const PtxasReport r = test::ptxas_report(pw, "sm_90");
+      const PtxasReport r = test::ptxas_report(pw, "sm_90", "igemm_sm90_half");  // (gemm_sm90's otherwise)
       CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
       check_compiles_clean(r);
     }
@@ -335,7 +335,7 @@ TEST_CASE("igemm_sm90_half kernels compile for sm_90a without spills") {
     pw.layout = Layout::NCDHW;
     pw.epilogue = test::epilogue_cases()[3];  // GELU, scaled
     pw.epilogue.residual = true;
-    const PtxasReport r = test::ptxas_report(pw, "sm_90");
+    const PtxasReport r = test::ptxas_report(pw, "sm_90", "igemm_sm90_half");  // (gemm_sm90's otherwise)
     CHECK(r.kernel.find(" mmajor=1") != std::string::npos);
     check_compiles_clean(r);
     Conv3dDesc wide = pw;
@@ -568,8 +568,8 @@ TEST_CASE("igemm_sm90_half: float32 layers of the tf32 class with rounded operan
     CHECK(plan.key.field("im2col") == 1);
     std::vector<detail::FamilyVerdict> verdicts;
     detail::explain_plan(detail::make_problem(wide), sm90, &verdicts);
-    REQUIRE(verdicts.size() == 3);
-    CHECK(verdicts[1].passed.find("igemm_sm90_half takes") != std::string::npos);
+    REQUIRE(verdicts.size() == 4);  // gemm_sm90, igemm_sm90_k16, igemm_sm90 pass it on
+    CHECK(verdicts[2].passed.find("igemm_sm90_half takes") != std::string::npos);
     // A box is 32 channels: grouped layers with 32 a group take boxes, 48 a group the copies.
     Conv3dDesc g32 = tf32(test::make(2, 64, {5, 8, 9}, 64, {3, 3, 3}, 1, 1));
     g32.groups = 2;
