@@ -64,6 +64,9 @@ class Family {
                            CUtensorMap* /*first*/, CUtensorMap* /*second*/, CUtensorMap* /*third*/) const {}
 };
 
+/// The serves_types() of the families built for bf16 / fp16 NCDHW tensors only.
+Refusal serves_half_ncdhw(const Problem& prob);
+
 /// The families, in the planner's order.
 const std::vector<const Family*>& registry();
 

@@ -39,6 +39,11 @@ Refusal Family::serves_types(const Problem& prob) const {
   return std::nullopt;
 }
 
+Refusal serves_half_ncdhw(const Problem& prob) {
+  if (prob.desc.dtype == DataType::Float32 || prob.desc.layout != Layout::NCDHW) return "bf16 / fp16 NCDHW tensors";
+  return std::nullopt;
+}
+
 Refusal Family::declines(const Problem&, const DeviceLimits&) const { return std::nullopt; }
 
 std::vector<Plan> Family::candidates(const Problem& prob, const DeviceLimits& limits, int count) const {

@@ -46,4 +46,13 @@ void check_cases(const std::vector<KernelCase>& cases, bool both_ranges) {
   }
 }
 
+void check_no_local_memory(const std::vector<KernelCase>& cases) {
+  cli::Stream stream;
+  for (const KernelCase& c : cases) {
+    const KernelResources r = engine_for(c.config).resources(c.desc, stream.get());
+    INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
+    CHECK(r.local_bytes == 0);
+  }
+}
+
 }  // namespace conv3djit::test

@@ -26,4 +26,7 @@ std::map<std::string, double>& worst_rel_l2();
 /// no output is non-finite, and the kernel comes from the case's family.
 void check_cases(const std::vector<KernelCase>& cases, bool both_ranges);
 
+/// Each case's kernel (planned or forced) has no local memory: no stack frame, no spills.
+void check_no_local_memory(const std::vector<KernelCase>& cases);
+
 }  // namespace conv3djit::test

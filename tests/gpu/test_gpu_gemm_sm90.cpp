@@ -122,14 +122,9 @@ TEST_CASE("gemm_sm90: inputs off a 16-byte boundary run igemm_sm90_half's twin, 
 
 TEST_CASE("gemm_sm90: no local memory") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
-  cli::Stream stream;
   std::vector<Case> all = width_cases();
   for (const auto& list : {epilogue_cases(), narrow_cases()}) all.insert(all.end(), list.begin(), list.end());
-  for (const Case& c : all) {
-    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
-    INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
-    CHECK(r.local_bytes == 0);
-  }
+  test::check_no_local_memory(all);
 }
 
 TEST_CASE("gemm_sm90: summary of the largest rel-L2 of each output class") {

@@ -528,17 +528,12 @@ TEST_CASE("igemm_sm90_half: weights off a 16-byte boundary stage B by the thread
 
 TEST_CASE("igemm_sm90_half: no local memory") {
   if (!on_sm90()) return;  // igemm_sm90_half needs compute capability 9.0
-  cli::Stream stream;
   std::vector<Case> all = kernel_cases();
   for (const auto& list :
        {epilogue_cases(), padding_cases(), long_reduction_cases(), ncdhw_cases(), mmajor_cases(), grouped_cases(),
         tf32_cases(), chunk32_cases()})
     all.insert(all.end(), list.begin(), list.end());
-  for (const Case& c : all) {
-    const KernelResources r = test::engine_for(c.config).resources(c.desc, stream.get());
-    INFO(c.config << " " << describe(c.desc) << ": " << r.kernel << " " << r.registers << " registers");
-    CHECK(r.local_bytes == 0);
-  }
+  test::check_no_local_memory(all);
 }
 
 TEST_CASE("igemm_sm90_half: summary of the largest rel-L2 of each output class") {

@@ -65,10 +65,7 @@ class GemmSm90Family final : public Family {
   const KernelDef& kernel() const override { return def_; }
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
-  Refusal serves_types(const Problem& prob) const override {
-    if (prob.desc.dtype == DataType::Float32 || prob.desc.layout != Layout::NCDHW) return "bf16 / fp16 NCDHW tensors";
-    return std::nullopt;
-  }
+  Refusal serves_types(const Problem& prob) const override { return serves_half_ncdhw(prob); }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
