@@ -13,10 +13,11 @@
 // of 64 input channels at a time, one TMA box of the weight (64 channels x BM rows) and the
 // input's boxes (64 positions x 64 channels each) into a ring of Spec::stages stages, each stage
 // guarded by a full mbarrier (its bytes have landed) and an empty one (the eight consumer warps
-// have finished reading it). Its two consumer warpgroups multiply BM / 2 output channels each (four
-// wgmma k16 a chunk and 64 rows, every stage but the last one's released as soon as the next chunk's
-// products are issued) and store their tile from the accumulators, while the producer already
-// loads the next tile's chunks. Out-of-range channels, rows and positions arrive as the boxes'
+// have finished reading it). Its two consumer warpgroups multiply BM / 2 output channels each of
+// every tile (four wgmma k16 a chunk and 64 rows, every stage but the last one's released as soon
+// as the next chunk's products are issued) and store their tile from the accumulators, while the
+// producer already loads the next tile's chunks; or, with Spec::split, each warpgroup takes every
+// other tile whole (BM = 128), so that one stores its tile while the other multiplies. Out-of-range channels, rows and positions arrive as the boxes'
 // zeros; the stores skip them.
 #pragma once
 #include "common/element.cuh"
@@ -36,10 +37,13 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
   constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, NB = boxes(BN), STAGE = stage_bytes(BM, BN);
-  constexpr int A_BYTES = BM * 128, MB = BM / 128, R = BN / 2;  // MB: m64 blocks a consumer warpgroup
+  constexpr bool SPLIT = Spec::split != 0;
+  constexpr int A_BYTES = BM * 128, R = BN / 2;
+  constexpr int WG_ROWS = SPLIT ? BM : BM / 2, MB = WG_ROWS / 64;  // a consumer warpgroup's rows, m64 blocks
   static_assert(sizeof(T) == 2, "16-bit operands: tf32 wgmma reads K-major operands only");
   static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
   static_assert(BM == 128 || BM == 256, "two consumer warpgroups of one or two m64 blocks");
+  static_assert(!SPLIT || BM == 128, "a warpgroup's whole tile of two m64 blocks");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
 
   extern __shared__ uint4 shared_gemm_ring[];
@@ -60,7 +64,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       tma::init(full + s);
-      tma::init(empty + s, 8);  // one arrival a consumer warp
+      tma::init(empty + s, SPLIT ? 4 : 8);  // one arrival a warp of the chunk's consumers
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -89,17 +93,20 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     return;
   }
 
-  // A consumer: warpgroup wg's BM / 2 output channels of each tile, MB blocks of 64 rows.
+  // A consumer: warpgroup wg's WG_ROWS output channels of each tile (or of every other tile), MB
+  // blocks of 64 rows.
   const int wg = warp >> 2;
-  const int g = lane >> 2, t4 = lane & 3, row = wg * (BM / 2) + (warp & 3) * 16 + g;
+  const int g = lane >> 2, t4 = lane & 3, row = (SPLIT ? 0 : wg * WG_ROWS) + (warp & 3) * 16 + g;
   constexpr bool BF16 = kIsBf16<T>;
   // Pairs of positions stored with one instruction where the output (and residual) lie on a
   // pair's bytes: positions and P are even, so every pair does then.
   const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
                       (2 * sizeof(Out) - 1)) == 0;
   float acc[MB][R];
-  unsigned it = 0;
-  for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+  // The block's j-th tile is t = blockIdx.x + j * gridDim.x, its chunks the ring's it = j * chunks ...
+  for (long long j = SPLIT ? wg : 0, t = blockIdx.x + j * gridDim.x; t < tiles;
+       j += SPLIT ? 2 : 1, t = blockIdx.x + j * gridDim.x) {
+    unsigned it = static_cast<unsigned>(j) * static_cast<unsigned>(chunks);
     const int kt = static_cast<int>(t % k_tiles);
     const long long rest = t / k_tiles;
     const int p0 = static_cast<int>(rest % p_tiles) * BN;
@@ -108,7 +115,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     for (int q = 0; q < chunks; ++q, ++it) {
       const int s = static_cast<int>(it % STAGES);
       tma::wait(full + s, (it / STAGES) & 1u);
-      const unsigned a = ring + static_cast<unsigned>(s * STAGE + wg * (BM / 2) * 128);
+      const unsigned a = ring + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * 128);
       const unsigned b = ring + static_cast<unsigned>(s * STAGE + A_BYTES);
       wgmma::fence();
 #pragma unroll

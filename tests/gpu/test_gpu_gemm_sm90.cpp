@@ -2,7 +2,7 @@
 // only; forced, as tuning offers it) against the float64 reference on fresh random data with NaN-poisoned outputs: every tile
 // width and rings of 2 stages up to the most that fit, output channels, input channels and
 // positions that end mid-tile, blocks that walk many tiles (the ring's phases wrap across tiles),
-// tiles of 128 and 256 output channels, both output types, every activation with scaling and a residual, inputs off 16 bytes (the twin),
+// tiles of 128 and 256 output channels, warpgroups sharing tiles or taking every other one, both output types, every activation with scaling and a residual, inputs off 16 bytes (the twin),
 // and no local memory. Passes without checking on GPUs other than sm_90.
 #include <random>
 #include <string>
@@ -46,7 +46,8 @@ std::vector<Case> width_cases() {
       for (const Conv3dDesc& d : shapes())
         for (const std::string config : {"gemm_sm90", "gemm_sm90:128,64", "gemm_sm90:128,96", "gemm_sm90:128,112", "gemm_sm90:128,128,2",
                                          "gemm_sm90:128,192", "gemm_sm90:128,256,3", "gemm_sm90:256,112",
-                                         "gemm_sm90:256,128,2", "gemm_sm90:256,96"}) {
+                                         "gemm_sm90:256,128,2", "gemm_sm90:256,96",
+                                         "gemm_sm90:bm=128,bn=112,split=1", "gemm_sm90:bm=128,bn=64,stages=3,split=1"}) {
           if ((i++ % 2) != 0 && config != "gemm_sm90") continue;  // other widths on half the combinations
           out.push_back({config, typed(d, type, fp32_output), "gemm_sm90"});
         }
@@ -62,7 +63,7 @@ std::vector<Case> epilogue_cases() {
     d.epilogue = e;
     out.push_back({"gemm_sm90", d, "gemm_sm90"});
     d.epilogue.residual = true;
-    out.push_back({i % 2 ? "gemm_sm90:128,112" : "gemm_sm90", d, "gemm_sm90"});
+    out.push_back({i % 2 ? "gemm_sm90:128,112" : "gemm_sm90:bm=128,bn=128,split=1", d, "gemm_sm90"});
     ++i;
   }
   return out;

@@ -84,6 +84,9 @@ TEST_CASE("gemm_sm90: forced widths and rings") {
   CHECK(plan_of(d, "gemm_sm90:128,256").key.field("stages") == 4);  // 48 KB stages
   CHECK(plan_of(d, "gemm_sm90:256,128").key.field("stages") == 4);  // 48 KB stages
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:256,192"), Error);  // 192 accumulators a thread
+  CHECK(plan_of(d, "gemm_sm90:bm=128,bn=112,split=1").key.field("split") == 1);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=192,split=1"), Error);  // 192 accumulators a thread
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=256,bn=64,split=1"), Error);
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:192,128"), Error);
   // Forced past the heuristic's C >= 32 and K >= 64, never past its rules.
   CHECK(family_of(plan_of(typed(test::make(1, 8, {4, 4, 4}, 24, {1, 1, 1})), "gemm_sm90")) == "gemm_sm90");
@@ -98,7 +101,7 @@ TEST_CASE("gemm_sm90 kernels compile for sm_90a without spills") {
   for (const DataType type : {DataType::BFloat16, DataType::Float16}) {
     for (const bool fp32_output : {false, true}) {
       for (const char* forced : {"gemm_sm90:128,64", "gemm_sm90:128,112", "gemm_sm90:128,192", "gemm_sm90:128,256",
-                                  "gemm_sm90:256,112", "gemm_sm90:256,128"}) {
+                                  "gemm_sm90:256,112", "gemm_sm90:256,128", "gemm_sm90:bm=128,bn=128,split=1"}) {
         Conv3dDesc c = typed(d, type, fp32_output);
         if (fp32_output) {
           c.epilogue = test::epilogue_cases()[3];  // GELU, scaled

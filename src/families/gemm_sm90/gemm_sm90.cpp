@@ -24,14 +24,18 @@ namespace {
 namespace geo = gemm_sm90_geometry;
 
 struct GemmConfig {
-  int bm, bn, stages;
+  int bm, bn, stages, split = 0;
 };
 
-const ConfigTable<GemmConfig, 3> kTable{{{
+const ConfigTable<GemmConfig, 4> kTable{{{
     {{"bm", FieldRole::Chosen, "output channels a tile: 128 or 256 (64 or 128 a consumer warpgroup)"}, &GemmConfig::bm},
     {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256"}, &GemmConfig::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
      &GemmConfig::stages},
+    {{"split", FieldRole::Optional,
+      "0: both consumer warpgroups share each tile's channels; 1: each takes every other tile whole (BM 128, "
+      "BN at most 128), one storing while the other multiplies (default 0)"},
+     &GemmConfig::split},
 }}};
 
 constexpr int kWidths[] = {128, 112, 96, 192, 256, 64};
@@ -56,7 +60,9 @@ bool fits(const DeviceLimits& limits, const GemmConfig& c) {
   const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
   // At most 128 accumulators a consumer thread (BM / 128 blocks of BN / 2): 256 x 256 tiles
   // serialise the wgmmas for want of registers (ptxas C7511).
-  return (c.bm == 128 || c.bm == 256) && width && c.bm / 128 * c.bn <= 256 && c.stages >= 2 && c.stages <= geo::kMaxStages &&
+  const int rows = c.split == 1 ? c.bm : c.bm / 2;  // a consumer warpgroup's
+  return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
+         rows / 64 * c.bn <= 256 && c.stages >= 2 && c.stages <= geo::kMaxStages &&
          geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
 }
 
@@ -105,6 +111,10 @@ class GemmSm90Family final : public Family {
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
     plans.push_back(plan(prob, limits, {128, best_width(prob, 128), 0}));
     plans.push_back(plan(prob, limits, {256, best_width(prob, 256), 0}));
+    if (const GemmConfig split{128, std::min(best_width(prob, 128), 128), 0, 1};
+        fits(limits, {split.bm, split.bn, most_stages(limits, split), 1})) {
+      plans.push_back(plan(prob, limits, split));
+    }
     for (const int bm : {128, 256}) {
       for (const int bn : kWidths) {
         if (fits(limits, {bm, bn, most_stages(limits, {bm, bn, 0})})) plans.push_back(plan(prob, limits, {bm, bn, 0}));
@@ -118,13 +128,14 @@ class GemmSm90Family final : public Family {
       refuse_config(forced, *r);
     }
     const int bm = forced.get("bm").value_or(128);
-    GemmConfig c = kTable.apply({bm, best_width(prob, bm), 0}, forced);
+    GemmConfig c = kTable.apply({bm, best_width(prob, bm), 0, 0}, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
     if (sized.stages == 0) sized.stages = most_stages(limits, c);
     if (!fits(limits, sized)) {
       refuse_config(forced, "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most "
-                            "128 with BM 256) and 2 to 8 stages within the block's shared memory");
+                            "128 with BM 256 or split 1), 2 to 8 stages within the block's shared memory, split 0 or "
+                            "1 (1 with BM 128)");
     }
     return plan(prob, limits, c);
   }
