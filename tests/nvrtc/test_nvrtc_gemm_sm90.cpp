@@ -13,6 +13,7 @@
 #include "gemm_sm90/geometry.cuh"
 #include "plan/plan.hpp"
 #include "ptxas_report.hpp"
+#include "tune/candidates.hpp"
 
 using namespace conv3djit;
 
@@ -75,6 +76,20 @@ TEST_CASE("gemm_sm90: which layers it takes") {
   Conv3dDesc ndhwc = typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}));
   ndhwc.layout = Layout::NDHWC;
   CHECK_THROWS_AS(plan_of(ndhwc, "gemm_sm90"), Error);
+}
+
+TEST_CASE("gemm_sm90: tuning times its tiles beside the planner's, each replayed by its configuration text") {
+  const Conv3dDesc d = typed(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}));
+  const detail::Problem prob = detail::make_problem(d);
+  const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
+  int ours = 0;
+  for (const detail::Candidate& c : detail::tuning_candidates(prob, sm90, 8)) {
+    if (family_of(c.plan) != "gemm_sm90") continue;
+    ++ours;
+    INFO(c.config);
+    CHECK(detail::same_launch(detail::make_plan(prob, sm90, c.config), c.plan));
+  }
+  CHECK(ours >= 2);  // its choice and the other tiles
 }
 
 TEST_CASE("gemm_sm90: forced widths and rings") {
