@@ -17,8 +17,8 @@
 // every tile (four wgmma k16 a chunk and 64 rows, every stage but the last one's released as soon
 // as the next chunk's products are issued) and store their tile from the accumulators, while the
 // producer already loads the next tile's chunks; or, with Spec::split, each warpgroup takes every
-// other tile whole (BM = 128), so that one stores its tile while the other multiplies. Out-of-range channels, rows and positions arrive as the boxes'
-// zeros; the stores skip them.
+// other tile whole (BM = 128), so that one stores its tile while the other multiplies.
+// Out-of-range channels, rows and positions arrive as the boxes' zeros; the stores skip them.
 #pragma once
 #include "common/element.cuh"
 #include "common/epilogue.cuh"

@@ -1,9 +1,11 @@
 // GPU: gemm_sm90 (pointwise bf16 / fp16 NCDHW layers as warp-specialised, persistent GEMMs, sm_90
-// only; forced, as tuning offers it) against the float64 reference on fresh random data with NaN-poisoned outputs: every tile
-// width and rings of 2 stages up to the most that fit, output channels, input channels and
-// positions that end mid-tile, blocks that walk many tiles (the ring's phases wrap across tiles),
-// tiles of 128 and 256 output channels, warpgroups sharing tiles or taking every other one, both output types, every activation with scaling and a residual, inputs off 16 bytes (the twin),
-// and no local memory. Passes without checking on GPUs other than sm_90.
+// only; forced, as tuning offers it) against the float64 reference on fresh random data with
+// NaN-poisoned outputs: every tile width and rings of 2 stages up to the most that fit, output
+// channels, input channels and positions that end mid-tile, blocks that walk many tiles (the
+// ring's phases wrap across tiles), tiles of 128 and 256 output channels, warpgroups sharing tiles
+// or taking every other one, both output types, every activation with scaling and a residual,
+// inputs off 16 bytes (the twin), and no local memory. Passes without checking on GPUs other than
+// sm_90.
 #include <random>
 #include <string>
 #include <vector>
@@ -44,10 +46,10 @@ std::vector<Case> width_cases() {
   for (const DataType type : {DataType::BFloat16, DataType::Float16})
     for (const bool fp32_output : {false, true})
       for (const Conv3dDesc& d : shapes())
-        for (const std::string config : {"gemm_sm90", "gemm_sm90:128,64", "gemm_sm90:128,96", "gemm_sm90:128,112", "gemm_sm90:128,128,2",
-                                         "gemm_sm90:128,192", "gemm_sm90:128,256,3", "gemm_sm90:256,112",
-                                         "gemm_sm90:256,128,2", "gemm_sm90:256,96",
-                                         "gemm_sm90:bm=128,bn=112,split=1", "gemm_sm90:bm=128,bn=64,stages=3,split=1"}) {
+        for (const std::string config :
+             {"gemm_sm90", "gemm_sm90:128,64", "gemm_sm90:128,96", "gemm_sm90:128,112", "gemm_sm90:128,128,2",
+              "gemm_sm90:128,192", "gemm_sm90:128,256,3", "gemm_sm90:256,112", "gemm_sm90:256,128,2",
+              "gemm_sm90:256,96", "gemm_sm90:bm=128,bn=112,split=1", "gemm_sm90:bm=128,bn=64,stages=3,split=1"}) {
           if ((i++ % 2) != 0 && config != "gemm_sm90") continue;  // other widths on half the combinations
           out.push_back({config, typed(d, type, fp32_output), "gemm_sm90"});
         }
@@ -72,8 +74,8 @@ std::vector<Case> epilogue_cases() {
 // Output channels fewer than the planner's 64 and input channels fewer than its 32: forced, the
 // tiles are mostly the boxes' zeros, which the stores skip.
 std::vector<Case> narrow_cases() {
-  return {{"gemm_sm90:128,128", typed(make(1, 8, {4, 4, 4}, 24, {1, 1, 1}, 1, 0, 1, 1, true), DataType::BFloat16, false),
-           "gemm_sm90"},
+  return {{"gemm_sm90:128,128",
+           typed(make(1, 8, {4, 4, 4}, 24, {1, 1, 1}, 1, 0, 1, 1, true), DataType::BFloat16, false), "gemm_sm90"},
           {"gemm_sm90:128,64,2", typed(make(2, 16, {1, 3, 8}, 8, {1, 1, 1}), DataType::Float16, true), "gemm_sm90"}};
 }
 

@@ -178,7 +178,9 @@ class GemmSm90Family final : public Family {
     // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
     // first candidate: its choice, also where its heuristic would decline the layer).
     std::vector<Plan> other = igemm_sm90_half_family().candidates(prob, limits, 1);
-    if (other.empty()) throw Error(ErrorCategory::Unsupported, "gemm_sm90: igemm_sm90_half has no plan for an input off 16 bytes");
+    if (other.empty()) {
+      throw Error(ErrorCategory::Unsupported, "gemm_sm90: igemm_sm90_half has no plan for an input off 16 bytes");
+    }
     plan.unaligned = other.front().unaligned ? other.front().unaligned : std::make_shared<const Plan>(other.front());
     return plan;
   }
