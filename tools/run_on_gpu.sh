@@ -2,7 +2,7 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|all]
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|pointwise|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT;
 # suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them;
 # verify: VERIFY_MANIFESTS, default the edge sweep and the network layers)
@@ -49,6 +49,15 @@ for row in r["rows"]:
 PY
 }
 case $what in bench|all) bench_manifest "${BENCH_MANIFEST:-bench/suite.jsonl}" bench ;; esac
+case $what in pointwise)
+  # gemm_sm90's tests, then bench/pointwise_half.jsonl on the planner's kernels against gemm_sm90's
+  # tiles (alternating rounds of one build), then gemm_sm90 against cuDNN.
+  ctest --test-dir $build -R gemm_sm90 --output-on-failure 2>&1 | tee "$out/gemm_tests.log" | grep -E "tests passed|Failed|\*\*\*"
+  COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare" -c planner -c gemm_sm90 \
+    -c gemm_sm90:bm=256,bn=112 -c gemm_sm90:bm=128,bn=112,split=1 bench/pointwise_half.jsonl . -- --iters 30 |
+    tee "$out/pointwise_compare.txt"
+  BENCH_CONFIG=gemm_sm90 bench_manifest bench/pointwise_half.jsonl pointwise
+esac
 case $what in suites)
   # Every suite, one after the other (each JSON beside its log: bench-<suite>.json), then with
   # FUSION=1 the fusion benchmark (its logs in $out/fusion).

@@ -83,13 +83,16 @@ TEST_CASE("gemm_sm90: tuning times its tiles beside the planner's, each replayed
   const detail::Problem prob = detail::make_problem(d);
   const detail::DeviceLimits sm90 = detail::limits_for_arch("sm_90");
   int ours = 0;
-  for (const detail::Candidate& c : detail::tuning_candidates(prob, sm90, 8)) {
+  for (const detail::Candidate& c : detail::tuning_candidates(prob, sm90, 24)) {
     if (family_of(c.plan) != "gemm_sm90") continue;
     ++ours;
     INFO(c.config);
     CHECK(detail::same_launch(detail::make_plan(prob, sm90, c.config), c.plan));
+    // Every one's accumulators fit: 128 a consumer thread at most.
+    const int rows = c.plan.key.field("split") == 1 ? c.plan.key.field("bm") : c.plan.key.field("bm") / 2;
+    CHECK(rows / 64 * c.plan.key.field("bn") <= 256);
   }
-  CHECK(ours >= 2);  // its choice and the other tiles
+  CHECK(ours >= 3);  // its choice, BM 256, split and the other tiles
 }
 
 TEST_CASE("gemm_sm90: forced widths and rings") {

@@ -56,13 +56,17 @@ int most_stages(const DeviceLimits& limits, const GemmConfig& c) {
   return stages;
 }
 
+// At most 128 accumulators a consumer thread (its rows / 64 blocks of BN / 2): 256 x 256 tiles
+// serialise the wgmmas for want of registers (ptxas C7511).
+bool registers_fit(const GemmConfig& c) {
+  const int rows = c.split == 1 ? c.bm : c.bm / 2;  // a consumer warpgroup's
+  return rows / 64 * c.bn <= 256;
+}
+
 bool fits(const DeviceLimits& limits, const GemmConfig& c) {
   const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
-  // At most 128 accumulators a consumer thread (BM / 128 blocks of BN / 2): 256 x 256 tiles
-  // serialise the wgmmas for want of registers (ptxas C7511).
-  const int rows = c.split == 1 ? c.bm : c.bm / 2;  // a consumer warpgroup's
   return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
-         rows / 64 * c.bn <= 256 && c.stages >= 2 && c.stages <= geo::kMaxStages &&
+         registers_fit(c) && c.stages >= 2 && c.stages <= geo::kMaxStages &&
          geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
 }
 
@@ -97,7 +101,7 @@ class GemmSm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
-    return plan(prob, limits, {128, best_width(prob, 128), 0});
+    return plan(prob, limits, {128, best_width(prob, 128, 0), 0});
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
@@ -109,15 +113,16 @@ class GemmSm90Family final : public Family {
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
-    plans.push_back(plan(prob, limits, {128, best_width(prob, 128), 0}));
-    plans.push_back(plan(prob, limits, {256, best_width(prob, 256), 0}));
-    if (const GemmConfig split{128, std::min(best_width(prob, 128), 128), 0, 1};
-        fits(limits, {split.bm, split.bn, most_stages(limits, split), 1})) {
-      plans.push_back(plan(prob, limits, split));
+    // Each shape's best width first, then the other widths.
+    for (const GemmConfig& c : {GemmConfig{128, 0, 0, 0}, GemmConfig{256, 0, 0, 0}, GemmConfig{128, 0, 0, 1}}) {
+      plans.push_back(plan(prob, limits, {c.bm, best_width(prob, c.bm, c.split), 0, c.split}));
     }
-    for (const int bm : {128, 256}) {
-      for (const int bn : kWidths) {
-        if (fits(limits, {bm, bn, most_stages(limits, {bm, bn, 0})})) plans.push_back(plan(prob, limits, {bm, bn, 0}));
+    for (const int split : {0, 1}) {
+      for (const int bm : {128, 256}) {
+        for (const int bn : kWidths) {
+          const GemmConfig c{bm, bn, 0, split};
+          if (fits(limits, {bm, bn, most_stages(limits, c), split})) plans.push_back(plan(prob, limits, c));
+        }
       }
     }
     return distinct_plans(std::move(plans), count);
@@ -127,8 +132,8 @@ class GemmSm90Family final : public Family {
     if (const Refusal r = serves_types(prob) ? serves_types(prob) : can_implement(prob, limits)) {
       refuse_config(forced, *r);
     }
-    const int bm = forced.get("bm").value_or(128);
-    GemmConfig c = kTable.apply({bm, best_width(prob, bm), 0, 0}, forced);
+    const int bm = forced.get("bm").value_or(128), split = forced.get("split").value_or(0);
+    GemmConfig c = kTable.apply({bm, best_width(prob, bm, split), 0, split}, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
     if (sized.stages == 0) sized.stages = most_stages(limits, c);
@@ -161,11 +166,12 @@ class GemmSm90Family final : public Family {
   // The width whose rounds of one tile an SM (kWaveBlocks) cost least, a round the tile's
   // positions and its fixed cost: pointwise_512's 784 positions an image take 7 tiles of 112
   // (no partial tile) where 128 leaves the 7th mostly empty.
-  static int best_width(const Problem& prob, int bm) {
+  // Of the widths whose accumulators fit the tile's warpgroups (BM, split).
+  static int best_width(const Problem& prob, int bm, int split) {
     int best = kWidths[0];
     auto cost = [&](int bn) { return ceil_div(tiles(prob, {bm, bn, 0}), kWaveBlocks) * (bn + kTileOverhead); };
     for (const int bn : kWidths) {
-      if (cost(bn) < cost(best)) best = bn;
+      if (registers_fit({bm, bn, 0, split}) && cost(bn) < cost(best)) best = bn;
     }
     return best;
   }
