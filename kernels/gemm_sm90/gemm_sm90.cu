@@ -103,10 +103,10 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
                       (2 * sizeof(Out) - 1)) == 0;
   float acc[MB][R];
-  // The block's j-th tile is t = blockIdx.x + j * gridDim.x, its chunks the ring's it = j * chunks ...
-  for (long long j = SPLIT ? wg : 0, t = blockIdx.x + j * gridDim.x; t < tiles;
-       j += SPLIT ? 2 : 1, t = blockIdx.x + j * gridDim.x) {
-    unsigned it = static_cast<unsigned>(j) * static_cast<unsigned>(chunks);
+  // The block's n-th tile is t = blockIdx.x + n * gridDim.x, its chunks the ring's it = n * chunks ...
+  for (long long n = SPLIT ? wg : 0, t = blockIdx.x + n * gridDim.x; t < tiles;
+       n += SPLIT ? 2 : 1, t = blockIdx.x + n * gridDim.x) {
+    unsigned it = static_cast<unsigned>(n) * static_cast<unsigned>(chunks);
     const int kt = static_cast<int>(t % k_tiles);
     const long long rest = t / k_tiles;
     const int p0 = static_cast<int>(rest % p_tiles) * BN;
