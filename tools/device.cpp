@@ -94,8 +94,12 @@ DeviceBuffer upload(const std::vector<float>& host, DataType type, int64_t offse
 }  // namespace
 
 ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, ValueRange input_range,
-                         int64_t weight_at)
-    : dtype(desc.dtype), out_dtype(output_dtype(desc)), input_offset(offset), weight_offset(weight_at) {
+                         int64_t weight_at, int64_t output_at)
+    : dtype(desc.dtype),
+      out_dtype(output_dtype(desc)),
+      input_offset(offset),
+      weight_offset(weight_at),
+      output_offset(output_at) {
   std::mt19937_64 rng(seed);
   const int64_t weight_elements =
       desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
@@ -104,11 +108,12 @@ ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, 
   if (desc.bias) bias = random_values(desc.k, rng, dtype);
   output_elements = output_extents(desc).elements();
   if (desc.epilogue.residual) residual = random_values(output_elements, rng, out_dtype);
-  d_residual = upload(residual, out_dtype);
+  d_residual = upload(residual, out_dtype, output_offset);
   d_input = upload(input, dtype, input_offset);
   d_weight = upload(weight, dtype, weight_offset);
   d_bias = upload(bias, dtype);
-  d_output = DeviceBuffer(static_cast<size_t>(output_elements) * static_cast<size_t>(dtype_bytes(out_dtype)));
+  d_output = DeviceBuffer(static_cast<size_t>(output_elements + output_offset) *
+                          static_cast<size_t>(dtype_bytes(out_dtype)));
 }
 
 std::vector<float> download_floats(const DeviceBuffer& from, DataType type) {
@@ -120,7 +125,11 @@ std::vector<float> download_floats(const DeviceBuffer& from, DataType type) {
   return values;
 }
 
-std::vector<float> ProblemData::output() const { return download_floats(d_output, out_dtype); }
+std::vector<float> ProblemData::output() const {
+  std::vector<float> all = download_floats(d_output, out_dtype);
+  all.erase(all.begin(), all.begin() + output_offset);
+  return all;
+}
 
 void fill_nan(const DeviceBuffer& buffer) {
   // A NaN in every element type: as a float (exponent all ones), as a double, and as each 16-bit
@@ -139,8 +148,10 @@ Conv3dTensors ProblemData::tensors() const {
   t.input = static_cast<const unsigned char*>(d_input.ptr()) + input_offset * dtype_bytes(dtype);
   t.weight = static_cast<const unsigned char*>(d_weight.ptr()) + weight_offset * dtype_bytes(dtype);
   t.bias = d_bias.ptr();
-  t.output = d_output.ptr();
-  t.residual = d_residual.ptr();
+  const int64_t out_bytes = dtype_bytes(out_dtype);
+  t.output = static_cast<unsigned char*>(d_output.ptr()) + output_offset * out_bytes;
+  t.residual = residual.empty() ? nullptr
+                                : static_cast<const unsigned char*>(d_residual.ptr()) + output_offset * out_bytes;
   return t;
 }
 

@@ -83,12 +83,13 @@ struct ValueRange {
 /// weights, bias and the residual (if the epilogue has one) in [-1, 1), rounded to their element
 /// types and laid out as desc.layout says; the host copies (as floats, which hold every type's
 /// values exactly) stay for a CPU reference. The device input starts `input_offset` elements into
-/// its buffer (1: an input that is not 16-byte aligned, as a view into a larger tensor can be).
+/// its buffer (1: an input that is not 16-byte aligned, as a view into a larger tensor can be), and
+/// the output and residual `output_offset` elements into theirs.
 struct ProblemData {
-  /// input_offset / weight_offset: elements the input / weight start past their allocation's
-  /// start (off 16 bytes: the unaligned paths).
+  /// input_offset / weight_offset / output_offset: elements the input / weight / output and
+  /// residual start past their allocation's start (off 16 bytes: the unaligned paths).
   ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t input_offset = 0, ValueRange input_range = {},
-              int64_t weight_offset = 0);
+              int64_t weight_offset = 0, int64_t output_offset = 0);
 
   Conv3dTensors tensors() const;
   /// Bytes a convolution must at least move: inputs (and residual) read once, output written once.
@@ -100,7 +101,7 @@ struct ProblemData {
   std::vector<float> input, weight, bias, residual;
   DataType dtype = DataType::Float32, out_dtype = DataType::Float32;
   int64_t output_elements = 0;
-  int64_t input_offset = 0, weight_offset = 0;
+  int64_t input_offset = 0, weight_offset = 0, output_offset = 0;
   DeviceBuffer d_input, d_weight, d_bias, d_output, d_residual;
 };
 

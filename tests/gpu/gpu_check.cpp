@@ -26,8 +26,8 @@ Engine& engine_for(const std::string& config) {
 
 GpuCheck check_against_reference(Engine& engine, const Conv3dDesc& desc, uint64_t seed,
                                  const cli::Stream& stream, CUcontext call_from, cli::ValueRange input_range,
-                                 int64_t input_offset, int64_t weight_offset) {
-  cli::ProblemData data(desc, seed, input_offset, input_range, weight_offset);
+                                 int64_t input_offset, int64_t weight_offset, int64_t output_offset) {
+  cli::ProblemData data(desc, seed, input_offset, input_range, weight_offset, output_offset);
   cli::fill_nan(data.d_output);
   if (call_from != nullptr) {
     CUcontext own = nullptr;

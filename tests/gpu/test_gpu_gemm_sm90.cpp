@@ -4,8 +4,8 @@
 // channels, input channels and positions that end mid-tile, blocks that walk many tiles (the
 // ring's phases wrap across tiles), tiles of 128 and 256 output channels, warpgroups sharing tiles
 // or taking every other one, both output types, every activation with scaling and a residual,
-// inputs off 16 bytes (the twin), and no local memory. Passes without checking on GPUs other than
-// sm_90.
+// inputs off 16 bytes (the twin), outputs off a pair's alignment, and no local memory. Passes
+// without checking on GPUs other than sm_90.
 #include <random>
 #include <string>
 #include <vector>
@@ -120,6 +120,25 @@ TEST_CASE("gemm_sm90: inputs off a 16-byte boundary run igemm_sm90_half's twin, 
         CHECK(r.comparison.non_finite == 0);
         CHECK(r.comparison.passed);
       }
+    }
+  }
+}
+
+TEST_CASE("gemm_sm90: outputs and residuals off a pair's alignment are stored an element at a time") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  cli::Stream stream;
+  std::random_device seeds;
+  for (const bool fp32_output : {false, true}) {
+    Conv3dDesc d = typed(shapes()[1], DataType::BFloat16, fp32_output);
+    d.epilogue.activation = Activation::Silu;
+    d.epilogue.residual = true;
+    DYNAMIC_SECTION(describe(d)) {
+      const test::GpuCheck r =
+          test::check_against_reference(test::engine_for("gemm_sm90"), d, seeds(), stream, nullptr, {}, 0, 0, 1);
+      INFO(r.kernel << ": rel-L2 " << r.comparison.rel_l2 << ", non-finite " << r.comparison.non_finite);
+      CHECK(test::family_of(r.kernel) == "gemm_sm90");
+      CHECK(r.comparison.non_finite == 0);
+      CHECK(r.comparison.passed);
     }
   }
 }
