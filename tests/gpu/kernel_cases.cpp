@@ -46,6 +46,19 @@ void check_cases(const std::vector<KernelCase>& cases, bool both_ranges) {
   }
 }
 
+void check_offsets(Engine& engine, const Conv3dDesc& desc, int64_t input_offset, int64_t weight_offset,
+                   int64_t output_offset, const std::string& family) {
+  cli::Stream stream;
+  std::random_device seeds;
+  const GpuCheck r =
+      check_against_reference(engine, desc, seeds(), stream, nullptr, {}, input_offset, weight_offset, output_offset);
+  INFO(r.kernel << ", offsets " << input_offset << " / " << weight_offset << " / " << output_offset << ": rel-L2 "
+                << r.comparison.rel_l2 << ", non-finite " << r.comparison.non_finite);
+  if (!family.empty()) CHECK(family_of(r.kernel) == family);
+  CHECK(r.comparison.non_finite == 0);
+  CHECK(r.comparison.passed);
+}
+
 void check_no_local_memory(const std::vector<KernelCase>& cases) {
   cli::Stream stream;
   for (const KernelCase& c : cases) {
