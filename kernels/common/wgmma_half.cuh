@@ -1,11 +1,12 @@
 #pragma once
 // Hopper warpgroup MMA for 16-bit inputs (wgmma, sm_90a): D(64 x N, fp32 registers) += A(64 x 16) *
-// B(16 x N), both operands bf16 (or both fp16) in shared memory, K-major, 128-byte swizzled; and
+// B(16 x N), both operands bf16 (or both fp16) in shared memory, 128-byte swizzled, K-major (or A
+// M-major, or B N-major: mma_half's template flags); and
 // the same with TF32 operands in shared memory, 8 terms a step (the same 32 bytes of a row).
 // Beside common/wgmma.cuh (TF32, A from registers), whose fence / commit / wait / settle these
 // kernels use too.
 //
-// Shared-memory operand layout (both A and B): rows (A: output positions, B: output channels) of
+// Shared-memory operand layout (K-major A and B): rows (A: output positions, B: output channels) of
 // 64 halves, 128 bytes each, consecutive; in each group of 8 rows (1024 bytes, 1024-byte aligned)
 // the 16-byte chunk j of row r lies at chunk j ^ (r % 8) (the 128-byte swizzle). A descriptor
 // names the first row and the k16 step (32 bytes in), the 8-row groups SBO = 1024 bytes apart.

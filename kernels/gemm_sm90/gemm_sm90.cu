@@ -17,7 +17,9 @@
 // every tile (four wgmma k16 a chunk and 64 rows, every stage but the last one's released as soon
 // as the next chunk's products are issued) and store their tile from the accumulators, while the
 // producer already loads the next tile's chunks; or, with Spec::split, each warpgroup takes every
-// other tile whole (BM = 128), so that one stores its tile while the other multiplies.
+// other tile whole (BM = 128), so that one stores its tile while the other multiplies, each with a
+// half of the ring of its own: a barrier's waiters must never be more than one phase behind it,
+// which a warpgroup that skipped the other's chunks in a shared ring would be.
 // Out-of-range channels, rows and positions arrive as the boxes' zeros; the stores skip them.
 #pragma once
 #include "common/element.cuh"
@@ -45,6 +47,8 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   static_assert(BM == 128 || BM == 256, "two consumer warpgroups of one or two m64 blocks");
   static_assert(!SPLIT || BM == 128, "a warpgroup's whole tile of two m64 blocks");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
+  static_assert(!SPLIT || (STAGES % 2 == 0 && STAGES >= 4), "two halves of at least two stages");
+  constexpr int HALF = STAGES / 2;
 
   extern __shared__ uint4 shared_gemm_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));
@@ -59,6 +63,19 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   const int p_tiles = (positions + BN - 1) / BN;
   const long long tiles = static_cast<long long>(k_tiles) * p_tiles * p.n;
   const int chunks = (channels + kChunk - 1) / kChunk;
+  // The stage of the block's n-th tile's chunk q and the parity of that stage's use: chunks in
+  // order through the ring, or with SPLIT through the half of the warpgroup that takes tile n.
+  auto stage_of = [&](long long n, int q, unsigned& parity) {
+    if constexpr (SPLIT) {
+      const unsigned u = static_cast<unsigned>(n >> 1) * static_cast<unsigned>(chunks) + static_cast<unsigned>(q);
+      parity = (u / HALF) & 1u;
+      return static_cast<int>(n & 1) * HALF + static_cast<int>(u % HALF);
+    } else {
+      const unsigned u = static_cast<unsigned>(n) * static_cast<unsigned>(chunks) + static_cast<unsigned>(q);
+      parity = (u / STAGES) & 1u;
+      return static_cast<int>(u % STAGES);
+    }
+  };
 
   if (tid == 0) {
 #pragma unroll
@@ -72,14 +89,14 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
 
   if (warp == 8) {  // the producer
     if (lane == 0) {
-      unsigned it = 0;
-      for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+      for (long long n = 0, t = blockIdx.x; t < tiles; ++n, t += gridDim.x) {
         const int kt = static_cast<int>(t % k_tiles);
         const long long rest = t / k_tiles;
         const int p0 = static_cast<int>(rest % p_tiles) * BN, img = static_cast<int>(rest / p_tiles);
-        for (int q = 0; q < chunks; ++q, ++it) {
-          const int s = static_cast<int>(it % STAGES);
-          tma::wait(empty + s, ((it / STAGES) & 1u) ^ 1u);  // (a fresh barrier's previous phase is complete)
+        for (int q = 0; q < chunks; ++q) {
+          unsigned parity;
+          const int s = stage_of(n, q, parity);
+          tma::wait(empty + s, parity ^ 1u);  // (a fresh barrier's previous phase is complete)
           char* const stage = ring_ptr + s * STAGE;
           tma::arrive_expect(full + s, STAGE);
           tma::load_box(stage, weight_map, q * kChunk, kt * BM, full + s);
@@ -103,18 +120,19 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
                       (2 * sizeof(Out) - 1)) == 0;
   float acc[MB][R];
-  // The block's n-th tile is t = blockIdx.x + n * gridDim.x, its chunks the ring's it = n * chunks ...
+  // The block's n-th tile is t = blockIdx.x + n * gridDim.x.
   for (long long n = SPLIT ? wg : 0, t = blockIdx.x + n * gridDim.x; t < tiles;
        n += SPLIT ? 2 : 1, t = blockIdx.x + n * gridDim.x) {
-    unsigned it = static_cast<unsigned>(n) * static_cast<unsigned>(chunks);
     const int kt = static_cast<int>(t % k_tiles);
     const long long rest = t / k_tiles;
     const int p0 = static_cast<int>(rest % p_tiles) * BN;
     const long long img = rest / p_tiles;
 #pragma unroll 1
-    for (int q = 0; q < chunks; ++q, ++it) {
-      const int s = static_cast<int>(it % STAGES);
-      tma::wait(full + s, (it / STAGES) & 1u);
+    int previous = 0;  // the stage of the chunk before
+    for (int q = 0; q < chunks; ++q) {
+      unsigned parity;
+      const int s = stage_of(n, q, parity);
+      tma::wait(full + s, parity);
       const unsigned a = ring + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * 128);
       const unsigned b = ring + static_cast<unsigned>(s * STAGE + A_BYTES);
       wgmma::fence();
@@ -128,10 +146,11 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
       }
       wgmma::commit();
       wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
-      if (q > 0 && lane == 0) tma::arrive(empty + (it + STAGES - 1) % STAGES);
+      if (q > 0 && lane == 0) tma::arrive(empty + previous);
+      previous = s;
     }
     wgmma::wait<0>();
-    if (lane == 0) tma::arrive(empty + (it + STAGES - 1) % STAGES);
+    if (lane == 0) tma::arrive(empty + previous);
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
 

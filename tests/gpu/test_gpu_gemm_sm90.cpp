@@ -48,7 +48,7 @@ std::vector<Case> width_cases() {
         for (const std::string config :
              {"gemm_sm90", "gemm_sm90:128,64", "gemm_sm90:128,96", "gemm_sm90:128,112", "gemm_sm90:128,128,2",
               "gemm_sm90:128,192", "gemm_sm90:128,256,3", "gemm_sm90:256,112", "gemm_sm90:256,128,2",
-              "gemm_sm90:256,96", "gemm_sm90:bm=128,bn=112,split=1", "gemm_sm90:bm=128,bn=64,stages=3,split=1"}) {
+              "gemm_sm90:256,96", "gemm_sm90:bm=128,bn=112,split=1", "gemm_sm90:bm=128,bn=64,stages=4,split=1"}) {
           if ((i++ % 2) != 0 && config != "gemm_sm90") continue;  // other widths on half the combinations
           out.push_back({config, typed(d, type, fp32_output), "gemm_sm90"});
         }

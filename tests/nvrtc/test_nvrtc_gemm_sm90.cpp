@@ -103,6 +103,10 @@ TEST_CASE("gemm_sm90: forced widths and rings") {
   CHECK(plan_of(d, "gemm_sm90:256,128").key.field("stages") == 4);  // 48 KB stages
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:256,192"), Error);  // 192 accumulators a thread
   CHECK(plan_of(d, "gemm_sm90:bm=128,bn=112,split=1").key.field("split") == 1);
+  // Split: a half of the ring a warpgroup, at least two stages each.
+  CHECK(plan_of(d, "gemm_sm90:bm=128,bn=112,split=1").key.field("stages") == 6);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=112,stages=5,split=1"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=112,stages=2,split=1"), Error);
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=192,split=1"), Error);  // 192 accumulators a thread
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=256,bn=64,split=1"), Error);
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:192,128"), Error);

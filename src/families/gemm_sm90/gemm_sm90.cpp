@@ -50,9 +50,13 @@ long long tiles(const Problem& prob, const GemmConfig& c) {
   return ceil_div(prob.desc.k, c.bm) * ceil_div(positions_of(prob), c.bn) * prob.desc.n;
 }
 
+// Split rings are two halves of at least two stages: an even count.
 int most_stages(const DeviceLimits& limits, const GemmConfig& c) {
   int stages = geo::kMaxStages;
-  while (stages > 2 && geo::shared_bytes(c.bm, c.bn, stages) > limits.max_smem_per_block_optin) --stages;
+  while (stages > 2 && (geo::shared_bytes(c.bm, c.bn, stages) > limits.max_smem_per_block_optin ||
+                        (c.split == 1 && stages % 2 != 0))) {
+    --stages;
+  }
   return stages;
 }
 
@@ -66,8 +70,8 @@ bool registers_fit(const GemmConfig& c) {
 bool fits(const DeviceLimits& limits, const GemmConfig& c) {
   const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
   return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
-         registers_fit(c) && c.stages >= 2 && c.stages <= geo::kMaxStages &&
-         geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
+         registers_fit(c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
+         c.stages <= geo::kMaxStages && geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
 }
 
 class GemmSm90Family final : public Family {
@@ -139,8 +143,8 @@ class GemmSm90Family final : public Family {
     if (sized.stages == 0) sized.stages = most_stages(limits, c);
     if (!fits(limits, sized)) {
       refuse_config(forced, "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most "
-                            "128 with BM 256 or split 1), 2 to 8 stages within the block's shared memory, split 0 or "
-                            "1 (1 with BM 128)");
+                            "128 with BM 256 or split 1), 2 to 8 stages within the block's shared memory (an even "
+                            "number from 4 with split 1), split 0 or 1 (1 with BM 128)");
     }
     return plan(prob, limits, c);
   }
