@@ -3,8 +3,6 @@
 // Hopper's wgmma: persistent blocks of a producer warp (TMA boxes into a ring of full / empty
 // mbarriers) and two consumer warpgroups that store their tiles from the accumulators
 // (docs/kernels/gemm_sm90.md).
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <limits>
 #include <memory>
