@@ -30,6 +30,27 @@
 
 namespace conv3djit {
 
+// Lane t4 of a quad holds packed pairs w0 (positions 2 t4, 2 t4 + 1 of a 16-position run of one
+// channel) and w1 (the same 8 further); stores positions 4 t4 .. 4 t4 + 3 of the run at `dst`
+// (the run's start + 4 t4) where `ok`: one 8-byte store where dst lies on 8 bytes, else four. Every
+// lane of the warp calls it (two shuffles). Positions 4 t4 .. are in lanes 2 (t4 % 2) and
+// 2 (t4 % 2) + 1 of the quad, as their word t4 / 2: lane s sends w_(s % 2), then w_(1 - s % 2).
+template <class Out>
+__device__ __forceinline__ void store_quad(Out* dst, unsigned w0, unsigned w1, bool ok, int lane) {
+  const int t4 = lane & 3, quad = lane & ~3, high = t4 >> 1;
+  const unsigned first = __shfl_sync(0xffffffffu, (t4 & 1) ? w1 : w0, quad + 2 * (t4 & 1) + high);
+  const unsigned second = __shfl_sync(0xffffffffu, (t4 & 1) ? w0 : w1, quad + 2 * (t4 & 1) + 1 - high);
+  const unsigned lo = high ? second : first, hi = high ? first : second;
+  const bool whole = ok && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
+  if (whole) *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+  if (ok && !whole) {
+    dst[0].bits = static_cast<unsigned short>(lo & 0xffffu);
+    dst[1].bits = static_cast<unsigned short>(lo >> 16);
+    dst[2].bits = static_cast<unsigned short>(hi & 0xffffu);
+    dst[3].bits = static_cast<unsigned short>(hi >> 16);
+  }
+}
+
 template <class Spec>
 __global__ void __launch_bounds__(gemm_sm90_geometry::kThreads, 1)
 gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
@@ -127,8 +148,8 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     const long long rest = t / k_tiles;
     const int p0 = static_cast<int>(rest % p_tiles) * BN;
     const long long img = rest / p_tiles;
-#pragma unroll 1
     int previous = 0;  // the stage of the chunk before
+#pragma unroll 1
     for (int q = 0; q < chunks; ++q) {
       unsigned parity;
       const int s = stage_of(n, q, parity);
@@ -160,19 +181,39 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     for (int h = 0; h < 2 * MB; ++h) {
       const int mb = h >> 1;
       const long long k = static_cast<long long>(kt) * BM + row + 64 * mb + 8 * (h & 1);
-      if (k >= p.k) continue;
-      const float bk = p.has_bias ? load_float(bias + k) : 0.f;
+      const bool inside = k < p.k;
+      const float bk = p.has_bias && inside ? load_float(bias + k) : 0.f;
       const long long line = (img * p.k + k) * positions;
+      if constexpr (sizeof(Out) == 2) {
+        // Two steps of 8 positions at a time, regrouped in the quad so that lane t4 stores
+        // positions 4 t4 .. 4 t4 + 3 of the 16, 8 bytes: a store instruction's 8 channels then
+        // fill whole 32-byte sectors (pairs of 4 bytes filled half of each, doubling L2's writes).
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int pos = p0 + 8 * j + 2 * t4;
-        if (pos >= positions) continue;
-        const long long at = line + pos;
-        const float r0 = epilogue::residual<Spec, float>(at, true, p);
-        const float r1 = epilogue::residual<Spec, float>(at + 1, true, p);
-        const float v0 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], bk, r0, p);
-        const float v1 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1) + 1], bk, r1, p);
-        store_two(out + at, v0, v1, pairs, true);
+        for (int j = 0; j < BN / 8; j += 2) {
+          const int pos = p0 + 8 * j + 2 * t4;  // and pos + 8 (P a multiple of 8: both pairs whole)
+          float v[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int at_pos = pos + 8 * (e >> 1) + (e & 1);
+            const float r = epilogue::residual<Spec, float>(line + at_pos, inside && at_pos < positions, p);
+            v[e] = epilogue::apply_read<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, r, p);
+          }
+          store_quad<Out>(out + line + p0 + 8 * j + 4 * t4, pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]),
+                          inside && p0 + 8 * j + 4 * t4 < positions, lane);
+        }
+      } else {
+        if (!inside) continue;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int pos = p0 + 8 * j + 2 * t4;
+          if (pos >= positions) continue;
+          const long long at = line + pos;
+          const float r0 = epilogue::residual<Spec, float>(at, true, p);
+          const float r1 = epilogue::residual<Spec, float>(at + 1, true, p);
+          const float v0 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], bk, r0, p);
+          const float v1 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1) + 1], bk, r1, p);
+          store_two(out + at, v0, v1, pairs, true);
+        }
       }
     }
   }
