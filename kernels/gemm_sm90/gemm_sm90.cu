@@ -30,26 +30,77 @@
 
 namespace conv3djit {
 
-// Lane t4 of a quad holds packed pairs w0 (positions 2 t4, 2 t4 + 1 of a 16-position run of one
-// channel) and w1 (the same 8 further); stores positions 4 t4 .. 4 t4 + 3 of the run at `dst`
-// (the run's start + 4 t4) where `ok`: one 8-byte store where dst lies on 8 bytes, else four. Every
-// lane of the warp calls it (two shuffles). Positions 4 t4 .. are in lanes 2 (t4 % 2) and
-// 2 (t4 % 2) + 1 of the quad, as their word t4 / 2: lane s sends w_(s % 2), then w_(1 - s % 2).
-template <class Out>
-__device__ __forceinline__ void store_quad(Out* dst, unsigned w0, unsigned w1, bool ok, int lane) {
+// Regrouping a quad's 16 consecutive positions of one channel: lane t4 holds 32-bit words x0 (of
+// positions 2 t4, 2 t4 + 1) and x1 (the same 8 further), a packed pair each or one of the pair's
+// floats; afterwards it holds the words of positions 4 t4 and 4 t4 + 2 (.x, .y), which lanes
+// 2 (t4 % 2) and 2 (t4 % 2) + 1 held as their word t4 / 2. Lane s sends x_(s % 2), then
+// x_(1 - s % 2). Every lane of the warp calls it (two shuffles).
+__device__ __forceinline__ uint2 regroup(unsigned x0, unsigned x1, int lane) {
   const int t4 = lane & 3, quad = lane & ~3, high = t4 >> 1;
-  const unsigned first = __shfl_sync(0xffffffffu, (t4 & 1) ? w1 : w0, quad + 2 * (t4 & 1) + high);
-  const unsigned second = __shfl_sync(0xffffffffu, (t4 & 1) ? w0 : w1, quad + 2 * (t4 & 1) + 1 - high);
-  const unsigned lo = high ? second : first, hi = high ? first : second;
-  const bool whole = ok && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
-  if (whole) *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
-  if (ok && !whole) {
-    dst[0].bits = static_cast<unsigned short>(lo & 0xffffu);
-    dst[1].bits = static_cast<unsigned short>(lo >> 16);
-    dst[2].bits = static_cast<unsigned short>(hi & 0xffffu);
-    dst[3].bits = static_cast<unsigned short>(hi >> 16);
+  const unsigned first = __shfl_sync(0xffffffffu, (t4 & 1) ? x1 : x0, quad + 2 * (t4 & 1) + high);
+  const unsigned second = __shfl_sync(0xffffffffu, (t4 & 1) ? x0 : x1, quad + 2 * (t4 & 1) + 1 - high);
+  return high ? make_uint2(second, first) : make_uint2(first, second);
+}
+
+// The residual's four 16-bit elements at `offset` .. + 3 (zeros where !ok): one 8-byte read where
+// they lie on 8 bytes, else four.
+template <class Spec>
+__device__ __forceinline__ void residual_four(long long offset, bool ok, const ConvParams& p, float (&r)[4]) {
+  using Out = typename Spec::out_element;
+  const Out* const at = reinterpret_cast<const Out*>(p.residual) + offset;
+  if (ok && reinterpret_cast<unsigned long long>(at) % 8 == 0) {
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(at));
+    unpack_pair<Out>(w.x, r[0], r[1]);
+    unpack_pair<Out>(w.y, r[2], r[3]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) r[e] = epilogue::residual<Spec, float>(offset + e, ok, p);
   }
 }
+
+// Four consecutive 16-bit outputs, packed pairs w.x, w.y, at dst where ok: one 8-byte store where
+// dst lies on 8 bytes, else four.
+template <class Out>
+__device__ __forceinline__ void store_four(Out* dst, uint2 w, bool ok) {
+  const bool whole = ok && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
+  if (whole) *reinterpret_cast<uint2*>(dst) = w;
+  if (ok && !whole) {
+    dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
+    dst[1].bits = static_cast<unsigned short>(w.x >> 16);
+    dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
+    dst[3].bits = static_cast<unsigned short>(w.y >> 16);
+  }
+}
+
+// A block's walk over the tiles, worked out by each side after its setmaxnreg (values live across
+// it were spilled): tile t = blockIdx.x + n gridDim.x is output channel block t % k_tiles, position
+// block t / k_tiles % p_tiles, image t / (k_tiles p_tiles); a tile is `chunks` chunks of kChunk
+// input channels.
+template <class Spec>
+struct Schedule {
+  static constexpr int STAGES = Spec::stages, HALF = STAGES / 2;
+  int positions, k_tiles, p_tiles, chunks;
+  long long tiles;
+  __device__ explicit Schedule(const ConvParams& p)
+      : positions(static_cast<int>(p.d * p.h * p.w)),
+        k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
+        p_tiles((positions + Spec::bn - 1) / Spec::bn),
+        chunks(static_cast<int>((p.c + gemm_sm90_geometry::kChunk - 1) / gemm_sm90_geometry::kChunk)),
+        tiles(static_cast<long long>(k_tiles) * p_tiles * p.n) {}
+  // The stage of the use-th chunk through a ring (the whole ring, or with Spec::split half `side`
+  // of it, the half of the warpgroup that takes the tile) and the parity of that stage's use.
+  __device__ static int stage_at(unsigned use, int side, unsigned& parity) {
+    constexpr unsigned LENGTH = Spec::split != 0 ? HALF : STAGES;
+    parity = (use / LENGTH) & 1u;
+    return side * HALF + static_cast<int>(use % LENGTH);
+  }
+  // The same for the block's n-th tile's chunk q: with Spec::split, tile n goes to half n % 2.
+  __device__ int stage_of(long long n, int q, unsigned& parity) const {
+    const long long tile = Spec::split != 0 ? n >> 1 : n;
+    const unsigned use = static_cast<unsigned>(tile) * static_cast<unsigned>(chunks) + static_cast<unsigned>(q);
+    return stage_at(use, Spec::split != 0 ? static_cast<int>(n & 1) : 0, parity);
+  }
+};
 
 template <class Spec>
 __global__ void __launch_bounds__(gemm_sm90_geometry::kThreads, 1)
@@ -69,7 +120,6 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   static_assert(!SPLIT || BM == 128, "a warpgroup's whole tile of two m64 blocks");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
   static_assert(!SPLIT || (STAGES % 2 == 0 && STAGES >= 4), "two halves of at least two stages");
-  constexpr int HALF = STAGES / 2;
 
   extern __shared__ uint4 shared_gemm_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));
@@ -79,24 +129,6 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   auto* const empty = full + kMaxStages;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int positions = static_cast<int>(p.d * p.h * p.w), channels = static_cast<int>(p.c);
-  const int k_tiles = static_cast<int>((p.k + BM - 1) / BM);
-  const int p_tiles = (positions + BN - 1) / BN;
-  const long long tiles = static_cast<long long>(k_tiles) * p_tiles * p.n;
-  const int chunks = (channels + kChunk - 1) / kChunk;
-  // The stage of the block's n-th tile's chunk q and the parity of that stage's use: chunks in
-  // order through the ring, or with SPLIT through the half of the warpgroup that takes tile n.
-  auto stage_of = [&](long long n, int q, unsigned& parity) {
-    if constexpr (SPLIT) {
-      const unsigned u = static_cast<unsigned>(n >> 1) * static_cast<unsigned>(chunks) + static_cast<unsigned>(q);
-      parity = (u / HALF) & 1u;
-      return static_cast<int>(n & 1) * HALF + static_cast<int>(u % HALF);
-    } else {
-      const unsigned u = static_cast<unsigned>(n) * static_cast<unsigned>(chunks) + static_cast<unsigned>(q);
-      parity = (u / STAGES) & 1u;
-      return static_cast<int>(u % STAGES);
-    }
-  };
 
   if (tid == 0) {
 #pragma unroll
@@ -108,15 +140,18 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   }
   __syncthreads();  // initialised before any thread waits; no block-wide barrier follows
 
-  if (warp == 8) {  // the producer
-    if (lane == 0) {
-      for (long long n = 0, t = blockIdx.x; t < tiles; ++n, t += gridDim.x) {
-        const int kt = static_cast<int>(t % k_tiles);
-        const long long rest = t / k_tiles;
-        const int p0 = static_cast<int>(rest % p_tiles) * BN, img = static_cast<int>(rest / p_tiles);
-        for (int q = 0; q < chunks; ++q) {
+  if (warp >= 8) {  // the producer warpgroup: one thread issues the loads
+    // Its registers go to the consumers (every warp of a warpgroup takes part).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+    if (warp == 8 && lane == 0) {
+      const Schedule<Spec> w(p);
+      for (long long n = 0, t = blockIdx.x; t < w.tiles; ++n, t += gridDim.x) {
+        const int kt = static_cast<int>(t % w.k_tiles);
+        const long long rest = t / w.k_tiles;
+        const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
+        for (int q = 0; q < w.chunks; ++q) {
           unsigned parity;
-          const int s = stage_of(n, q, parity);
+          const int s = w.stage_of(n, q, parity);
           tma::wait(empty + s, parity ^ 1u);  // (a fresh barrier's previous phase is complete)
           char* const stage = ring_ptr + s * STAGE;
           tma::arrive_expect(full + s, STAGE);
@@ -133,6 +168,9 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
 
   // A consumer: warpgroup wg's WG_ROWS output channels of each tile (or of every other tile), MB
   // blocks of 64 rows.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  const Schedule<Spec> w(p);
+  const int positions = w.positions;
   const int wg = warp >> 2;
   const int g = lane >> 2, t4 = lane & 3, row = (SPLIT ? 0 : wg * WG_ROWS) + (warp & 3) * 16 + g;
   constexpr bool BF16 = kIsBf16<T>;
@@ -141,18 +179,21 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
                       (2 * sizeof(Out) - 1)) == 0;
   float acc[MB][R];
-  // The block's n-th tile is t = blockIdx.x + n * gridDim.x.
-  for (long long n = SPLIT ? wg : 0, t = blockIdx.x + n * gridDim.x; t < tiles;
-       n += SPLIT ? 2 : 1, t = blockIdx.x + n * gridDim.x) {
-    const int kt = static_cast<int>(t % k_tiles);
-    const long long rest = t / k_tiles;
-    const int p0 = static_cast<int>(rest % p_tiles) * BN;
-    const long long img = rest / p_tiles;
+  // The block's n-th tile is t = blockIdx.x + n * gridDim.x; with SPLIT this warpgroup takes n = wg,
+  // wg + 2, ... The running count of the warpgroup's chunks gives their stages (one counter: the
+  // tile index alone kept one value more live, which spilled at 128 accumulators).
+  unsigned use = 0;
+  for (long long t = blockIdx.x + (SPLIT ? wg : 0) * static_cast<long long>(gridDim.x); t < w.tiles;
+       t += (SPLIT ? 2 : 1) * static_cast<long long>(gridDim.x)) {
+    const int kt = static_cast<int>(t % w.k_tiles);
+    const long long rest = t / w.k_tiles;
+    const int p0 = static_cast<int>(rest % w.p_tiles) * BN;
+    const long long img = rest / w.p_tiles;
     int previous = 0;  // the stage of the chunk before
 #pragma unroll 1
-    for (int q = 0; q < chunks; ++q) {
+    for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
-      const int s = stage_of(n, q, parity);
+      const int s = w.stage_at(use++, SPLIT ? wg : 0, parity);
       tma::wait(full + s, parity);
       const unsigned a = ring + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * 128);
       const unsigned b = ring + static_cast<unsigned>(s * STAGE + A_BYTES);
@@ -188,18 +229,33 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
         // Two steps of 8 positions at a time, regrouped in the quad so that lane t4 stores
         // positions 4 t4 .. 4 t4 + 3 of the 16, 8 bytes: a store instruction's 8 channels then
         // fill whole 32-byte sectors (pairs of 4 bytes filled half of each, doubling L2's writes).
+        // With a residual the floats are regrouped (four shuffles, not two) and the lane reads
+        // its four positions' residual at once: read per element, the tile's reads were hoisted
+        // together and spilled.
 #pragma unroll
         for (int j = 0; j < BN / 8; j += 2) {
-          const int pos = p0 + 8 * j + 2 * t4;  // and pos + 8 (P a multiple of 8: both pairs whole)
-          float v[4];
+          const int mine = p0 + 8 * j + 4 * t4;  // P a multiple of 8: the lane's four whole or none
+          const bool ok = inside && mine < positions;
+          float v[4];  // positions 8j + 2 t4, + 1, + 8, + 9 of the tile
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int at_pos = pos + 8 * (e >> 1) + (e & 1);
-            const float r = epilogue::residual<Spec, float>(line + at_pos, inside && at_pos < positions, p);
-            v[e] = epilogue::apply_read<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, r, p);
+            v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
           }
-          store_quad<Out>(out + line + p0 + 8 * j + 4 * t4, pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]),
-                          inside && p0 + 8 * j + 4 * t4 < positions, lane);
+          uint2 words;
+          if constexpr (Spec::residual != 0) {
+            const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), lane);  // mine, mine + 2
+            const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), lane);   // mine + 1, mine + 3
+            float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y),
+                          __uint_as_float(odd.y)};
+            float r[4];
+            residual_four<Spec>(line + mine, ok, p, r);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
+            words = make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
+          } else {
+            words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), lane);
+          }
+          store_four(out + line + mine, words, ok);
         }
       } else {
         if (!inside) continue;

@@ -9,8 +9,14 @@ inline constexpr int kChunk = 64;
 /// Positions of one box of the input (a 128-byte row of a channel); a tile's BN positions are
 /// ceil(BN / 64) such boxes.
 inline constexpr int kBox = 64;
-/// Threads a block: two consumer warpgroups and one producer warp.
-inline constexpr int kThreads = 288;
+/// Threads a block: two consumer warpgroups and a producer warpgroup.
+inline constexpr int kThreads = 384;
+/// Registers a thread after the start, producer and consumers (setmaxnreg): a block of 384
+/// threads starts with 168 each (65536 / 384, in steps of 8); the producer, which only issues
+/// TMA loads, keeps 40 and gives the rest to the consumers' accumulators and epilogue
+/// (2 x 128 x 232 + 128 x 40 <= 65536). With a producer warp alone (288 threads) every thread had
+/// 168, and 16-bit epilogues with an activation spilled at 128 accumulators.
+inline constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 /// Most stages a ring may have (one mbarrier pair each after the ring).
 inline constexpr int kMaxStages = 8;
 

@@ -18,7 +18,7 @@ const Family& direct_family();
 
 const std::vector<const Family*>& registry() {
   static const std::vector<const Family*> families = {
-      &igemm_sm90_k16_family(), &igemm_sm90_family(),  &igemm_sm90_half_family(), &gemm_sm90_family(),
+      &igemm_sm90_k16_family(), &igemm_sm90_family(),  &gemm_sm90_family(), &igemm_sm90_half_family(),
       &igemm_sm80_family(),     &grouped_mma_family(), &depthwise_family(),       &grouped_family(),
       &direct_tiled_family(),   &direct_family(),
   };

@@ -1,8 +1,8 @@
 // NVRTC, no GPU: pointwise bf16 / fp16 NCDHW layers (1 x 1 x 1, unit strides, no padding, one group,
-// C and D·H·W multiples of 8) plan to gemm_sm90 on sm_90 where it is forced or tuned (the planner
-// leaves them to igemm_sm90_half until gemm_sm90 is measured faster) with the tile width whose
-// rounds cost least, one persistent block an SM and igemm_sm90_half's twin for inputs off 16
-// bytes; it refuses every other layer; every width, both output types and epilogues with a residual compile
+// C and D·H·W multiples of 8) plan to gemm_sm90 on sm_90 (the planner's choice from 96 output
+// channels and without a residual; 256-channel tiles from 1024 output channels) with the tile
+// width whose rounds cost least, one persistent block an SM and igemm_sm90_half's twin for inputs
+// off 16 bytes; it refuses every other layer; every width, both output types and epilogues with a residual compile
 // for sm_90a without spills.
 #include <string>
 
@@ -38,17 +38,29 @@ std::string family_of(const detail::Plan& plan) {
 
 TEST_CASE("gemm_sm90: which layers it takes") {
   const Conv3dDesc pointwise_512 = typed(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}));
-  CHECK(family_of(plan_of(pointwise_512)) == "igemm_sm90_half");
-  const detail::Plan p = plan_of(pointwise_512, "gemm_sm90");
+  const detail::Plan p = plan_of(pointwise_512);
   CHECK(family_of(p) == "gemm_sm90");
-  CHECK(p.block == 288u);
+  CHECK(p.key.field("bm") == 256);  // 2048 output channels: tiles of 256
+  CHECK(plan_of(pointwise_512, "gemm_sm90").key.field("bm") == 256);
+  CHECK(plan_of(pointwise_512, "gemm_sm90:bm=128,bn=112").key.field("bm") == 128);
+  CHECK(plan_of(pointwise_512, "gemm_sm90:bm=128,bn=112,split=1").key.field("split") == 1);
+  const Conv3dDesc pointwise_128 = typed(test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1}));
+  CHECK(family_of(plan_of(pointwise_128)) == "gemm_sm90");
+  CHECK(plan_of(pointwise_128).key.field("bm") == 128);
+  // 64 output channels (half a tile) and residual epilogues stay on igemm_sm90_half.
+  CHECK(family_of(plan_of(typed(test::make(8, 192, {8, 28, 28}, 64, {1, 1, 1})))) == "igemm_sm90_half");
+  Conv3dDesc with_residual = pointwise_128;
+  with_residual.epilogue.residual = true;
+  CHECK(family_of(plan_of(with_residual)) == "igemm_sm90_half");
+  CHECK(family_of(plan_of(with_residual, "gemm_sm90")) == "gemm_sm90");
+  CHECK(p.block == 384u);
   CHECK(p.grid == 132u);  // one block an SM, each walking its tiles
   CHECK_FALSE(p.input_copy);
   CHECK_FALSE(p.prep);
   CHECK(p.weight_map);
   // 784 positions an image: 7 tiles of 112, none partial.
   CHECK(p.key.field("bn") == 112);
-  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(128, 112, p.key.field("stages"))));
+  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(256, 112, p.key.field("stages"))));
   CHECK(p.shared_bytes <= 227u * 1024u);
   // An input off 16 bytes runs igemm_sm90_half's twin (its channels-last copy).
   REQUIRE(p.unaligned);
@@ -110,6 +122,16 @@ TEST_CASE("gemm_sm90: forced widths and rings") {
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=192,split=1"), Error);  // 192 accumulators a thread
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=256,bn=64,split=1"), Error);
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:192,128"), Error);
+  // A set of 128 accumulators with 16-bit outputs of the erf GELU, no residual: spills (two of
+  // 64 do not).
+  Conv3dDesc gelu = d;
+  gelu.epilogue.activation = Activation::Gelu;
+  CHECK_THROWS_AS(plan_of(gelu, "gemm_sm90:128,256"), Error);
+  CHECK(plan_of(gelu, "gemm_sm90:256,128").key.field("bn") == 128);
+  CHECK(plan_of(typed(test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1})), "gemm_sm90").key.field("bn") == 256);
+  gelu = typed(test::make(8, 128, {16, 56, 56}, 128, {1, 1, 1}));
+  gelu.epilogue.activation = Activation::Gelu;
+  CHECK(plan_of(gelu, "gemm_sm90").key.field("bn") <= 192);
   // Forced past the heuristic's C >= 32 and K >= 64, never past its rules.
   CHECK(family_of(plan_of(typed(test::make(1, 8, {4, 4, 4}, 24, {1, 1, 1})), "gemm_sm90")) == "gemm_sm90");
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,80"), Error);
@@ -125,10 +147,11 @@ TEST_CASE("gemm_sm90 kernels compile for sm_90a without spills") {
       for (const char* forced : {"gemm_sm90:128,64", "gemm_sm90:128,112", "gemm_sm90:128,192", "gemm_sm90:128,256",
                                   "gemm_sm90:256,112", "gemm_sm90:256,128", "gemm_sm90:bm=128,bn=128,split=1"}) {
         Conv3dDesc c = typed(d, type, fp32_output);
-        if (fp32_output) {
-          c.epilogue = test::epilogue_cases()[3];  // GELU, scaled
-          c.epilogue.residual = true;
-        }
+        // The heaviest epilogues: erf GELU, scaled, with the residual (float32 outputs); 16-bit
+        // outputs regroup in the quad, the tanh GELU without (bf16) and SiLU with the residual
+        // (fp16). Plain bf16 outputs are the compile test's own.
+        const std::vector<Epilogue> epilogues = test::epilogue_cases();
+        c.epilogue = fp32_output ? epilogues[3] : type == DataType::BFloat16 ? epilogues[4] : epilogues[5];
         DYNAMIC_SECTION(forced << " " << describe(c)) {
           const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
           INFO(r.kernel << "\n" << r.log);

@@ -59,16 +59,24 @@ int most_stages(const DeviceLimits& limits, const GemmConfig& c) {
 }
 
 // At most 128 accumulators a consumer thread (its rows / 64 blocks of BN / 2): 256 x 256 tiles
-// serialise the wgmmas for want of registers (ptxas C7511).
-bool registers_fit(const GemmConfig& c) {
+// serialise the wgmmas for want of registers (ptxas C7511). And no single set of 128 (BM 128, BN
+// 256, shared tiles) where 16-bit outputs take the erf GELU without a residual: those 32
+// unrolled steps of the epilogue spilled 16 bytes (two sets of 64, 96 in one, a residual's
+// schedule or float32 outputs do not).
+bool registers_fit(const Problem& prob, const GemmConfig& c) {
   const int rows = c.split == 1 ? c.bm : c.bm / 2;  // a consumer warpgroup's
+  const Epilogue& e = prob.desc.epilogue;
+  if (e.activation == Activation::Gelu && !e.residual && prob.out_dtype != DataType::Float32 && rows == 64 &&
+      c.bn > 192) {
+    return false;
+  }
   return rows / 64 * c.bn <= 256;
 }
 
-bool fits(const DeviceLimits& limits, const GemmConfig& c) {
+bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) {
   const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
   return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
-         registers_fit(c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
+         registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
          c.stages <= geo::kMaxStages && geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
 }
 
@@ -103,27 +111,32 @@ class GemmSm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
-    return plan(prob, limits, {128, best_width(prob, 128, 0), 0});
+    const int bm = heuristic_bm(prob);
+    return plan(prob, limits, {bm, best_width(prob, bm, 0), 0});
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
-    if (prob.desc.k < 64) return "fewer than 64 output channels: most of a 128-channel tile would be padding";
+    if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
+    // Its epilogue reads the residual after the tile's products, with nothing else to overlap
+    // them in the block; igemm_sm90_half ran such layers 1.3x faster (docs/kernels/gemm_sm90.md).
+    if (prob.desc.epilogue.residual) return "a residual (igemm_sm90_half's epilogue overlaps its reads)";
     return std::nullopt;
   }
 
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
-    // Each shape's best width first, then the other widths.
-    for (const GemmConfig& c : {GemmConfig{128, 0, 0, 0}, GemmConfig{256, 0, 0, 0}, GemmConfig{128, 0, 0, 1}}) {
+    // The heuristic's choice, each shape's best width, then the other widths.
+    const int bm = heuristic_bm(prob);
+    for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1}}) {
       plans.push_back(plan(prob, limits, {c.bm, best_width(prob, c.bm, c.split), 0, c.split}));
     }
     for (const int split : {0, 1}) {
       for (const int bm : {128, 256}) {
         for (const int bn : kWidths) {
           const GemmConfig c{bm, bn, 0, split};
-          if (fits(limits, {bm, bn, most_stages(limits, c), split})) plans.push_back(plan(prob, limits, c));
+          if (fits(prob, limits, {bm, bn, most_stages(limits, c), split})) plans.push_back(plan(prob, limits, c));
         }
       }
     }
@@ -134,14 +147,15 @@ class GemmSm90Family final : public Family {
     if (const Refusal r = serves_types(prob) ? serves_types(prob) : can_implement(prob, limits)) {
       refuse_config(forced, *r);
     }
-    const int bm = forced.get("bm").value_or(128), split = forced.get("split").value_or(0);
+    const int split = forced.get("split").value_or(0);
+    const int bm = forced.get("bm").value_or(split == 1 ? 128 : heuristic_bm(prob));
     GemmConfig c = kTable.apply({bm, best_width(prob, bm, split), 0, split}, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
     if (sized.stages == 0) sized.stages = most_stages(limits, c);
-    if (!fits(limits, sized)) {
+    if (!fits(prob, limits, sized)) {
       refuse_config(forced, "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most "
-                            "128 with BM 256 or split 1), 2 to 8 stages within the block's shared memory (an even "
+                            "128 with BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual), 2 to 8 stages within the block's shared memory (an even "
                             "number from 4 with split 1), split 0 or 1 (1 with BM 128)");
     }
     return plan(prob, limits, c);
@@ -165,6 +179,11 @@ class GemmSm90Family final : public Family {
   }
 
  private:
+  // Tiles of 256 output channels where 128 would read each input box 8 times or more: layers of
+  // many output channels (1024 and up) are bound by L2's reads, which BM 256 halves for the
+  // input (2048-channel layers 1.16-1.26x faster; a 512-channel one 0.83x).
+  static int heuristic_bm(const Problem& prob) { return prob.desc.k >= 1024 ? 256 : 128; }
+
   // The width whose rounds of one tile an SM (kWaveBlocks) cost least, a round the tile's
   // positions and its fixed cost: pointwise_512's 784 positions an image take 7 tiles of 112
   // (no partial tile) where 128 leaves the 7th mostly empty.
@@ -173,7 +192,7 @@ class GemmSm90Family final : public Family {
     int best = kWidths[0];
     auto cost = [&](int bn) { return ceil_div(tiles(prob, {bm, bn, 0}), kWaveBlocks) * (bn + kTileOverhead); };
     for (const int bn : kWidths) {
-      if (registers_fit({bm, bn, 0, split}) && cost(bn) < cost(best)) best = bn;
+      if (registers_fit(prob, {bm, bn, 0, split}) && cost(bn) < cost(best)) best = bn;
     }
     return best;
   }
