@@ -1,44 +1,53 @@
-// Pointwise convolutions of bf16 / fp16 NCDHW tensors (1 x 1 x 1 windows, unit strides, no
-// padding, one group) as the GEMMs they are, on Hopper's warpgroup MMA (wgmma, sm_90a), output in
-// the input type or float32 (Spec::out_element).
+// Pointwise convolutions of NCDHW tensors (1 x 1 x 1 windows, unit strides, no padding, one
+// group) as the GEMMs they are, on Hopper's warpgroup MMA (wgmma, sm_90a): bf16 / fp16 with the
+// output in the input type or float32 (Spec::out_element), and float32 in the tf32 class.
 //
-// GEMM view, image by image: out[n] (K x P, P = D·H·W positions) = W (K x C) · in[n] (C x P). The
-// weight is A as stored (K-major: a row of C channels an output channel); the input is B in N-major
-// order (P contiguous), which wgmma reads transposed, so neither operand is copied and the
-// accumulators hold pairs of adjacent positions of one output channel: NCDHW's order.
+// GEMM view, image by image: out[n] (K x P, P = D·H·W positions) = W (K x C) · in[n] (C x P).
+// 16-bit: the weight is wgmma's A as stored (K-major: a row of C channels an output channel); the
+// input is B in N-major order (P contiguous), which wgmma reads transposed, so neither operand is
+// copied and the accumulators hold pairs of adjacent positions of one output channel: NCDHW's
+// order. tf32 has no transposed operands: there the input is A, loaded from its boxes into
+// registers by the threads (positions as M, any order), and the weight B (K-major: its rows are
+// wgmma's N); each warpgroup multiplies its own positions by all of the tile's channels.
 //
 // Warp-specialised and persistent: one block an SM walks tiles t = blockIdx.x, + gridDim.x, ...
-// of Spec::bm (128 or 256) output channels x Spec::bn positions of one image (channel blocks fastest, so that the
-// blocks running together read the same input boxes from L2). Its producer warp issues, a chunk
-// of 64 input channels at a time, one TMA box of the weight (64 channels x BM rows) and the
-// input's boxes (64 positions x 64 channels each) into a ring of Spec::stages stages, each stage
-// guarded by a full mbarrier (its bytes have landed) and an empty one (the eight consumer warps
-// have finished reading it). Its two consumer warpgroups multiply BM / 2 output channels each of
-// every tile (four wgmma k16 a chunk and 64 rows, every stage but the last one's released as soon
-// as the next chunk's products are issued) and store their tile from the accumulators, while the
-// producer already loads the next tile's chunks; or, with Spec::split, each warpgroup takes every
-// other tile whole (BM = 128), so that one stores its tile while the other multiplies, each with a
-// half of the ring of its own: a barrier's waiters must never be more than one phase behind it,
-// which a warpgroup that skipped the other's chunks in a shared ring would be.
+// of Spec::bm (128 or 256) output channels x Spec::bn positions of one image (channel blocks
+// fastest, so that the blocks running together read the same input boxes from L2). Its producer
+// warpgroup gives its registers to the consumers (setmaxnreg), and one of its threads issues, a
+// chunk of one 128-byte row of input channels at a time (64 halves, 32 floats), one TMA box of the
+// weight (the chunk's channels x BM rows) and the input's boxes (a row of positions x the chunk's
+// channels each) into a ring of Spec::stages stages, each stage guarded by a full mbarrier (its
+// bytes have landed) and an empty one (the consumer warps have finished reading it). Its two
+// consumer warpgroups multiply their part of every tile (16-bit: BM / 2 output channels each, four
+// wgmma k16 a chunk and 64 rows; tf32: BN / 2 positions each, four k8; every stage but the last
+// one's released as soon as the next chunk's products are issued) and store it from the
+// accumulators, while the producer already loads the next tile's chunks; or, with Spec::split
+// (16-bit), each warpgroup takes every other tile whole (BM = 128), so that one stores its tile
+// while the other multiplies, each with a half of the ring of its own: a barrier's waiters must
+// never be more than one phase behind it, which a warpgroup that skipped the other's chunks in a
+// shared ring would be.
 // Out-of-range channels, rows and positions arrive as the boxes' zeros; the stores skip them.
 #pragma once
 #include "common/element.cuh"
 #include "common/epilogue.cuh"
 #include "common/tma.cuh"
+#include "common/wgmma.cuh"
 #include "common/wgmma_half.cuh"
 #include "gemm_sm90/geometry.cuh"
 
 namespace conv3djit {
 
-// Regrouping a quad's 16 consecutive positions of one channel: lane t4 holds 32-bit words x0 (of
-// positions 2 t4, 2 t4 + 1) and x1 (the same 8 further), a packed pair each or one of the pair's
-// floats; afterwards it holds the words of positions 4 t4 and 4 t4 + 2 (.x, .y), which lanes
-// 2 (t4 % 2) and 2 (t4 % 2) + 1 held as their word t4 / 2. Lane s sends x_(s % 2), then
+namespace gemm_sm90_detail {
+
+// Regrouping 4 lanes' values of one channel's consecutive positions: participant s (lanes lane0 +
+// stride k, k = 0..3) holds 32-bit words x0 (unit s) and x1 (unit s + 4), a unit being a position
+// or a packed pair of them; afterwards it holds units 2s and 2s + 1 (.x, .y), which participants
+// 2 (s % 2) and 2 (s % 2) + 1 held as their word s / 2. Participant s sends x_(s % 2), then
 // x_(1 - s % 2). Every lane of the warp calls it (two shuffles).
-__device__ __forceinline__ uint2 regroup(unsigned x0, unsigned x1, int lane) {
-  const int t4 = lane & 3, quad = lane & ~3, high = t4 >> 1;
-  const unsigned first = __shfl_sync(0xffffffffu, (t4 & 1) ? x1 : x0, quad + 2 * (t4 & 1) + high);
-  const unsigned second = __shfl_sync(0xffffffffu, (t4 & 1) ? x0 : x1, quad + 2 * (t4 & 1) + 1 - high);
+__device__ __forceinline__ uint2 regroup(unsigned x0, unsigned x1, int s, int lane0, int stride) {
+  const int high = s >> 1, odd = s & 1;
+  const unsigned first = __shfl_sync(0xffffffffu, odd ? x1 : x0, lane0 + stride * (2 * odd + high));
+  const unsigned second = __shfl_sync(0xffffffffu, odd ? x0 : x1, lane0 + stride * (2 * odd + 1 - high));
   return high ? make_uint2(second, first) : make_uint2(first, second);
 }
 
@@ -74,18 +83,20 @@ __device__ __forceinline__ void store_four(Out* dst, uint2 w, bool ok) {
 
 // A block's walk over the tiles, worked out by each side after its setmaxnreg (values live across
 // it were spilled): tile t = blockIdx.x + n gridDim.x is output channel block t % k_tiles, position
-// block t / k_tiles % p_tiles, image t / (k_tiles p_tiles); a tile is `chunks` chunks of kChunk
-// input channels.
+// block t / k_tiles % p_tiles, image t / (k_tiles p_tiles); a tile is `chunks` chunks of CHUNK
+// input channels, an even count for tf32 (its consumers take chunks in pairs; a chunk past C is
+// the boxes' zeros).
 template <class Spec>
 struct Schedule {
   static constexpr int STAGES = Spec::stages, HALF = STAGES / 2;
+  static constexpr int CHUNK = gemm_sm90_geometry::row_elements(sizeof(typename Spec::element));
   int positions, k_tiles, p_tiles, chunks;
   long long tiles;
   __device__ explicit Schedule(const ConvParams& p)
       : positions(static_cast<int>(p.d * p.h * p.w)),
         k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
         p_tiles((positions + Spec::bn - 1) / Spec::bn),
-        chunks(static_cast<int>((p.c + gemm_sm90_geometry::kChunk - 1) / gemm_sm90_geometry::kChunk)),
+        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (CHUNK == 32 ? (p.c + CHUNK - 1) / CHUNK % 2 : 0))),
         tiles(static_cast<long long>(k_tiles) * p_tiles * p.n) {}
   // The stage of the use-th chunk through a ring (the whole ring, or with Spec::split half `side`
   // of it, the half of the warpgroup that takes the tile) and the parity of that stage's use.
@@ -102,73 +113,58 @@ struct Schedule {
   }
 };
 
+// The ring in dynamic shared memory: stages of STAGE bytes from a 1024-byte boundary (the
+// swizzle's groups), then the full and the empty mbarriers.
+struct Ring {
+  unsigned base;  // shared-memory address of stage 0
+  char* ptr;      // the same, generic
+  unsigned long long* full;
+  unsigned long long* empty;
+};
+
+// The producer: one thread loads every chunk of the block's tiles into the ring.
 template <class Spec>
-__global__ void __launch_bounds__(gemm_sm90_geometry::kThreads, 1)
-gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
-          const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
-          ConvParams p, const __grid_constant__ TensorMap weight_map, const __grid_constant__ TensorMap input_map) {
+__device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, const TensorMap& weight_map,
+                                        const TensorMap& input_map) {
+  using namespace gemm_sm90_geometry;
+  constexpr int E = sizeof(typename Spec::element), ROW = row_elements(E);
+  constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = stage_bytes(BM, BN, E);
+  const Schedule<Spec> w(p);
+  for (long long n = 0, t = blockIdx.x; t < w.tiles; ++n, t += gridDim.x) {
+    const int kt = static_cast<int>(t % w.k_tiles);
+    const long long rest = t / w.k_tiles;
+    const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
+    for (int q = 0; q < w.chunks; ++q) {
+      unsigned parity;
+      const int s = w.stage_of(n, q, parity);
+      tma::wait(ring.empty + s, parity ^ 1u);  // (a fresh barrier's previous phase is complete)
+      char* const stage = ring.ptr + s * STAGE;
+      tma::arrive_expect(ring.full + s, STAGE);
+      tma::load_box(stage, weight_map, q * ROW, kt * BM, ring.full + s);
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        tma::load_box(stage + (BM + b * ROW) * 128, input_map, p0 + b * ROW, q * ROW, img, ring.full + s);
+      }
+    }
+  }
+}
+
+// 16-bit operands: warpgroup wg's WG_ROWS output channels of each tile (or of every other tile), MB
+// blocks of 64 rows.
+template <class Spec>
+__device__ __forceinline__ void consume_half(const Ring& ring, const typename Spec::element* __restrict__ bias,
+                                             typename Spec::out_element* __restrict__ out, const ConvParams& p,
+                                             int warp, int lane) {
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
-  constexpr int BM = Spec::bm, BN = Spec::bn, STAGES = Spec::stages, NB = boxes(BN), STAGE = stage_bytes(BM, BN);
+  constexpr int BM = Spec::bm, BN = Spec::bn, STAGE = stage_bytes(BM, BN, 2), CHUNK = row_elements(2);
   constexpr bool SPLIT = Spec::split != 0;
   constexpr int A_BYTES = BM * 128, R = BN / 2;
   constexpr int WG_ROWS = SPLIT ? BM : BM / 2, MB = WG_ROWS / 64;  // a consumer warpgroup's rows, m64 blocks
-  static_assert(sizeof(T) == 2, "16-bit operands: tf32 wgmma reads K-major operands only");
   static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
-  static_assert(BM == 128 || BM == 256, "two consumer warpgroups of one or two m64 blocks");
   static_assert(!SPLIT || BM == 128, "a warpgroup's whole tile of two m64 blocks");
-  static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
-  static_assert(!SPLIT || (STAGES % 2 == 0 && STAGES >= 4), "two halves of at least two stages");
-
-  extern __shared__ uint4 shared_gemm_ring[];
-  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));
-  const unsigned ring = (base + 1023u) & ~1023u;
-  char* const ring_ptr = reinterpret_cast<char*>(shared_gemm_ring) + (ring - base);
-  auto* const full = reinterpret_cast<unsigned long long*>(ring_ptr + STAGES * STAGE);
-  auto* const empty = full + kMaxStages;
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      tma::init(full + s);
-      tma::init(empty + s, SPLIT ? 4 : 8);  // one arrival a warp of the chunk's consumers
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();  // initialised before any thread waits; no block-wide barrier follows
-
-  if (warp >= 8) {  // the producer warpgroup: one thread issues the loads
-    // Its registers go to the consumers (every warp of a warpgroup takes part).
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
-    if (warp == 8 && lane == 0) {
-      const Schedule<Spec> w(p);
-      for (long long n = 0, t = blockIdx.x; t < w.tiles; ++n, t += gridDim.x) {
-        const int kt = static_cast<int>(t % w.k_tiles);
-        const long long rest = t / w.k_tiles;
-        const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
-        for (int q = 0; q < w.chunks; ++q) {
-          unsigned parity;
-          const int s = w.stage_of(n, q, parity);
-          tma::wait(empty + s, parity ^ 1u);  // (a fresh barrier's previous phase is complete)
-          char* const stage = ring_ptr + s * STAGE;
-          tma::arrive_expect(full + s, STAGE);
-          tma::load_box(stage, weight_map, q * kChunk, kt * BM, full + s);
-#pragma unroll
-          for (int b = 0; b < NB; ++b) {
-            tma::load_box(stage + A_BYTES + b * (kBox * 128), input_map, p0 + b * kBox, q * kChunk, img, full + s);
-          }
-        }
-      }
-    }
-    return;
-  }
-
-  // A consumer: warpgroup wg's WG_ROWS output channels of each tile (or of every other tile), MB
-  // blocks of 64 rows.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  static_assert(!SPLIT || (Spec::stages % 2 == 0 && Spec::stages >= 4), "two halves of at least two stages");
   const Schedule<Spec> w(p);
   const int positions = w.positions;
   const int wg = warp >> 2;
@@ -194,25 +190,25 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
       const int s = w.stage_at(use++, SPLIT ? wg : 0, parity);
-      tma::wait(full + s, parity);
-      const unsigned a = ring + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * 128);
-      const unsigned b = ring + static_cast<unsigned>(s * STAGE + A_BYTES);
+      tma::wait(ring.full + s, parity);
+      const unsigned a = ring.base + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * 128);
+      const unsigned b = ring.base + static_cast<unsigned>(s * STAGE + A_BYTES);
       wgmma::fence();
 #pragma unroll
-      for (int j = 0; j < kChunk / 16; ++j) {
+      for (int j = 0; j < CHUNK / 16; ++j) {
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb) {
           wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
-                                                 wgmma::descriptor_mn_sw128(b + 2048 * j, kBox * 128), q > 0 || j > 0);
+                                                 wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128), q > 0 || j > 0);
         }
       }
       wgmma::commit();
       wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
-      if (q > 0 && lane == 0) tma::arrive(empty + previous);
+      if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
       previous = s;
     }
     wgmma::wait<0>();
-    if (lane == 0) tma::arrive(empty + previous);
+    if (lane == 0) tma::arrive(ring.empty + previous);
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
 
@@ -243,8 +239,9 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
           }
           uint2 words;
           if constexpr (Spec::residual != 0) {
-            const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), lane);  // mine, mine + 2
-            const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), lane);   // mine + 1, mine + 3
+            // mine, mine + 2; then mine + 1, mine + 3
+            const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), t4, lane & ~3, 1);
+            const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), t4, lane & ~3, 1);
             float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y),
                           __uint_as_float(odd.y)};
             float r[4];
@@ -253,7 +250,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
             for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
             words = make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
           } else {
-            words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), lane);
+            words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), t4, lane & ~3, 1);
           }
           store_four(out + line + mine, words, ok);
         }
@@ -272,6 +269,157 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
         }
       }
     }
+  }
+}
+
+// tf32 (float32 tensors): warpgroup wg's BN / 2 = 64 positions of each tile (MB = 1 block), by all of
+// the tile's BM output channels (wgmma's N). A thread's A rows g and g + 8 of warp w are positions
+// 32 (w / 2) + 16 (g / 4) + 8 (w % 2) + (g % 4) and 4 further of its m64 block: the 32 lanes of a
+// load then read 32 distinct banks of the box (its rows are the chunk's channels, 128-byte
+// swizzled), and the 4 lanes g % 4 = 0..3 hold 8 consecutive positions of each output channel.
+template <class Spec>
+__device__ __forceinline__ void consume_tf32(const Ring& ring, const float* __restrict__ bias, float* __restrict__ out,
+                                             const ConvParams& p, int warp, int lane) {
+  using namespace gemm_sm90_geometry;
+  constexpr int BM = Spec::bm, BN = Spec::bn, STAGE = stage_bytes(BM, BN, 4), CHUNK = row_elements(4);
+  constexpr int MB = BN / 128;  // m64 blocks of positions a warpgroup
+  static_assert(BN == 128, "two warpgroups of one m64 block of positions (two spilled: 2 x 64 accumulators and "
+                "two sets of A registers)");
+  static_assert(Spec::split == 0, "tf32 tiles are shared by the warpgroups");
+  const Schedule<Spec> w(p);
+  const int positions = w.positions;
+  const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const int mine = 32 * (wq >> 1) + 16 * (g >> 2) + 8 * (wq & 1) + (g & 3);  // row g's position; g + 8: + 4
+  const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) & 7) == 0;
+  float acc[MB][BM / 2];
+  unsigned use = 0;
+  for (long long tile = blockIdx.x; tile < w.tiles; tile += gridDim.x) {
+    const int kt = static_cast<int>(tile % w.k_tiles);
+    const long long rest = tile / w.k_tiles;
+    const int p0 = static_cast<int>(rest % w.p_tiles) * BN;
+    const long long img = rest / w.p_tiles;
+    const int first = wg * 64 * MB;  // the warpgroup's first position in the tile
+    int previous = 0;
+    // A chunk: the thread's A fragments for its 4 k8 steps from the boxes, then the products
+    // (A in registers is read while the wgmmas run: two sets, a chunk's and the next one's).
+    auto chunk = [&](unsigned (&a)[MB][4][4], int q) {
+      unsigned parity;
+      const int s = w.stage_at(use++, 0, parity);
+      tma::wait(ring.full + s, parity);
+      const char* const boxes = ring.ptr + s * STAGE + BM * 128;
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+        for (int j = 0; j < CHUNK / 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int pos = first + 64 * mb + mine + 4 * (r & 1), c = 8 * j + t + 4 * (r >> 1);
+            const int at = (pos >> 5) * (CHUNK * 128) + c * 128 + ((((pos & 31) >> 2) ^ (c & 7)) << 4) + (pos & 3) * 4;
+            a[mb][j][r] = *reinterpret_cast<const unsigned*>(boxes + at);
+          }
+        }
+      }
+      const unsigned b = ring.base + static_cast<unsigned>(s * STAGE);
+      wgmma::fence();
+#pragma unroll
+      for (int j = 0; j < CHUNK / 8; ++j) {
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb) {
+          wgmma::mma<BM>(acc[mb], a[mb][j], wgmma::descriptor_sw128(b + 32 * j), q > 0 || j > 0);
+        }
+      }
+      wgmma::commit();
+      wgmma::wait<1>();  // the previous chunk's products are done: its stage and A set go back
+      if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
+      previous = s;
+    };
+    // Pairs of chunks, each into its own set, with no branch between them: a branch there merged
+    // the accumulators' values and ptxas serialised the wgmmas (C7513).
+    unsigned a0[MB][4][4], a1[MB][4][4];
+#pragma unroll 1
+    for (int q = 0; q < w.chunks; q += 2) {
+      chunk(a0, q);
+      chunk(a1, q + 1);
+    }
+    wgmma::wait<0>();
+    if (lane == 0) tma::arrive(ring.empty + previous);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+
+    // The epilogue: acc[mb][4j + e] is position first + 64 mb + mine + 4 (e / 2), output channel
+    // 8j + 2t + e % 2 of the tile. The 4 lanes g % 4 regroup each channel's 8 positions so that
+    // lane g % 4 = s stores positions 2s, 2s + 1 of them: 8 bytes, a store's 8 runs whole sectors.
+    const int run = p0 + first + 32 * (wq >> 1) + 16 * (g >> 2) + 8 * (wq & 1);  // + 64 mb
+    const int s = g & 3;
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+      const int start = run + 64 * mb;
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j) {
+#pragma unroll
+        for (int c2 = 0; c2 < 2; ++c2) {
+          const long long k = static_cast<long long>(kt) * BM + 8 * j + 2 * t + c2;
+          const bool ok = k < p.k && start < positions;  // P a multiple of 8: the run whole or none
+          const float bk = p.has_bias && k < p.k ? load_float(bias + k) : 0.f;
+          const float v0 = epilogue::value<Spec>(acc[mb][4 * j + c2], bk, p);
+          const float v1 = epilogue::value<Spec>(acc[mb][4 * j + 2 + c2], bk, p);
+          const uint2 both = regroup(__float_as_uint(v0), __float_as_uint(v1), s, lane - 4 * s, 4);
+          const long long at = (img * p.k + k) * positions + start + 2 * s;
+          const float r0 = epilogue::residual<Spec, float>(at, ok, p);
+          const float r1 = epilogue::residual<Spec, float>(at + 1, ok, p);
+          if (ok) {
+            store_two(out + at, epilogue::finish<Spec>(__uint_as_float(both.x), r0, p),
+                      epilogue::finish<Spec>(__uint_as_float(both.y), r1, p), pairs, true);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gemm_sm90_detail
+
+template <class Spec>
+__global__ void __launch_bounds__(gemm_sm90_geometry::kThreads, 1)
+gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::element* __restrict__ wt,
+          const typename Spec::element* __restrict__ bias, typename Spec::out_element* __restrict__ out,
+          ConvParams p, const __grid_constant__ TensorMap weight_map, const __grid_constant__ TensorMap input_map) {
+  using namespace gemm_sm90_geometry;
+  using T = typename Spec::element;
+  constexpr int STAGES = Spec::stages, STAGE = stage_bytes(Spec::bm, Spec::bn, sizeof(T));
+  static_assert(Spec::bm == 128 || Spec::bm == 256, "tiles of 128 or 256 output channels");
+  static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
+
+  extern __shared__ uint4 shared_gemm_ring[];
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));
+  gemm_sm90_detail::Ring ring;
+  ring.base = (base + 1023u) & ~1023u;
+  ring.ptr = reinterpret_cast<char*>(shared_gemm_ring) + (ring.base - base);
+  ring.full = reinterpret_cast<unsigned long long*>(ring.ptr + STAGES * STAGE);
+  ring.empty = ring.full + kMaxStages;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      tma::init(ring.full + s);
+      tma::init(ring.empty + s, Spec::split != 0 ? 4 : 8);  // one arrival a warp of the chunk's consumers
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // initialised before any thread waits; no block-wide barrier follows
+
+  if (warp >= 8) {  // the producer warpgroup: one thread issues the loads
+    // Its registers go to the consumers (every warp of a warpgroup takes part).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+    if (warp == 8 && lane == 0) gemm_sm90_detail::produce<Spec>(ring, p, weight_map, input_map);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  if constexpr (sizeof(T) == 2) {
+    gemm_sm90_detail::consume_half<Spec>(ring, bias, out, p, warp, lane);
+  } else {
+    gemm_sm90_detail::consume_tf32<Spec>(ring, bias, out, p, warp, lane);
   }
 }
 

@@ -1,14 +1,14 @@
 #pragma once
 #include "common/common.cuh"
-// gemm_sm90's tile arithmetic, shared by the kernel and its family's planner.
+// gemm_sm90's tile arithmetic, shared by the kernel and its family's planner. A chunk of the
+// reduction and a box of the input are one 128-byte row: 64 channels or positions of 16-bit
+// elements, 32 of float32 (the tf32 class).
 
 namespace conv3djit::gemm_sm90_geometry {
 
-/// Input channels a chunk of the reduction: one 128-byte row of 16-bit elements.
-inline constexpr int kChunk = 64;
-/// Positions of one box of the input (a 128-byte row of a channel); a tile's BN positions are
-/// ceil(BN / 64) such boxes.
-inline constexpr int kBox = 64;
+/// Input channels a chunk of the reduction, and positions a box of the input: one 128-byte row of
+/// `element_bytes`-byte elements. A tile's BN positions are ceil(BN / box) such boxes.
+CONV3DJIT_HOST_DEVICE constexpr int row_elements(int element_bytes) { return 128 / element_bytes; }
 /// Threads a block: two consumer warpgroups and a producer warpgroup.
 inline constexpr int kThreads = 384;
 /// Registers a thread after the start, producer and consumers (setmaxnreg): a block of 384
@@ -20,14 +20,18 @@ inline constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 /// Most stages a ring may have (one mbarrier pair each after the ring).
 inline constexpr int kMaxStages = 8;
 
-CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn) { return (bn + kBox - 1) / kBox; }
-/// Bytes of a stage: BM weight rows (a tile's output channels) and the input's boxes, 128 bytes a
-/// row.
-CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn) { return (bm + boxes(bn) * kChunk) * 128; }
+CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn, int element_bytes) {
+  return (bn + row_elements(element_bytes) - 1) / row_elements(element_bytes);
+}
+/// Bytes of a stage: BM weight rows (a tile's output channels) and the input's boxes (a chunk's
+/// channels, one row each), 128 bytes a row.
+CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int element_bytes) {
+  return (bm + boxes(bn, element_bytes) * row_elements(element_bytes)) * 128;
+}
 /// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, and
 /// a full and an empty mbarrier a stage.
-CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages) {
-  return stages * stage_bytes(bm, bn) + 1024 + 16 * kMaxStages;
+CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int element_bytes) {
+  return stages * stage_bytes(bm, bn, element_bytes) + 1024 + 16 * kMaxStages;
 }
 
 }  // namespace conv3djit::gemm_sm90_geometry

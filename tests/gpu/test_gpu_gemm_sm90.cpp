@@ -4,8 +4,10 @@
 // channels, input channels and positions that end mid-tile, blocks that walk many tiles (the
 // ring's phases wrap across tiles), tiles of 128 and 256 output channels, warpgroups sharing tiles
 // or taking every other one, both output types, every activation with scaling and a residual,
-// inputs off 16 bytes (the twin), outputs off a pair's alignment, and no local memory. Passes
-// without checking on GPUs other than sm_90.
+// inputs off 16 bytes (the twin), outputs off a pair's alignment, and no local memory; float32
+// layers in the tf32 class (the input as A from registers) with both tile heights, a 72-channel
+// reduction (a chunk of zeros evens the count), epilogues and offsets. Passes without checking on
+// GPUs other than sm_90.
 #include <string>
 #include <vector>
 
@@ -78,6 +80,30 @@ std::vector<Case> narrow_cases() {
           {"gemm_sm90:128,64,2", typed(make(2, 16, {1, 3, 8}, 8, {1, 1, 1}), DataType::Float16, true), "gemm_sm90"}};
 }
 
+// The tf32 class: every shape at the heuristic's tile, 128 x 128 with a 2-stage ring and 256 x 128,
+// and the heaviest epilogues.
+Conv3dDesc tf32(Conv3dDesc d) {
+  d.dtype = DataType::Float32;
+  d.precision = Precision::Tf32;
+  return d;
+}
+
+std::vector<Case> tf32_cases() {
+  std::vector<Case> out;
+  for (const Conv3dDesc& d : shapes()) {
+    for (const std::string config : {"gemm_sm90", "gemm_sm90:128,128,2", "gemm_sm90:256,128"}) {
+      out.push_back({config, tf32(d), "gemm_sm90"});
+    }
+  }
+  const std::vector<Epilogue> epilogues = test::epilogue_cases();
+  for (const int e : {3, 5, 6}) {  // GELU and SiLU with the residual, sigmoid; scaled
+    Conv3dDesc d = tf32(shapes()[e % 2]);
+    d.epilogue = epilogues[e];
+    out.push_back({e == 5 ? "gemm_sm90:256,128" : "gemm_sm90", d, "gemm_sm90"});
+  }
+  return out;
+}
+
 bool on_sm90() {
   cli::make_context_current();
   const Conv3dDesc d = typed(shapes()[0], DataType::BFloat16, false);
@@ -94,6 +120,23 @@ TEST_CASE("gemm_sm90: the heuristic's and every forced width match the float64 r
 TEST_CASE("gemm_sm90: every activation with scaling, with and without the residual") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   test::check_cases(epilogue_cases(), false);
+}
+
+TEST_CASE("gemm_sm90: the tf32 class matches the float64 reference") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  test::check_cases(tf32_cases(), true);
+}
+
+TEST_CASE("gemm_sm90: tf32 inputs off 16 bytes run igemm_sm90, outputs off 8 bytes an element at a time") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  cli::Stream stream;
+  Engine& engine = test::engine_for("gemm_sm90");
+  Conv3dDesc d = tf32(shapes()[1]);
+  d.epilogue.activation = Activation::Silu;
+  d.epilogue.residual = true;
+  CHECK(test::family_of(engine.resources(d, stream.get(), false).kernel) == "igemm_sm90");
+  test::check_offsets(engine, d, 1, 0, 0);
+  test::check_offsets(engine, d, 0, 0, 1, "gemm_sm90");
 }
 
 TEST_CASE("gemm_sm90: tiles mostly past the layer's channels") {
@@ -128,7 +171,7 @@ TEST_CASE("gemm_sm90: outputs and residuals off a pair's alignment are stored an
 TEST_CASE("gemm_sm90: no local memory") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   std::vector<Case> all = width_cases();
-  for (const auto& list : {epilogue_cases(), narrow_cases()}) all.insert(all.end(), list.begin(), list.end());
+  for (const auto& list : {epilogue_cases(), narrow_cases(), tf32_cases()}) all.insert(all.end(), list.begin(), list.end());
   test::check_no_local_memory(all);
 }
 

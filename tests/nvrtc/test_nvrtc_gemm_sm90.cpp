@@ -2,8 +2,9 @@
 // C and D·H·W multiples of 8) plan to gemm_sm90 on sm_90 (the planner's choice from 96 output
 // channels and without a residual; 256-channel tiles from 1024 output channels) with the tile
 // width whose rounds cost least, one persistent block an SM and igemm_sm90_half's twin for inputs
-// off 16 bytes; it refuses every other layer; every width, both output types and epilogues with a residual compile
-// for sm_90a without spills.
+// off 16 bytes; float32 ones in the tf32 class plan to it when forced or tuned (128-position tiles,
+// igemm_sm90's twin); it refuses every other layer; every width, both output types and epilogues
+// with a residual compile for sm_90a without spills.
 #include <string>
 
 #include "catch.hpp"
@@ -60,7 +61,7 @@ TEST_CASE("gemm_sm90: which layers it takes") {
   CHECK(p.weight_map);
   // 784 positions an image: 7 tiles of 112, none partial.
   CHECK(p.key.field("bn") == 112);
-  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(256, 112, p.key.field("stages"))));
+  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(256, 112, p.key.field("stages"), 2)));
   CHECK(p.shared_bytes <= 227u * 1024u);
   // An input off 16 bytes runs igemm_sm90_half's twin (its channels-last copy).
   REQUIRE(p.unaligned);
@@ -88,6 +89,51 @@ TEST_CASE("gemm_sm90: which layers it takes") {
   Conv3dDesc ndhwc = typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}));
   ndhwc.layout = Layout::NDHWC;
   CHECK_THROWS_AS(plan_of(ndhwc, "gemm_sm90"), Error);
+}
+
+TEST_CASE("gemm_sm90: float32 layers in the tf32 class, forced or tuned") {
+  Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
+  d.precision = Precision::Tf32;
+  CHECK(family_of(plan_of(d)) == "igemm_sm90");  // the planner's, until this kernel is measured
+  const detail::Plan p = plan_of(d, "gemm_sm90");
+  CHECK(family_of(p) == "gemm_sm90");
+  CHECK(p.key.field("bm") == 256);
+  CHECK(p.key.field("bn") == 128);  // tf32 tiles: 64 positions a consumer warpgroup
+  CHECK(p.shared_bytes == static_cast<unsigned>(gemm_sm90_geometry::shared_bytes(256, 128, p.key.field("stages"), 4)));
+  CHECK(p.shared_bytes <= 227u * 1024u);
+  REQUIRE(p.unaligned);
+  CHECK(family_of(*p.unaligned) == "igemm_sm90");
+  CHECK(plan_of(d, "gemm_sm90:128,128").key.field("stages") == 7);  // 32 KB stages
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,256"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,112"), Error);
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=128,split=1"), Error);
+  Conv3dDesc fp32 = d;
+  fp32.precision = Precision::Fp32;  // 3xTF32's class: not this kernel's
+  CHECK_THROWS_AS(plan_of(fp32, "gemm_sm90"), Error);
+  Conv3dDesc ndhwc = d;
+  ndhwc.layout = Layout::NDHWC;
+  CHECK_THROWS_AS(plan_of(ndhwc, "gemm_sm90"), Error);
+  int ours = 0;
+  for (const detail::Candidate& c :
+       detail::tuning_candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 24)) {
+    ours += family_of(c.plan) == "gemm_sm90";
+  }
+  CHECK(ours == 2);  // BM 256 and 128
+  // Every tile and the heaviest epilogue compile without spills or serialised wgmmas.
+  for (const char* forced : {"gemm_sm90:128,128", "gemm_sm90:256,128"}) {
+    for (const bool heavy : {false, true}) {
+      Conv3dDesc c = test::make(2, 72, {3, 5, 8}, 100, {1, 1, 1}, 1, 0, 1, 1, true);
+      c.precision = Precision::Tf32;
+      if (heavy) c.epilogue = test::epilogue_cases()[3];  // GELU, scaled, with the residual
+      DYNAMIC_SECTION(forced << " " << describe(c)) {
+        const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
+        INFO(r.kernel << "\n" << r.log);
+        CHECK(r.kernel.rfind("gemm_sm90 fp32 ", 0) == 0);
+        test::check_no_spills(r);
+        CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
+      }
+    }
+  }
 }
 
 TEST_CASE("gemm_sm90: tuning times its tiles beside the planner's, each replayed by its configuration text") {

@@ -1,11 +1,13 @@
-// gemm_sm90: pointwise bf16 / fp16 NCDHW layers (1 x 1 x 1, unit strides, no padding, one group) as
-// GEMMs of the weight (A, K-major) and each image's input (B, N-major, read transposed), on
-// Hopper's wgmma: persistent blocks of a producer warp (TMA boxes into a ring of full / empty
-// mbarriers) and two consumer warpgroups that store their tiles from the accumulators
+// gemm_sm90: pointwise NCDHW layers (1 x 1 x 1, unit strides, no padding, one group) as GEMMs on
+// Hopper's wgmma: bf16 / fp16 with the weight as A (K-major) and each image's input as B (N-major,
+// read transposed), float32 in the tf32 class with the input as A (registers) and the weight as
+// B; persistent blocks of a producer warpgroup (TMA boxes into a ring of full / empty mbarriers)
+// and two consumer warpgroups that store their tiles from the accumulators
 // (docs/kernels/gemm_sm90.md).
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "conv3djit/error.hpp"
 #include "driver/tensor_map.hpp"
@@ -16,6 +18,7 @@
 namespace conv3djit::detail {
 
 const Family& igemm_sm90_half_family();
+const Family& igemm_sm90_family();
 
 namespace {
 
@@ -27,7 +30,7 @@ struct GemmConfig {
 
 const ConfigTable<GemmConfig, 4> kTable{{{
     {{"bm", FieldRole::Chosen, "output channels a tile: 128 or 256 (64 or 128 a consumer warpgroup)"}, &GemmConfig::bm},
-    {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256"}, &GemmConfig::bn},
+    {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256 (tf32: 128)"}, &GemmConfig::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
      &GemmConfig::stages},
     {{"split", FieldRole::Optional,
@@ -36,7 +39,15 @@ const ConfigTable<GemmConfig, 4> kTable{{{
      &GemmConfig::split},
 }}};
 
-constexpr int kWidths[] = {128, 112, 96, 192, 256, 64};
+bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32; }
+int element_bytes(const Problem& prob) { return is_tf32(prob) ? 4 : 2; }
+
+// The tile widths, the planner's first; tf32: each consumer warpgroup one m64 block of positions
+// (two, with their two sets of A registers, spilled 128 bytes at 128 accumulators).
+const std::vector<int>& widths(const Problem& prob) {
+  static const std::vector<int> half{128, 112, 96, 192, 256, 64}, tf32{128};
+  return is_tf32(prob) ? tf32 : half;
+}
 
 // A tile's fixed cost (its epilogue, its first chunk's wait) in positions' worth of products,
 // for choosing its width.
@@ -49,9 +60,9 @@ long long tiles(const Problem& prob, const GemmConfig& c) {
 }
 
 // Split rings are two halves of at least two stages: an even count.
-int most_stages(const DeviceLimits& limits, const GemmConfig& c) {
+int most_stages(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) {
   int stages = geo::kMaxStages;
-  while (stages > 2 && (geo::shared_bytes(c.bm, c.bn, stages) > limits.max_smem_per_block_optin ||
+  while (stages > 2 && (geo::shared_bytes(c.bm, c.bn, stages, element_bytes(prob)) > limits.max_smem_per_block_optin ||
                         (c.split == 1 && stages % 2 != 0))) {
     --stages;
   }
@@ -63,7 +74,9 @@ int most_stages(const DeviceLimits& limits, const GemmConfig& c) {
 // 256, shared tiles) where 16-bit outputs take the erf GELU without a residual: those 32
 // unrolled steps of the epilogue spilled 16 bytes (two sets of 64, 96 in one, a residual's
 // schedule or float32 outputs do not).
+// tf32: a warpgroup's 64 positions by BM channels, BM / 2 accumulators.
 bool registers_fit(const Problem& prob, const GemmConfig& c) {
+  if (is_tf32(prob)) return c.bn == 128;
   const int rows = c.split == 1 ? c.bm : c.bm / 2;  // a consumer warpgroup's
   const Epilogue& e = prob.desc.epilogue;
   if (e.activation == Activation::Gelu && !e.residual && prob.out_dtype != DataType::Float32 && rows == 64 &&
@@ -74,10 +87,12 @@ bool registers_fit(const Problem& prob, const GemmConfig& c) {
 }
 
 bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) {
-  const bool width = std::find(std::begin(kWidths), std::end(kWidths), c.bn) != std::end(kWidths);
+  const std::vector<int>& list = widths(prob);
+  const bool width = std::find(list.begin(), list.end(), c.bn) != list.end() && (c.split == 0 || !is_tf32(prob));
   return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
          registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
-         c.stages <= geo::kMaxStages && geo::shared_bytes(c.bm, c.bn, c.stages) <= limits.max_smem_per_block_optin;
+         c.stages <= geo::kMaxStages &&
+         geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)) <= limits.max_smem_per_block_optin;
 }
 
 class GemmSm90Family final : public Family {
@@ -85,7 +100,13 @@ class GemmSm90Family final : public Family {
   const KernelDef& kernel() const override { return def_; }
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
-  Refusal serves_types(const Problem& prob) const override { return serves_half_ncdhw(prob); }
+  Refusal serves_types(const Problem& prob) const override {
+    const Conv3dDesc& d = prob.desc;
+    if (d.dtype == DataType::Float32 && (d.precision != Precision::Tf32 || d.layout != Layout::NCDHW)) {
+      return "bf16 / fp16 NCDHW tensors, and float32 ones in the tf32 class";
+    }
+    return d.dtype == DataType::Float32 ? std::nullopt : serves_half_ncdhw(prob);
+  }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
@@ -105,7 +126,9 @@ class GemmSm90Family final : public Family {
     }
     // Float32 outputs of long 16-bit reductions keep partial sums apart (igemm_sm90_half's blocked
     // sums); this kernel's accumulators run the whole reduction.
-    if (prob.out_dtype == DataType::Float32 && d.c > 1024) return "at most 1024 channels for float32 outputs";
+    if (!is_tf32(prob) && prob.out_dtype == DataType::Float32 && d.c > 1024) {
+      return "at most 1024 channels for float32 outputs of 16-bit inputs";
+    }
     return std::nullopt;
   }
 
@@ -116,6 +139,7 @@ class GemmSm90Family final : public Family {
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+    if (is_tf32(prob)) return "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
     if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
     // Its epilogue reads the residual after the tile's products, with nothing else to overlap
@@ -129,15 +153,15 @@ class GemmSm90Family final : public Family {
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
     // The heuristic's choice, each shape's best width, then the other widths.
     const int bm = heuristic_bm(prob);
+    auto add = [&](const GemmConfig& c) {
+      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, c), c.split})) plans.push_back(plan(prob, limits, c));
+    };
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1}}) {
-      plans.push_back(plan(prob, limits, {c.bm, best_width(prob, c.bm, c.split), 0, c.split}));
+      add({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
     }
     for (const int split : {0, 1}) {
       for (const int bm : {128, 256}) {
-        for (const int bn : kWidths) {
-          const GemmConfig c{bm, bn, 0, split};
-          if (fits(prob, limits, {bm, bn, most_stages(limits, c), split})) plans.push_back(plan(prob, limits, c));
-        }
+        for (const int bn : widths(prob)) add({bm, bn, 0, split});
       }
     }
     return distinct_plans(std::move(plans), count);
@@ -152,29 +176,33 @@ class GemmSm90Family final : public Family {
     GemmConfig c = kTable.apply({bm, best_width(prob, bm, split), 0, split}, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
-    if (sized.stages == 0) sized.stages = most_stages(limits, c);
+    if (sized.stages == 0) sized.stages = most_stages(prob, limits, c);
     if (!fits(prob, limits, sized)) {
-      refuse_config(forced, "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most "
-                            "128 with BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual), 2 to 8 stages within the block's shared memory (an even "
-                            "number from 4 with split 1), split 0 or 1 (1 with BM 128)");
+      refuse_config(forced,
+                    "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most 128 with "
+                    "BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual; tf32: "
+                    "128, no split), 2 to 8 stages within the block's shared memory (an even "
+                    "number from 4 with split 1), split 0 or 1 (1 with BM 128)");
     }
     return plan(prob, limits, c);
   }
 
-  // The weight's map (the first): K rows of C channels in boxes of BM rows x 64 channels; the
-  // input's (the second): (D·H·W, C, N) in boxes of 64 positions x 64 channels; both 128-byte
-  // swizzled, as wgmma reads them.
+  // The weight's map (the first): K rows of C channels in boxes of BM rows x a 128-byte row of
+  // channels; the input's (the second): (D·H·W, C, N) in boxes of a 128-byte row of positions x as
+  // many channels; both 128-byte swizzled, as wgmma reads them (float32 rounded to tf32 by the
+  // copy).
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void*, CUtensorMap* weight_map,
                    CUtensorMap* input_map, CUtensorMap*) const override {
     const ConvParams& p = plan.params;
-    const CUtensorMapDataType type = tensor_map_type(plan.key.dtype);
+    const CUtensorMapDataType type = operand_map_type(plan.key.dtype, plan.key.precision);
+    const auto row = static_cast<unsigned>(geo::row_elements(plan.key.dtype == DataType::Float32 ? 4 : 2));
     thread_local LastTensorMap last_weight, last_input;
     *weight_map = last_weight.get(plan.key, weight, {p.k, p.c}, [&] {
       return encode_matrix_rows(type, weight, p.k, p.c, static_cast<unsigned>(kTable.load(plan.key.config).bm),
-                                geo::kChunk, CU_TENSOR_MAP_SWIZZLE_128B);
+                                row, CU_TENSOR_MAP_SWIZZLE_128B);
     });
     *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
-      return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, geo::kBox, geo::kChunk);
+      return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, row, row);
     });
   }
 
@@ -189,24 +217,27 @@ class GemmSm90Family final : public Family {
   // (no partial tile) where 128 leaves the 7th mostly empty.
   // Of the widths whose accumulators fit the tile's warpgroups (BM, split).
   static int best_width(const Problem& prob, int bm, int split) {
-    int best = kWidths[0];
+    int best = widths(prob).front();
     auto cost = [&](int bn) { return ceil_div(tiles(prob, {bm, bn, 0}), kWaveBlocks) * (bn + kTileOverhead); };
-    for (const int bn : kWidths) {
+    for (const int bn : widths(prob)) {
       if (registers_fit(prob, {bm, bn, 0, split}) && cost(bn) < cost(best)) best = bn;
     }
     return best;
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, GemmConfig c) const {
-    if (c.stages == 0) c.stages = most_stages(limits, c);
-    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads, geo::shared_bytes(c.bm, c.bn, c.stages));
+    if (c.stages == 0) c.stages = most_stages(prob, limits, c);
+    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads,
+                         geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)));
     plan.grid = checked_grid(std::min<long long>(tiles(prob, c), limits.sm_count), *this);
     plan.weight_map = true;
     // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
-    // first candidate: its choice, also where its heuristic would decline the layer).
-    std::vector<Plan> other = igemm_sm90_half_family().candidates(prob, limits, 1);
+    // first candidate: its choice, also where its heuristic would decline the layer); igemm_sm90's
+    // in the tf32 class.
+    const Family& twin = is_tf32(prob) ? igemm_sm90_family() : igemm_sm90_half_family();
+    std::vector<Plan> other = twin.candidates(prob, limits, 1);
     if (other.empty()) {
-      throw Error(ErrorCategory::Unsupported, "gemm_sm90: igemm_sm90_half has no plan for an input off 16 bytes");
+      throw Error(ErrorCategory::Unsupported, "gemm_sm90: no plan for an input off 16 bytes");
     }
     plan.unaligned = other.front().unaligned ? other.front().unaligned : std::make_shared<const Plan>(other.front());
     return plan;
