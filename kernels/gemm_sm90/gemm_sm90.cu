@@ -1,6 +1,6 @@
-// Pointwise convolutions of NCDHW tensors (1 x 1 x 1 windows, unit strides, no padding, one
-// group) as the GEMMs they are, on Hopper's warpgroup MMA (wgmma, sm_90a): bf16 / fp16 with the
-// output in the input type or float32 (Spec::out_element), and float32 in the tf32 class.
+// Pointwise convolutions (1 x 1 x 1 windows, unit strides, no padding, one group) as the GEMMs
+// they are, on Hopper's warpgroup MMA (wgmma, sm_90a): bf16 / fp16 with the output in the input
+// type or float32 (Spec::out_element), and float32 in the tf32 class; NCDHW and NDHWC.
 //
 // GEMM view, image by image: out[n] (K x P, P = D·H·W positions) = W (K x C) · in[n] (C x P).
 // 16-bit: the weight is wgmma's A as stored (K-major: a row of C channels an output channel); the
@@ -8,7 +8,9 @@
 // copied and the accumulators hold pairs of adjacent positions of one output channel: NCDHW's
 // order. tf32 has no transposed operands: there the input is A, loaded from its boxes into
 // registers by the threads (positions as M, any order), and the weight B (K-major: its rows are
-// wgmma's N); each warpgroup multiplies its own positions by all of the tile's channels.
+// wgmma's N); each warpgroup multiplies its own positions by all of the tile's channels. NDHWC is
+// the plain GEMM: the batch's positions are rows of C channels, A by descriptor as the weight is
+// B, for both element types.
 //
 // Warp-specialised and persistent: one block an SM walks tiles t = blockIdx.x, + gridDim.x, ...
 // of Spec::bm (128 or 256) output channels x Spec::bn positions of one image (channel blocks
@@ -51,53 +53,55 @@ __device__ __forceinline__ uint2 regroup(unsigned x0, unsigned x1, int s, int la
   return high ? make_uint2(second, first) : make_uint2(first, second);
 }
 
-// The residual's four 16-bit elements at `offset` .. + 3 (zeros where !ok): one 8-byte read where
-// they lie on 8 bytes, else four.
+// The residual's first `count` (0 to 4) of four 16-bit elements at `offset` .. + 3, zeros past
+// them: one 8-byte read where all four are read and lie on 8 bytes, else one at a time.
 template <class Spec>
-__device__ __forceinline__ void residual_four(long long offset, bool ok, const ConvParams& p, float (&r)[4]) {
+__device__ __forceinline__ void residual_four(long long offset, int count, const ConvParams& p, float (&r)[4]) {
   using Out = typename Spec::out_element;
   const Out* const at = reinterpret_cast<const Out*>(p.residual) + offset;
-  if (ok && reinterpret_cast<unsigned long long>(at) % 8 == 0) {
+  if (count == 4 && reinterpret_cast<unsigned long long>(at) % 8 == 0) {
     const uint2 w = __ldg(reinterpret_cast<const uint2*>(at));
     unpack_pair<Out>(w.x, r[0], r[1]);
     unpack_pair<Out>(w.y, r[2], r[3]);
   } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) r[e] = epilogue::residual<Spec, float>(offset + e, ok, p);
+    for (int e = 0; e < 4; ++e) r[e] = epilogue::residual<Spec, float>(offset + e, e < count, p);
   }
 }
 
-// Four consecutive 16-bit outputs, packed pairs w.x, w.y, at dst where ok: one 8-byte store where
-// dst lies on 8 bytes, else four.
+// The first `count` (0 to 4) of four consecutive 16-bit outputs, packed pairs w.x, w.y, at dst:
+// one 8-byte store where all four are stored and dst lies on 8 bytes, else one at a time.
 template <class Out>
-__device__ __forceinline__ void store_four(Out* dst, uint2 w, bool ok) {
-  const bool whole = ok && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
+__device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
+  const bool whole = count == 4 && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
   if (whole) *reinterpret_cast<uint2*>(dst) = w;
-  if (ok && !whole) {
-    dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
-    dst[1].bits = static_cast<unsigned short>(w.x >> 16);
-    dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
-    dst[3].bits = static_cast<unsigned short>(w.y >> 16);
+  if (!whole) {
+    if (count > 0) dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
+    if (count > 1) dst[1].bits = static_cast<unsigned short>(w.x >> 16);
+    if (count > 2) dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
+    if (count > 3) dst[3].bits = static_cast<unsigned short>(w.y >> 16);
   }
 }
 
 // A block's walk over the tiles, worked out by each side after its setmaxnreg (values live across
 // it were spilled): tile t = blockIdx.x + n gridDim.x is output channel block t % k_tiles, position
 // block t / k_tiles % p_tiles, image t / (k_tiles p_tiles); a tile is `chunks` chunks of CHUNK
-// input channels, an even count for tf32 (its consumers take chunks in pairs; a chunk past C is
-// the boxes' zeros).
+// input channels, an even count for NCDHW tf32 (its consumers take chunks in pairs; a chunk past C
+// is the boxes' zeros).
 template <class Spec>
 struct Schedule {
   static constexpr int STAGES = Spec::stages, HALF = STAGES / 2;
   static constexpr int CHUNK = gemm_sm90_geometry::row_elements(sizeof(typename Spec::element));
   int positions, k_tiles, p_tiles, chunks;
   long long tiles;
+  // NDHWC: the images' positions are one run of N·D·H·W rows (one "image").
+  static constexpr bool ROWS = Spec::ndhwc != 0, PAIRS = !ROWS && CHUNK == 32;
   __device__ explicit Schedule(const ConvParams& p)
-      : positions(static_cast<int>(p.d * p.h * p.w)),
+      : positions(static_cast<int>(p.d * p.h * p.w * (ROWS ? p.n : 1))),
         k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
         p_tiles((positions + Spec::bn - 1) / Spec::bn),
-        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (CHUNK == 32 ? (p.c + CHUNK - 1) / CHUNK % 2 : 0))),
-        tiles(static_cast<long long>(k_tiles) * p_tiles * p.n) {}
+        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (PAIRS ? (p.c + CHUNK - 1) / CHUNK % 2 : 0))),
+        tiles(static_cast<long long>(k_tiles) * p_tiles * (ROWS ? 1 : p.n)) {}
   // The stage of the use-th chunk through a ring (the whole ring, or with Spec::split half `side`
   // of it, the half of the warpgroup that takes the tile) and the parity of that stage's use.
   __device__ static int stage_at(unsigned use, int side, unsigned& parity) {
@@ -141,9 +145,13 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
       char* const stage = ring.ptr + s * STAGE;
       tma::arrive_expect(ring.full + s, STAGE);
       tma::load_box(stage, weight_map, q * ROW, kt * BM, ring.full + s);
+      if constexpr (Spec::ndhwc != 0) {
+        tma::load_box(stage + BM * 128, input_map, q * ROW, p0, ring.full + s);  // BN rows of the chunk's channels
+      } else {
 #pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        tma::load_box(stage + (BM + b * ROW) * 128, input_map, p0 + b * ROW, q * ROW, img, ring.full + s);
+        for (int b = 0; b < NB; ++b) {
+          tma::load_box(stage + (BM + b * ROW) * 128, input_map, p0 + b * ROW, q * ROW, img, ring.full + s);
+        }
       }
     }
   }
@@ -245,14 +253,14 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
             float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y),
                           __uint_as_float(odd.y)};
             float r[4];
-            residual_four<Spec>(line + mine, ok, p, r);
+            residual_four<Spec>(line + mine, ok ? 4 : 0, p, r);
 #pragma unroll
             for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
             words = make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
           } else {
             words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), t4, lane & ~3, 1);
           }
-          store_four(out + line + mine, words, ok);
+          store_four(out + line + mine, words, ok ? 4 : 0);
         }
       } else {
         if (!inside) continue;
@@ -377,6 +385,129 @@ __device__ __forceinline__ void consume_tf32(const Ring& ring, const float* __re
   }
 }
 
+// NDHWC (both element types): the positions are rows of C channels, K-major like the weight, so
+// both operands are read by descriptor: warpgroup wg's BN / 2 rows of each tile (MB blocks of 64)
+// are M, the tile's BM output channels N. A thread's accumulators hold pairs of adjacent output
+// channels of one position: NDHWC's order.
+template <class Spec>
+__device__ __forceinline__ void consume_rows(const Ring& ring, const typename Spec::element* __restrict__ bias,
+                                             typename Spec::out_element* __restrict__ out, const ConvParams& p,
+                                             int warp, int lane) {
+  using namespace gemm_sm90_geometry;
+  using T = typename Spec::element;
+  using Out = typename Spec::out_element;
+  constexpr int E = sizeof(T), BM = Spec::bm, BN = Spec::bn, STAGE = stage_bytes(BM, BN, E);
+  constexpr int MB = BN / 128;  // m64 blocks of rows a warpgroup
+  static_assert(BN == 128 || BN == 256, "two warpgroups of one or two m64 blocks of rows");
+  static_assert(MB * BM / 2 <= 128, "at most 128 accumulators a thread");
+  static_assert(Spec::split == 0, "NDHWC tiles are shared by the warpgroups");
+  const Schedule<Spec> w(p);
+  const int rows = w.positions;  // N·D·H·W
+  const long long k_total = p.k;
+  const int k_out = static_cast<int>(p.k);
+  const int wg = warp >> 2, g = lane >> 2, t4 = lane & 3;
+  // Float32 pairs of channels stored with one instruction where every pair lies on 8 bytes: the
+  // output (and residual) does and K is even.
+  const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
+                      (2 * sizeof(Out) - 1)) == 0 &&
+                     k_total % 2 == 0;
+  float acc[MB][BM / 2];
+  unsigned use = 0;
+  for (long long tile = blockIdx.x; tile < w.tiles; tile += gridDim.x) {
+    const int kt = static_cast<int>(tile % w.k_tiles);
+    const int p0 = static_cast<int>(tile / w.k_tiles) * BN;
+    int previous = 0;
+#pragma unroll 1
+    for (int q = 0; q < w.chunks; ++q) {
+      unsigned parity;
+      const int s = w.stage_at(use++, 0, parity);
+      tma::wait(ring.full + s, parity);
+      const unsigned b = ring.base + static_cast<unsigned>(s * STAGE);  // the weight's BM rows
+      const unsigned a = b + static_cast<unsigned>((BM + wg * 64 * MB) * 128);  // this warpgroup's rows
+      wgmma::fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {  // k steps of 32 bytes: 16 halves or 8 floats
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb) {
+          const unsigned long long da = wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j);
+          const unsigned long long db = wgmma::descriptor_sw128(b + 32 * j);
+          if constexpr (E == 2) {
+            wgmma::mma_half<BM, kIsBf16<T>, false, false>(acc[mb], da, db, q > 0 || j > 0);
+          } else {
+            wgmma::mma_tf32<BM>(acc[mb], da, db, q > 0 || j > 0);
+          }
+        }
+      }
+      wgmma::commit();
+      wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
+      if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
+      previous = s;
+    }
+    wgmma::wait<0>();
+    if (lane == 0) tma::arrive(ring.empty + previous);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+
+    // The epilogue: acc[mb][4j + e] is row p0 + wg·64·MB + 64 mb + 16 (warp % 4) + g + 8 (e / 2),
+    // output channel kt·BM + 8j + 2 t4 + e % 2.
+#pragma unroll
+    for (int h = 0; h < 2 * MB; ++h) {
+      const int mb = h >> 1;
+      const int row = p0 + wg * 64 * MB + 64 * mb + 16 * (warp & 3) + g + 8 * (h & 1);
+      const bool inside = row < rows;
+      const long long line = static_cast<long long>(row) * k_total + static_cast<long long>(kt) * BM;
+      if constexpr (sizeof(Out) == 2) {
+        // Two steps of 8 channels at a time, regrouped in the quad: lane t4 stores channels
+        // 4 t4 .. 4 t4 + 3 of the 16 (whole 32-byte sectors), those past K one at a time.
+#pragma unroll
+        for (int j = 0; j < BM / 8; j += 2) {
+          const int first = kt * BM + 8 * j;  // the 16 channels' first (K < 2^31)
+          float v[4];  // channels 8j + 2 t4, + 1, + 8, + 9 of the tile
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int k = first + 8 * (e >> 1) + 2 * t4 + (e & 1);
+            const float bk = p.has_bias && k < k_out ? load_float(bias + k) : 0.f;
+            v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
+          }
+          const int count = inside ? min(4, max(0, k_out - (first + 4 * t4))) : 0;
+          uint2 words;
+          if constexpr (Spec::residual != 0) {
+            const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), t4, lane & ~3, 1);
+            const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), t4, lane & ~3, 1);
+            float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y),
+                          __uint_as_float(odd.y)};
+            float r[4];
+            residual_four<Spec>(line + 8 * j + 4 * t4, count, p, r);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
+            words = make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
+          } else {
+            words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), t4, lane & ~3, 1);
+          }
+          store_four(out + line + 8 * j + 4 * t4, words, count);
+        }
+      } else {
+        // Float32: a quad's 8 channels are one 32-byte sector already.
+        if (!inside) continue;
+#pragma unroll
+        for (int j = 0; j < BM / 8; ++j) {
+          const long long k = static_cast<long long>(kt) * BM + 8 * j + 2 * t4;
+          if (k >= k_total) continue;
+          const bool second = k + 1 < k_total;
+          const long long at = line + 8 * j + 2 * t4;
+          const float r0 = epilogue::residual<Spec, float>(at, true, p);
+          const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
+          const float b0 = p.has_bias ? load_float(bias + k) : 0.f;
+          const float b1 = p.has_bias && second ? load_float(bias + k + 1) : 0.f;
+          const float v0 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], b0, r0, p);
+          const float v1 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1) + 1], b1, r1, p);
+          store_two(out + at, v0, v1, pairs, second);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace gemm_sm90_detail
 
 template <class Spec>
@@ -416,7 +547,9 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (Spec::ndhwc != 0) {
+    gemm_sm90_detail::consume_rows<Spec>(ring, bias, out, p, warp, lane);
+  } else if constexpr (sizeof(T) == 2) {
     gemm_sm90_detail::consume_half<Spec>(ring, bias, out, p, warp, lane);
   } else {
     gemm_sm90_detail::consume_tf32<Spec>(ring, bias, out, p, warp, lane);

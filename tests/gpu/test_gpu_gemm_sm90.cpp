@@ -6,8 +6,9 @@
 // or taking every other one, both output types, every activation with scaling and a residual,
 // inputs off 16 bytes (the twin), outputs off a pair's alignment, and no local memory; float32
 // layers in the tf32 class (the input as A from registers) with both tile heights, a 72-channel
-// reduction (a chunk of zeros evens the count), epilogues and offsets. Passes without checking on
-// GPUs other than sm_90.
+// reduction (a chunk of zeros evens the count), epilogues and offsets; NDHWC layers of every type
+// (the batch's rows as one GEMM, rows and channels ending mid-tile, K odd) with both tile widths,
+// epilogues and offsets. Passes without checking on GPUs other than sm_90.
 #include <string>
 #include <vector>
 
@@ -104,6 +105,35 @@ std::vector<Case> tf32_cases() {
   return out;
 }
 
+// NDHWC: bf16, fp16 with float32 outputs and tf32; D·H·W = 105 (no multiple of 8), K = 100 and 99
+// (odd: pairs and quads of channels off their alignment), every tile and the heaviest epilogues.
+std::vector<Case> ndhwc_cases() {
+  std::vector<Case> out;
+  std::vector<Conv3dDesc> descs;
+  for (const DataType type : {DataType::BFloat16, DataType::Float16, DataType::Float32}) {
+    for (const int64_t k : {int64_t{100}, int64_t{99}}) {
+      Conv3dDesc d = make(3, 72, {3, 5, 7}, k, {1, 1, 1}, 1, 0, 1, 1, true);
+      d = type == DataType::Float32 ? tf32(d) : typed(d, type, type == DataType::Float16);
+      d.layout = Layout::NDHWC;
+      descs.push_back(d);
+    }
+  }
+  for (const Conv3dDesc& d : descs) {
+    for (const std::string config : {"gemm_sm90", "gemm_sm90:128,128,2", "gemm_sm90:128,256", "gemm_sm90:256,128"}) {
+      out.push_back({config, d, "gemm_sm90"});
+    }
+  }
+  const std::vector<Epilogue> epilogues = test::epilogue_cases();
+  for (const int e : {3, 4, 5}) {  // GELU with the residual, tanh GELU, SiLU with the residual; scaled
+    for (const Conv3dDesc& base : {descs[0], descs[3], descs[4]}) {
+      Conv3dDesc d = base;
+      d.epilogue = epilogues[e];
+      out.push_back({"gemm_sm90:128,256", d, "gemm_sm90"});
+    }
+  }
+  return out;
+}
+
 bool on_sm90() {
   cli::make_context_current();
   const Conv3dDesc d = typed(shapes()[0], DataType::BFloat16, false);
@@ -139,6 +169,27 @@ TEST_CASE("gemm_sm90: tf32 inputs off 16 bytes run igemm_sm90, outputs off 8 byt
   test::check_offsets(engine, d, 0, 0, 1, "gemm_sm90");
 }
 
+TEST_CASE("gemm_sm90: NDHWC layers match the float64 reference") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  test::check_cases(ndhwc_cases(), true);
+}
+
+TEST_CASE("gemm_sm90: NDHWC inputs off 16 bytes run igemm_sm90_half, outputs off their alignment one at a time") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  cli::Stream stream;
+  Engine& engine = test::engine_for("gemm_sm90");
+  for (const Conv3dDesc& base : {ndhwc_cases()[0].desc, ndhwc_cases()[16].desc}) {  // bf16, tf32
+    Conv3dDesc d = base;
+    d.epilogue.activation = Activation::Silu;
+    d.epilogue.residual = true;
+    DYNAMIC_SECTION(describe(d)) {
+      CHECK(test::family_of(engine.resources(d, stream.get(), false).kernel) == "igemm_sm90_half");
+      test::check_offsets(engine, d, 1, 0, 0);
+      test::check_offsets(engine, d, 0, 0, 1, "gemm_sm90");
+    }
+  }
+}
+
 TEST_CASE("gemm_sm90: tiles mostly past the layer's channels") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   test::check_cases(narrow_cases(), true);
@@ -171,7 +222,9 @@ TEST_CASE("gemm_sm90: outputs and residuals off a pair's alignment are stored an
 TEST_CASE("gemm_sm90: no local memory") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   std::vector<Case> all = width_cases();
-  for (const auto& list : {epilogue_cases(), narrow_cases(), tf32_cases()}) all.insert(all.end(), list.begin(), list.end());
+  for (const auto& list : {epilogue_cases(), narrow_cases(), tf32_cases(), ndhwc_cases()}) {
+    all.insert(all.end(), list.begin(), list.end());
+  }
   test::check_no_local_memory(all);
 }
 

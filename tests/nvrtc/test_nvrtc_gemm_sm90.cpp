@@ -3,7 +3,8 @@
 // channels and without a residual; 256-channel tiles from 1024 output channels) with the tile
 // width whose rounds cost least, one persistent block an SM and igemm_sm90_half's twin for inputs
 // off 16 bytes; float32 ones in the tf32 class plan to it when forced or tuned (128-position tiles,
-// igemm_sm90's twin); it refuses every other layer; every width, both output types and epilogues
+// igemm_sm90's twin), and NDHWC layers of both types as one GEMM of the batch's rows; it refuses
+// every other layer; every width, both output types and epilogues
 // with a residual compile for sm_90a without spills.
 #include <string>
 
@@ -86,9 +87,57 @@ TEST_CASE("gemm_sm90: which layers it takes") {
        }) {
     DYNAMIC_SECTION(describe(d)) { CHECK_THROWS_AS(plan_of(d, "gemm_sm90"), Error); }
   }
-  Conv3dDesc ndhwc = typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}));
-  ndhwc.layout = Layout::NDHWC;
-  CHECK_THROWS_AS(plan_of(ndhwc, "gemm_sm90"), Error);
+}
+
+TEST_CASE("gemm_sm90: NDHWC layers as one GEMM of the batch's rows, forced or tuned") {
+  for (const bool tf32 : {false, true}) {
+    Conv3dDesc d = typed(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}));
+    if (tf32) {
+      d.dtype = DataType::Float32;
+      d.precision = Precision::Tf32;
+    }
+    d.layout = Layout::NDHWC;
+    DYNAMIC_SECTION(describe(d)) {
+      CHECK(family_of(plan_of(d)) == "igemm_sm90_half");  // the planner's, until this kernel is measured
+      const detail::Plan p = plan_of(d, "gemm_sm90");
+      CHECK(family_of(p) == "gemm_sm90");
+      CHECK(p.key.field("bm") == 256);
+      CHECK(p.key.field("bn") == 128);
+      CHECK(p.grid == 132u);
+      REQUIRE(p.unaligned);
+      CHECK(family_of(*p.unaligned) == "igemm_sm90_half");
+      CHECK(plan_of(d, "gemm_sm90:128,256").key.field("bn") == 256);  // two m64 blocks a warpgroup
+      CHECK_THROWS_AS(plan_of(d, "gemm_sm90:256,256"), Error);
+      CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,112"), Error);
+      CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=128,split=1"), Error);
+      // NDHWC needs no D·H·W multiple of 8: the positions are rows.
+      Conv3dDesc odd = d;
+      odd.d = 3, odd.h = 7, odd.w = 5;
+      CHECK(family_of(plan_of(odd, "gemm_sm90")) == "gemm_sm90");
+      // 16-bit outputs with a residual: tiles of 128 channels (one set of 128 accumulators spilled).
+      Conv3dDesc res = d;
+      res.epilogue.residual = true;
+      CHECK(plan_of(res, "gemm_sm90").key.field("bm") == (tf32 ? 256 : 128));
+    }
+  }
+  // Every tile and the heaviest epilogues compile without spills or serialised wgmmas.
+  for (const DataType type : {DataType::BFloat16, DataType::Float32}) {
+    for (const char* forced : {"gemm_sm90:128,128", "gemm_sm90:128,256", "gemm_sm90:256,128"}) {
+      Conv3dDesc c = test::make(2, 72, {3, 5, 7}, 100, {1, 1, 1}, 1, 0, 1, 1, true);
+      c.layout = Layout::NDHWC;
+      c.dtype = type;
+      if (type == DataType::Float32) c.precision = Precision::Tf32;
+      const bool wide = std::string(forced) == "gemm_sm90:256,128";
+      c.epilogue = test::epilogue_cases()[wide && type != DataType::Float32 ? 4 : 3];  // GELU (tanh), scaled, (residual)
+      DYNAMIC_SECTION(forced << " " << describe(c)) {
+        const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
+        INFO(r.kernel << "\n" << r.log);
+        CHECK(r.kernel.rfind("gemm_sm90 ", 0) == 0);
+        test::check_no_spills(r);
+        CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
+      }
+    }
+  }
 }
 
 TEST_CASE("gemm_sm90: float32 layers in the tf32 class, forced or tuned") {
@@ -112,7 +161,7 @@ TEST_CASE("gemm_sm90: float32 layers in the tf32 class, forced or tuned") {
   CHECK_THROWS_AS(plan_of(fp32, "gemm_sm90"), Error);
   Conv3dDesc ndhwc = d;
   ndhwc.layout = Layout::NDHWC;
-  CHECK_THROWS_AS(plan_of(ndhwc, "gemm_sm90"), Error);
+  CHECK(family_of(*plan_of(ndhwc, "gemm_sm90").unaligned) == "igemm_sm90_half");  // NDHWC's twin
   int ours = 0;
   for (const detail::Candidate& c :
        detail::tuning_candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 24)) {

@@ -40,13 +40,15 @@ const ConfigTable<GemmConfig, 4> kTable{{{
 }}};
 
 bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32; }
+bool is_ndhwc(const Problem& prob) { return prob.desc.layout == Layout::NDHWC; }
 int element_bytes(const Problem& prob) { return is_tf32(prob) ? 4 : 2; }
 
-// The tile widths, the planner's first; tf32: each consumer warpgroup one m64 block of positions
-// (two, with their two sets of A registers, spilled 128 bytes at 128 accumulators).
+// The tile widths, the planner's first. NDHWC: each consumer warpgroup one or two m64 blocks of
+// rows; NCDHW tf32: one (two, with their two sets of A registers, spilled 128 bytes at 128
+// accumulators).
 const std::vector<int>& widths(const Problem& prob) {
-  static const std::vector<int> half{128, 112, 96, 192, 256, 64}, tf32{128};
-  return is_tf32(prob) ? tf32 : half;
+  static const std::vector<int> half{128, 112, 96, 192, 256, 64}, tf32{128}, rows{128, 256};
+  return is_ndhwc(prob) ? rows : is_tf32(prob) ? tf32 : half;
 }
 
 // A tile's fixed cost (its epilogue, its first chunk's wait) in positions' worth of products,
@@ -55,7 +57,9 @@ constexpr long long kTileOverhead = 16;
 
 long long positions_of(const Problem& prob) { return prob.desc.d * prob.desc.h * prob.desc.w; }
 
+// NDHWC: the batch's positions are one run of rows.
 long long tiles(const Problem& prob, const GemmConfig& c) {
+  if (is_ndhwc(prob)) return ceil_div(prob.desc.k, c.bm) * ceil_div(positions_of(prob) * prob.desc.n, c.bn);
   return ceil_div(prob.desc.k, c.bm) * ceil_div(positions_of(prob), c.bn) * prob.desc.n;
 }
 
@@ -74,8 +78,15 @@ int most_stages(const Problem& prob, const DeviceLimits& limits, const GemmConfi
 // 256, shared tiles) where 16-bit outputs take the erf GELU without a residual: those 32
 // unrolled steps of the epilogue spilled 16 bytes (two sets of 64, 96 in one, a residual's
 // schedule or float32 outputs do not).
-// tf32: a warpgroup's 64 positions by BM channels, BM / 2 accumulators.
+// NDHWC: a warpgroup's BN / 128 blocks of 64 rows by BM channels, BM / 2 accumulators each; NCDHW
+// tf32: one block.
+// NDHWC 16-bit outputs with a residual: no single set of 128 (BM 256), which spilled 8-40 bytes
+// with an activation.
 bool registers_fit(const Problem& prob, const GemmConfig& c) {
+  if (is_ndhwc(prob)) {
+    if (prob.out_dtype != DataType::Float32 && prob.desc.epilogue.residual && c.bm == 256) return false;
+    return c.bn / 128 * c.bm / 2 <= 128;
+  }
   if (is_tf32(prob)) return c.bn == 128;
   const int rows = c.split == 1 ? c.bm : c.bm / 2;  // a consumer warpgroup's
   const Epilogue& e = prob.desc.epilogue;
@@ -88,7 +99,8 @@ bool registers_fit(const Problem& prob, const GemmConfig& c) {
 
 bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) {
   const std::vector<int>& list = widths(prob);
-  const bool width = std::find(list.begin(), list.end(), c.bn) != list.end() && (c.split == 0 || !is_tf32(prob));
+  const bool width =
+      std::find(list.begin(), list.end(), c.bn) != list.end() && (c.split == 0 || !(is_tf32(prob) || is_ndhwc(prob)));
   return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
          registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
          c.stages <= geo::kMaxStages &&
@@ -102,10 +114,10 @@ class GemmSm90Family final : public Family {
 
   Refusal serves_types(const Problem& prob) const override {
     const Conv3dDesc& d = prob.desc;
-    if (d.dtype == DataType::Float32 && (d.precision != Precision::Tf32 || d.layout != Layout::NCDHW)) {
-      return "bf16 / fp16 NCDHW tensors, and float32 ones in the tf32 class";
+    if (d.dtype == DataType::Float32 && d.precision != Precision::Tf32) {
+      return "bf16 / fp16 tensors, and float32 ones in the tf32 class";
     }
-    return d.dtype == DataType::Float32 ? std::nullopt : serves_half_ncdhw(prob);
+    return std::nullopt;
   }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
@@ -117,12 +129,16 @@ class GemmSm90Family final : public Family {
         before.h != 0 || before.w != 0 || after.d != 0 || after.h != 0 || after.w != 0) {
       return "a 1 x 1 x 1 window, unit strides and no padding (a GEMM)";
     }
-    // A map's rows: the weight's C channels and an input channel's D·H·W positions on 16 bytes.
-    if (d.c % 8 != 0 || positions_of(prob) % 8 != 0) return "C and D·H·W multiples of 8 (rows on 16 bytes)";
+    // A map's rows: the weight's C channels and (NCDHW) an input channel's D·H·W positions on 16
+    // bytes.
+    if (d.c % 8 != 0 || (!is_ndhwc(prob) && positions_of(prob) % 8 != 0)) {
+      return "C (NCDHW: and D·H·W) a multiple of 8 (rows on 16 bytes)";
+    }
     // 32-bit box coordinates; and igemm_sm90_half, which runs inputs off 16 bytes, needs an image
-    // of fewer than 2^31 elements.
-    if (d.c * positions_of(prob) >= (int64_t{1} << 31) || d.k > std::numeric_limits<int32_t>::max()) {
-      return "an image of fewer than 2^31 elements, fewer than 2^31 output channels";
+    // of fewer than 2^31 elements. NDHWC: the batch's positions are rows of one map.
+    if (d.c * positions_of(prob) >= (int64_t{1} << 31) || d.k > std::numeric_limits<int32_t>::max() ||
+        (is_ndhwc(prob) && d.n * positions_of(prob) >= (int64_t{1} << 31))) {
+      return "an image of fewer than 2^31 elements, fewer than 2^31 output channels (NDHWC: positions in all)";
     }
     // Float32 outputs of long 16-bit reductions keep partial sums apart (igemm_sm90_half's blocked
     // sums); this kernel's accumulators run the whole reduction.
@@ -139,7 +155,10 @@ class GemmSm90Family final : public Family {
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
-    if (is_tf32(prob)) return "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
+    if (is_tf32(prob) && !is_ndhwc(prob)) {
+      return "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
+    }
+    if (is_ndhwc(prob)) return "NDHWC: igemm_sm90_half plans these layers; this kernel by --config or tuning";
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
     if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
     // Its epilogue reads the residual after the tile's products, with nothing else to overlap
@@ -180,17 +199,18 @@ class GemmSm90Family final : public Family {
     if (!fits(prob, limits, sized)) {
       refuse_config(forced,
                     "BM of 128 or 256 output channels, BN of 64, 96, 112, 128, 192 or 256 positions (at most 128 with "
-                    "BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual; tf32: "
-                    "128, no split), 2 to 8 stages within the block's shared memory (an even "
+                    "BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual; NCDHW tf32: "
+                    "128; NDHWC: 128 or 256, 128 with BM 256, BM 128 for 16-bit outputs with a residual; neither "
+                    "splits), 2 to 8 stages within the block's shared memory (an even "
                     "number from 4 with split 1), split 0 or 1 (1 with BM 128)");
     }
     return plan(prob, limits, c);
   }
 
   // The weight's map (the first): K rows of C channels in boxes of BM rows x a 128-byte row of
-  // channels; the input's (the second): (D·H·W, C, N) in boxes of a 128-byte row of positions x as
-  // many channels; both 128-byte swizzled, as wgmma reads them (float32 rounded to tf32 by the
-  // copy).
+  // channels; the input's (the second): NCDHW (D·H·W, C, N) in boxes of a 128-byte row of
+  // positions x as many channels, NDHWC N·D·H·W rows of C channels in boxes of BN rows x a
+  // 128-byte row; all 128-byte swizzled, as wgmma reads them (float32 rounded to tf32 by the copy).
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void*, CUtensorMap* weight_map,
                    CUtensorMap* input_map, CUtensorMap*) const override {
     const ConvParams& p = plan.params;
@@ -202,6 +222,11 @@ class GemmSm90Family final : public Family {
                                 row, CU_TENSOR_MAP_SWIZZLE_128B);
     });
     *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
+      if (plan.key.layout == Layout::NDHWC) {  // rows of C channels, BN rows a box
+        return encode_matrix_rows(type, input, p.n * p.d * p.h * p.w, p.c,
+                                  static_cast<unsigned>(kTable.load(plan.key.config).bn), row,
+                                  CU_TENSOR_MAP_SWIZZLE_128B);
+      }
       return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, row, row);
     });
   }
@@ -210,7 +235,13 @@ class GemmSm90Family final : public Family {
   // Tiles of 256 output channels where 128 would read each input box 8 times or more: layers of
   // many output channels (1024 and up) are bound by L2's reads, which BM 256 halves for the
   // input (2048-channel layers 1.16-1.26x faster; a 512-channel one 0.83x).
-  static int heuristic_bm(const Problem& prob) { return prob.desc.k >= 1024 ? 256 : 128; }
+  // (Where some width's accumulators fit at 256.)
+  static int heuristic_bm(const Problem& prob) {
+    const std::vector<int>& list = widths(prob);
+    const bool fits_256 =
+        std::any_of(list.begin(), list.end(), [&](int bn) { return registers_fit(prob, {256, bn, 0, 0}); });
+    return prob.desc.k >= 1024 && fits_256 ? 256 : 128;
+  }
 
   // The width whose rounds of one tile an SM (kWaveBlocks) cost least, a round the tile's
   // positions and its fixed cost: pointwise_512's 784 positions an image take 7 tiles of 112
@@ -233,8 +264,8 @@ class GemmSm90Family final : public Family {
     plan.weight_map = true;
     // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
     // first candidate: its choice, also where its heuristic would decline the layer); igemm_sm90's
-    // in the tf32 class.
-    const Family& twin = is_tf32(prob) ? igemm_sm90_family() : igemm_sm90_half_family();
+    // for NCDHW in the tf32 class.
+    const Family& twin = is_tf32(prob) && !is_ndhwc(prob) ? igemm_sm90_family() : igemm_sm90_half_family();
     std::vector<Plan> other = twin.candidates(prob, limits, 1);
     if (other.empty()) {
       throw Error(ErrorCategory::Unsupported, "gemm_sm90: no plan for an input off 16 bytes");
