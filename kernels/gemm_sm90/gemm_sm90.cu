@@ -13,21 +13,22 @@
 // B, for both element types.
 //
 // Warp-specialised and persistent: one block an SM walks tiles t = blockIdx.x, + gridDim.x, ...
-// of Spec::bm (128 or 256) output channels x Spec::bn positions of one image (channel blocks
-// fastest, so that the blocks running together read the same input boxes from L2). Its producer
-// warpgroup gives its registers to the consumers (setmaxnreg), and one of its threads issues, a
-// chunk of one 128-byte row of input channels at a time (64 halves, 32 floats), one TMA box of the
-// weight (the chunk's channels x BM rows) and the input's boxes (a row of positions x the chunk's
-// channels each) into a ring of Spec::stages stages, each stage guarded by a full mbarrier (its
-// bytes have landed) and an empty one (the consumer warps have finished reading it). Its two
-// consumer warpgroups multiply their part of every tile (16-bit: BM / 2 output channels each, four
-// wgmma k16 a chunk and 64 rows; tf32: BN / 2 positions each, four k8; every stage but the last
-// one's released as soon as the next chunk's products are issued) and store it from the
-// accumulators, while the producer already loads the next tile's chunks; or, with Spec::split
-// (16-bit), each warpgroup takes every other tile whole (BM = 128), so that one stores its tile
-// while the other multiplies, each with a half of the ring of its own: a barrier's waiters must
-// never be more than one phase behind it, which a warpgroup that skipped the other's chunks in a
-// shared ring would be.
+// of Spec::bm (128 or 256) output channels x Spec::bn positions of one image (NDHWC: rows of the
+// whole batch), channel blocks fastest, so that the blocks running together read the same input
+// boxes from L2. Its producer warpgroup gives its registers to the consumers (setmaxnreg), and one
+// of its threads issues, a chunk of one 128-byte row of input channels at a time (64 halves, 32
+// floats), one TMA box of the weight (the chunk's channels x BM rows) and the input's boxes
+// (NCDHW: a 128-byte row of positions x the chunk's channels each; NDHWC: BN rows x the chunk's
+// channels) into a ring of Spec::stages stages, each stage guarded by a full mbarrier (its bytes
+// have landed) and an empty one (the consumer warps have finished reading it). Its two consumer
+// warpgroups multiply their part of every tile (NCDHW 16-bit: BM / 2 output channels each;
+// otherwise BN / 2 positions each; four wgmma k-steps a chunk; every stage but the last one's
+// released as soon as the next chunk's products are issued) and store it from the accumulators,
+// while the producer already loads the next tile's chunks; or, with Spec::split (NCDHW 16-bit),
+// each warpgroup takes every other tile whole (BM = 128), so that one stores its tile while the
+// other multiplies, each with a half of the ring of its own: a barrier's waiters must never be
+// more than one phase behind it, which a warpgroup that skipped the other's chunks in a shared
+// ring would be.
 // Out-of-range channels, rows and positions arrive as the boxes' zeros; the stores skip them.
 #pragma once
 #include "common/element.cuh"
@@ -99,7 +100,7 @@ struct Schedule {
   __device__ explicit Schedule(const ConvParams& p)
       : positions(static_cast<int>(p.d * p.h * p.w * (ROWS ? p.n : 1))),
         k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
-        p_tiles((positions + Spec::bn - 1) / Spec::bn),
+        p_tiles(static_cast<int>((static_cast<long long>(positions) + Spec::bn - 1) / Spec::bn)),
         chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (PAIRS ? (p.c + CHUNK - 1) / CHUNK % 2 : 0))),
         tiles(static_cast<long long>(k_tiles) * p_tiles * (ROWS ? 1 : p.n)) {}
   // The stage of the use-th chunk through a ring (the whole ring, or with Spec::split half `side`

@@ -137,7 +137,7 @@ class GemmSm90Family final : public Family {
     // 32-bit box coordinates; and igemm_sm90_half, which runs inputs off 16 bytes, needs an image
     // of fewer than 2^31 elements. NDHWC: the batch's positions are rows of one map.
     if (d.c * positions_of(prob) >= (int64_t{1} << 31) || d.k > std::numeric_limits<int32_t>::max() ||
-        (is_ndhwc(prob) && d.n * positions_of(prob) >= (int64_t{1} << 31))) {
+        (is_ndhwc(prob) && d.n * positions_of(prob) > (int64_t{1} << 31) - 256)) {  // (rows of the last tile)
       return "an image of fewer than 2^31 elements, fewer than 2^31 output channels (NDHWC: positions in all)";
     }
     // Float32 outputs of long 16-bit reductions keep partial sums apart (igemm_sm90_half's blocked
