@@ -127,6 +127,48 @@ struct Ring {
   unsigned long long* empty;
 };
 
+// After a chunk's wgmmas are issued: commits them, waits until the chunk before is done and gives
+// its stage back (one arrival a warp); `previous` becomes this chunk's stage s.
+__device__ __forceinline__ void chunk_issued(const Ring& ring, int lane, int q, int s, int& previous) {
+  wgmma::commit();
+  wgmma::wait<1>();
+  if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
+  previous = s;
+}
+
+// After a tile's last chunk: waits for all its products, gives the last stage back, and hands the
+// accumulators to ordinary code.
+template <int MB, int R>
+__device__ __forceinline__ void tile_done(const Ring& ring, int lane, int previous, float (&acc)[MB][R]) {
+  wgmma::wait<0>();
+  if (lane == 0) tma::arrive(ring.empty + previous);
+#pragma unroll
+  for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+}
+
+// A quad's two steps of 8 consecutive 16-bit outputs (NCDHW positions or NDHWC channels): lane t4's
+// values v (units 2 t4, 2 t4 + 1 and 8 further) become the packed words of units 4 t4 .. 4 t4 + 3,
+// with the residual of those `count` (0 to 4) at `offset` added: the floats regrouped (four
+// shuffles) and the four residuals read at once; without a residual the packed pairs (two).
+// Every lane of the warp calls it.
+template <class Spec>
+__device__ __forceinline__ uint2 finish_quad(const float (&v)[4], int t4, int lane, long long offset, int count,
+                                             const ConvParams& p) {
+  using Out = typename Spec::out_element;
+  if constexpr (Spec::residual != 0) {
+    const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), t4, lane & ~3, 1);  // 4 t4, + 2
+    const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), t4, lane & ~3, 1);   // + 1, + 3
+    float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y), __uint_as_float(odd.y)};
+    float r[4];
+    residual_four<Spec>(offset, count, p, r);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
+    return make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
+  } else {
+    return regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), t4, lane & ~3, 1);
+  }
+}
+
 // The producer: one thread loads every chunk of the block's tiles into the ring.
 template <class Spec>
 __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, const TensorMap& weight_map,
@@ -211,15 +253,9 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
                                                  wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128), q > 0 || j > 0);
         }
       }
-      wgmma::commit();
-      wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
-      if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
-      previous = s;
+      chunk_issued(ring, lane, q, s, previous);
     }
-    wgmma::wait<0>();
-    if (lane == 0) tma::arrive(ring.empty + previous);
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+    tile_done(ring, lane, previous, acc);
 
     // The epilogue from the accumulators: acc[mb][4j + e] is channel row + 64 mb + 8 (e / 2),
     // position p0 + 8j + 2 t4 + e % 2.
@@ -246,22 +282,7 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
           for (int e = 0; e < 4; ++e) {
             v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
           }
-          uint2 words;
-          if constexpr (Spec::residual != 0) {
-            // mine, mine + 2; then mine + 1, mine + 3
-            const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), t4, lane & ~3, 1);
-            const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), t4, lane & ~3, 1);
-            float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y),
-                          __uint_as_float(odd.y)};
-            float r[4];
-            residual_four<Spec>(line + mine, ok ? 4 : 0, p, r);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
-            words = make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
-          } else {
-            words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), t4, lane & ~3, 1);
-          }
-          store_four(out + line + mine, words, ok ? 4 : 0);
+          store_four(out + line + mine, finish_quad<Spec>(v, t4, lane, line + mine, ok ? 4 : 0, p), ok ? 4 : 0);
         }
       } else {
         if (!inside) continue;
@@ -337,10 +358,7 @@ __device__ __forceinline__ void consume_tf32(const Ring& ring, const float* __re
           wgmma::mma<BM>(acc[mb], a[mb][j], wgmma::descriptor_sw128(b + 32 * j), q > 0 || j > 0);
         }
       }
-      wgmma::commit();
-      wgmma::wait<1>();  // the previous chunk's products are done: its stage and A set go back
-      if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
-      previous = s;
+      chunk_issued(ring, lane, q, s, previous);  // (the chunk before's A set is free then too)
     };
     // Pairs of chunks, each into its own set, with no branch between them: a branch there merged
     // the accumulators' values and ptxas serialised the wgmmas (C7513).
@@ -350,10 +368,7 @@ __device__ __forceinline__ void consume_tf32(const Ring& ring, const float* __re
       chunk(a0, q);
       chunk(a1, q + 1);
     }
-    wgmma::wait<0>();
-    if (lane == 0) tma::arrive(ring.empty + previous);
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+    tile_done(ring, lane, previous, acc);
 
     // The epilogue: acc[mb][4j + e] is position first + 64 mb + mine + 4 (e / 2), output channel
     // 8j + 2t + e % 2 of the tile. The 4 lanes g % 4 regroup each channel's 8 positions so that
@@ -439,15 +454,9 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
           }
         }
       }
-      wgmma::commit();
-      wgmma::wait<1>();  // the previous chunk's products are done: its stage goes back
-      if (q > 0 && lane == 0) tma::arrive(ring.empty + previous);
-      previous = s;
+      chunk_issued(ring, lane, q, s, previous);
     }
-    wgmma::wait<0>();
-    if (lane == 0) tma::arrive(ring.empty + previous);
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) wgmma::settle(acc[mb]);
+    tile_done(ring, lane, previous, acc);
 
     // The epilogue: acc[mb][4j + e] is row p0 + wg·64·MB + 64 mb + 16 (warp % 4) + g + 8 (e / 2),
     // output channel kt·BM + 8j + 2 t4 + e % 2.
@@ -471,21 +480,8 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
             v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
           }
           const int count = inside ? min(4, max(0, k_out - (first + 4 * t4))) : 0;
-          uint2 words;
-          if constexpr (Spec::residual != 0) {
-            const uint2 even = regroup(__float_as_uint(v[0]), __float_as_uint(v[2]), t4, lane & ~3, 1);
-            const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), t4, lane & ~3, 1);
-            float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y),
-                          __uint_as_float(odd.y)};
-            float r[4];
-            residual_four<Spec>(line + 8 * j + 4 * t4, count, p, r);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
-            words = make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
-          } else {
-            words = regroup(pack_pair<Out>(v[0], v[1]), pack_pair<Out>(v[2], v[3]), t4, lane & ~3, 1);
-          }
-          store_four(out + line + 8 * j + 4 * t4, words, count);
+          const long long at = line + 8 * j + 4 * t4;
+          store_four(out + at, finish_quad<Spec>(v, t4, lane, at, count, p), count);
         }
       } else {
         // Float32: a quad's 8 channels are one 32-byte sector already.
