@@ -54,9 +54,10 @@ __device__ __forceinline__ uint2 regroup(unsigned x0, unsigned x1, int s, int la
   return high ? make_uint2(second, first) : make_uint2(first, second);
 }
 
-// The residual's first `count` (0 to 4) of four 16-bit elements at `offset` .. + 3, zeros past
-// them: one 8-byte read where all four are read and lie on 8 bytes, else one at a time.
-template <class Spec>
+// The residual's first `count` of four 16-bit elements at `offset` .. + 3, zeros past them: one
+// 8-byte read where all four are read and lie on 8 bytes, else one at a time. `count` is 0 or 4
+// unless PARTIAL (NDHWC's last channels).
+template <class Spec, bool PARTIAL>
 __device__ __forceinline__ void residual_four(long long offset, int count, const ConvParams& p, float (&r)[4]) {
   using Out = typename Spec::out_element;
   const Out* const at = reinterpret_cast<const Out*>(p.residual) + offset;
@@ -66,21 +67,22 @@ __device__ __forceinline__ void residual_four(long long offset, int count, const
     unpack_pair<Out>(w.y, r[2], r[3]);
   } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) r[e] = epilogue::residual<Spec, float>(offset + e, e < count, p);
+    for (int e = 0; e < 4; ++e) r[e] = epilogue::residual<Spec, float>(offset + e, PARTIAL ? e < count : count == 4, p);
   }
 }
 
-// The first `count` (0 to 4) of four consecutive 16-bit outputs, packed pairs w.x, w.y, at dst:
-// one 8-byte store where all four are stored and dst lies on 8 bytes, else one at a time.
-template <class Out>
+// The first `count` of four consecutive 16-bit outputs, packed pairs w.x, w.y, at dst: one 8-byte
+// store where all four are stored and dst lies on 8 bytes, else one at a time. `count` is 0 or 4
+// unless PARTIAL.
+template <class Out, bool PARTIAL>
 __device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
   const bool whole = count == 4 && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
   if (whole) *reinterpret_cast<uint2*>(dst) = w;
-  if (!whole) {
-    if (count > 0) dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
-    if (count > 1) dst[1].bits = static_cast<unsigned short>(w.x >> 16);
-    if (count > 2) dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
-    if (count > 3) dst[3].bits = static_cast<unsigned short>(w.y >> 16);
+  if (!whole && (PARTIAL ? count > 0 : count == 4)) {
+    dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
+    if (!PARTIAL || count > 1) dst[1].bits = static_cast<unsigned short>(w.x >> 16);
+    if (!PARTIAL || count > 2) dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
+    if (!PARTIAL || count > 3) dst[3].bits = static_cast<unsigned short>(w.y >> 16);
   }
 }
 
@@ -148,10 +150,10 @@ __device__ __forceinline__ void tile_done(const Ring& ring, int lane, int previo
 
 // A quad's two steps of 8 consecutive 16-bit outputs (NCDHW positions or NDHWC channels): lane t4's
 // values v (units 2 t4, 2 t4 + 1 and 8 further) become the packed words of units 4 t4 .. 4 t4 + 3,
-// with the residual of those `count` (0 to 4) at `offset` added: the floats regrouped (four
+// with the residual of those `count` at `offset` added (count 0 or 4 unless PARTIAL): the floats regrouped (four
 // shuffles) and the four residuals read at once; without a residual the packed pairs (two).
 // Every lane of the warp calls it.
-template <class Spec>
+template <class Spec, bool PARTIAL>
 __device__ __forceinline__ uint2 finish_quad(const float (&v)[4], int t4, int lane, long long offset, int count,
                                              const ConvParams& p) {
   using Out = typename Spec::out_element;
@@ -160,7 +162,7 @@ __device__ __forceinline__ uint2 finish_quad(const float (&v)[4], int t4, int la
     const uint2 odd = regroup(__float_as_uint(v[1]), __float_as_uint(v[3]), t4, lane & ~3, 1);   // + 1, + 3
     float f[4] = {__uint_as_float(even.x), __uint_as_float(odd.x), __uint_as_float(even.y), __uint_as_float(odd.y)};
     float r[4];
-    residual_four<Spec>(offset, count, p, r);
+    residual_four<Spec, PARTIAL>(offset, count, p, r);
 #pragma unroll
     for (int e = 0; e < 4; ++e) f[e] = epilogue::finish<Spec>(f[e], r[e], p);
     return make_uint2(pack_pair<Out>(f[0], f[1]), pack_pair<Out>(f[2], f[3]));
@@ -282,7 +284,8 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
           for (int e = 0; e < 4; ++e) {
             v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
           }
-          store_four(out + line + mine, finish_quad<Spec>(v, t4, lane, line + mine, ok ? 4 : 0, p), ok ? 4 : 0);
+          const int count = ok ? 4 : 0;
+          store_four<Out, false>(out + line + mine, finish_quad<Spec, false>(v, t4, lane, line + mine, count, p), count);
         }
       } else {
         if (!inside) continue;
@@ -481,7 +484,7 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
           }
           const int count = inside ? min(4, max(0, k_out - (first + 4 * t4))) : 0;
           const long long at = line + 8 * j + 4 * t4;
-          store_four(out + at, finish_quad<Spec>(v, t4, lane, at, count, p), count);
+          store_four<Out, true>(out + at, finish_quad<Spec, true>(v, t4, lane, at, count, p), count);
         }
       } else {
         // Float32: a quad's 8 channels are one 32-byte sector already.
