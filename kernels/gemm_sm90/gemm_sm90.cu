@@ -78,11 +78,18 @@ template <class Out, bool PARTIAL>
 __device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
   const bool whole = count == 4 && reinterpret_cast<unsigned long long>(dst) % 8 == 0;
   if (whole) *reinterpret_cast<uint2*>(dst) = w;
-  if (!whole && (PARTIAL ? count > 0 : count == 4)) {
+  if constexpr (PARTIAL) {
+    if (!whole) {
+      if (count > 0) dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
+      if (count > 1) dst[1].bits = static_cast<unsigned short>(w.x >> 16);
+      if (count > 2) dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
+      if (count > 3) dst[3].bits = static_cast<unsigned short>(w.y >> 16);
+    }
+  } else if (count == 4 && !whole) {
     dst[0].bits = static_cast<unsigned short>(w.x & 0xffffu);
-    if (!PARTIAL || count > 1) dst[1].bits = static_cast<unsigned short>(w.x >> 16);
-    if (!PARTIAL || count > 2) dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
-    if (!PARTIAL || count > 3) dst[3].bits = static_cast<unsigned short>(w.y >> 16);
+    dst[1].bits = static_cast<unsigned short>(w.x >> 16);
+    dst[2].bits = static_cast<unsigned short>(w.y & 0xffffu);
+    dst[3].bits = static_cast<unsigned short>(w.y >> 16);
   }
 }
 
