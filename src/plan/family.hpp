@@ -66,6 +66,9 @@ class Family {
 
 /// The serves_types() of the families built for bf16 / fp16 NCDHW tensors only.
 Refusal serves_half_ncdhw(const Problem& prob);
+/// serves_types for families of the tensor cores' 16-bit and tf32 products: bf16 / fp16, and
+/// float32 in the tf32 class.
+Refusal serves_half_or_tf32(const Problem& prob);
 
 /// The families, in the planner's order.
 const std::vector<const Family*>& registry();

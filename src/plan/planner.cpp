@@ -44,6 +44,13 @@ Refusal serves_half_ncdhw(const Problem& prob) {
   return std::nullopt;
 }
 
+Refusal serves_half_or_tf32(const Problem& prob) {
+  if (prob.desc.dtype == DataType::Float32 && prob.desc.precision != Precision::Tf32) {
+    return "bf16 / fp16 tensors, and float32 ones in the tf32 class";
+  }
+  return std::nullopt;
+}
+
 Refusal Family::declines(const Problem&, const DeviceLimits&) const { return std::nullopt; }
 
 std::vector<Plan> Family::candidates(const Problem& prob, const DeviceLimits& limits, int count) const {

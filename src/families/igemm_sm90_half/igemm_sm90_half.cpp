@@ -163,13 +163,7 @@ class HalfSm90Family final : public Family {
   const KernelDef& kernel() const override { return def_; }
   const char* arch() const override { return "sm_90 exactly (built for sm_90a)"; }
 
-  Refusal serves_types(const Problem& prob) const override {
-    const Conv3dDesc& d = prob.desc;
-    if (d.dtype == DataType::Float32 && d.precision != Precision::Tf32) {
-      return "bf16 / fp16 tensors, and float32 ones in the tf32 class";
-    }
-    return std::nullopt;
-  }
+  Refusal serves_types(const Problem& prob) const override { return serves_half_or_tf32(prob); }
 
   Refusal can_implement(const Problem& prob, const DeviceLimits& limits) const override {
     const Conv3dDesc& d = prob.desc;
