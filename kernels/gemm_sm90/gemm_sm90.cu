@@ -136,6 +136,14 @@ struct Ring {
   unsigned long long* empty;
 };
 
+// Whether the output (and the residual) lie on the bytes of a pair of elements, so that pairs at
+// even offsets are stored (and read) with one instruction.
+template <class Spec>
+__device__ __forceinline__ bool pairs_aligned(const typename Spec::out_element* out, const ConvParams& p) {
+  return ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
+          (2 * sizeof(typename Spec::out_element) - 1)) == 0;
+}
+
 // After a chunk's wgmmas are issued: commits them, waits until the chunk before is done and gives
 // its stage back (one arrival a warp); `previous` becomes this chunk's stage s.
 __device__ __forceinline__ void chunk_issued(const Ring& ring, int lane, int q, int s, int& previous) {
@@ -232,8 +240,7 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
   constexpr bool BF16 = kIsBf16<T>;
   // Pairs of positions stored with one instruction where the output (and residual) lie on a
   // pair's bytes: positions and P are even, so every pair does then.
-  const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
-                      (2 * sizeof(Out) - 1)) == 0;
+  const bool pairs = pairs_aligned<Spec>(out, p);
   float acc[MB][R];
   // The block's n-th tile is t = blockIdx.x + n * gridDim.x; with SPLIT this warpgroup takes n = wg,
   // wg + 2, ... The running count of the warpgroup's chunks gives their stages (one counter: the
@@ -330,7 +337,7 @@ __device__ __forceinline__ void consume_tf32(const Ring& ring, const float* __re
   const int positions = w.positions;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
   const int mine = 32 * (wq >> 1) + 16 * (g >> 2) + 8 * (wq & 1) + (g & 3);  // row g's position; g + 8: + 4
-  const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) & 7) == 0;
+  const bool pairs = pairs_aligned<Spec>(out, p);
   float acc[MB][BM / 2];
   unsigned use = 0;
   for (long long tile = blockIdx.x; tile < w.tiles; tile += gridDim.x) {
@@ -434,9 +441,7 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
   const int wg = warp >> 2, g = lane >> 2, t4 = lane & 3;
   // Float32 pairs of channels stored with one instruction where every pair lies on 8 bytes: the
   // output (and residual) does and K is even.
-  const bool pairs = ((reinterpret_cast<unsigned long long>(out) | (Spec::residual != 0 ? p.residual : 0ull)) &
-                      (2 * sizeof(Out) - 1)) == 0 &&
-                     k_total % 2 == 0;
+  const bool pairs = pairs_aligned<Spec>(out, p) && k_total % 2 == 0;
   float acc[MB][BM / 2];
   unsigned use = 0;
   for (long long tile = blockIdx.x; tile < w.tiles; tile += gridDim.x) {
