@@ -204,13 +204,17 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
   CHECK(plan.unaligned->key.field("mmajor") == 0);
   CHECK(plan.unaligned->input_copy);
   // Past 128 output channels too, 128 x 128 tiles of 3 stages (two blocks an SM), where the same
-  // layer channels-last takes a wider tile of the planner's.
+  // layer channels-last takes a wider tile (with a residual, which keeps it off gemm_sm90).
   const Conv3dDesc wide_k = ncdhw(test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1}));
   const detail::Plan wide_plan = detail::make_plan(detail::make_problem(wide_k), sm90, family);
   CHECK(wide_plan.key.field("mmajor") == 1);
   CHECK(wide_plan.key.field("bn") == 128);
   CHECK(wide_plan.key.field("stages") == 3);
-  CHECK(detail::make_plan(detail::make_problem(ndhwc(DataType::BFloat16, false, wide_k)), sm90).key.field("bn") > 128);
+  Conv3dDesc wide_ndhwc = ndhwc(DataType::BFloat16, false, wide_k);
+  wide_ndhwc.epilogue.residual = true;
+  const detail::Plan wide_ndhwc_plan = detail::make_plan(detail::make_problem(wide_ndhwc), sm90);
+  CHECK(detail::canonical_text(wide_ndhwc_plan.key).rfind(family + " ", 0) == 0);
+  CHECK(wide_ndhwc_plan.key.field("bn") > 128);
   // Tiles never span two images: 240 positions make two row tiles an image.
   const Conv3dDesc ragged = ncdhw(test::make(3, 72, {3, 8, 10}, 100, {1, 1, 1}));
   CHECK(detail::make_plan(detail::make_problem(ragged), sm90, family).grid == 3u * 2u);

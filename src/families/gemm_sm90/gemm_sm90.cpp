@@ -149,12 +149,18 @@ class GemmSm90Family final : public Family {
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
-    if (is_tf32(prob) && !is_ndhwc(prob)) {
-      return "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
+    // The tf32 form ran 0.86-1.01x igemm_sm90 (NCDHW) and 1.00x igemm_sm90_half (NDHWC)
+    // (docs/kernels/gemm_sm90.md): those keep the class.
+    if (is_tf32(prob)) {
+      return is_ndhwc(prob) ? "the tf32 class in NDHWC: igemm_sm90_half plans these layers; this kernel by --config or tuning"
+                            : "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
     }
-    if (is_ndhwc(prob)) return "NDHWC: igemm_sm90_half plans these layers; this kernel by --config or tuning";
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
     if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
+    // NDHWC 192 -> 96 ran 0.96x igemm_sm90_half; 128 output channels and more ran 1.41-1.58x.
+    if (is_ndhwc(prob) && prob.desc.k <= 96) {
+      return "NDHWC with at most 96 output channels: a quarter of a 128-channel tile or more would be padding";
+    }
     // Its epilogue reads the residual after the tile's products, with nothing else to overlap
     // them in the block; igemm_sm90_half ran such layers 1.3x faster (docs/kernels/gemm_sm90.md).
     if (prob.desc.epilogue.residual) return "a residual (igemm_sm90_half's epilogue overlaps its reads)";
