@@ -186,10 +186,28 @@ __device__ __forceinline__ uint2 finish_quad(const float (&v)[4], int t4, int la
   }
 }
 
-// The producer: one thread loads every chunk of the block's tiles into the ring.
+// A tile's residual into L2 (bulk prefetches, the warp's lanes taking every 32nd run: NCDHW a
+// channel's positions, NDHWC a row's channels), so that the consumers' epilogue reads it from L2
+// rather than waiting out DRAM's latency with nothing else to do.
+template <class Spec>
+__device__ __forceinline__ void prefetch_residual(const ConvParams& p, int positions, long long img, int kt, int p0,
+                                                  int lane) {
+  constexpr long long BM = Spec::bm, BN = Spec::bn, E = sizeof(typename Spec::out_element);
+  const long long k0 = kt * BM, channels = p.k - k0 < BM ? p.k - k0 : BM;
+  const long long rows = positions - p0 < BN ? positions - p0 : BN;
+  const char* const res = reinterpret_cast<const char*>(p.residual);
+  constexpr bool NDHWC = Spec::ndhwc != 0;
+  for (long long r = lane; r < (NDHWC ? rows : channels); r += 32) {
+    const long long first = NDHWC ? (p0 + r) * p.k + k0 : (img * p.k + k0 + r) * positions + p0;
+    tma::prefetch_l2_bytes(res + first * E, (NDHWC ? channels : rows) * E);
+  }
+}
+
+// The producer warp: its first thread loads every chunk of the block's tiles into the ring; with
+// a residual, the whole warp prefetches each tile's residual as the tile's loads begin.
 template <class Spec>
 __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, const TensorMap& weight_map,
-                                        const TensorMap& input_map) {
+                                        const TensorMap& input_map, int lane) {
   using namespace gemm_sm90_geometry;
   constexpr int E = sizeof(typename Spec::element), ROW = row_elements(E);
   constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = stage_bytes(BM, BN, E);
@@ -198,6 +216,12 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
     const int kt = static_cast<int>(t % w.k_tiles);
     const long long rest = t / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
+    if constexpr (Spec::residual != 0) {
+      // (The lanes meet once a tile, so they prefetch no further ahead than the loads run.)
+      __syncwarp();
+      prefetch_residual<Spec>(p, w.positions, img, kt, p0, lane);
+    }
+    if (lane != 0) continue;
     for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
       const int s = w.stage_of(n, q, parity);
@@ -555,7 +579,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   if (warp >= 8) {  // the producer warpgroup: one thread issues the loads
     // Its registers go to the consumers (every warp of a warpgroup takes part).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
-    if (warp == 8 && lane == 0) gemm_sm90_detail::produce<Spec>(ring, p, weight_map, input_map);
+    if (warp == 8 && (Spec::residual != 0 || lane == 0)) gemm_sm90_detail::produce<Spec>(ring, p, weight_map, input_map, lane);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
