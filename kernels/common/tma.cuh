@@ -102,16 +102,6 @@ __device__ __forceinline__ void load_bytes(void* dst, const void* src, unsigned 
       : "memory");
 }
 
-// The 16-byte granules holding bytes [from, from + bytes) of global memory brought into L2 (a hint:
-// nothing waits for it). A granule never spans two pages, so rounding out to whole granules reads
-// no unmapped memory.
-__device__ __forceinline__ void prefetch_l2_bytes(const void* from, unsigned long long bytes) {
-  const unsigned long long first = reinterpret_cast<unsigned long long>(from) & ~15ull;
-  const unsigned long long end = (reinterpret_cast<unsigned long long>(from) + bytes + 15ull) & ~15ull;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(first), "r"(static_cast<unsigned>(end - first))
-               : "memory");
-}
-
 // Box of a 4-D tiled map at (x, y, z, w), innermost first, from shared memory (128-byte aligned),
 // in this thread's current bulk group; elements outside the tensor are not written. Every thread
 // that wrote the source must first make it visible to the async proxy (fence_shared_to_async).

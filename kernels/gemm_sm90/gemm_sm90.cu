@@ -186,28 +186,30 @@ __device__ __forceinline__ uint2 finish_quad(const float (&v)[4], int t4, int la
   }
 }
 
-// A tile's residual into L2 (bulk prefetches, the warp's lanes taking every 32nd run: NCDHW a
-// channel's positions, NDHWC a row's channels), so that the consumers' epilogue reads it from L2
-// rather than waiting out DRAM's latency with nothing else to do.
+// A tile's residual into L2, a line at a time, the consumer threads (`index` of `count`) taking
+// every count-th run (NCDHW a channel's positions, NDHWC a row's channels) as the tile's products
+// begin: the epilogue's reads then hit L2 rather than each wait out DRAM's latency after the
+// products, with nothing else to overlap them. (In the producer warp, at 40 registers, it spilled.)
 template <class Spec>
 __device__ __forceinline__ void prefetch_residual(const ConvParams& p, int positions, long long img, int kt, int p0,
-                                                  int lane) {
-  constexpr long long BM = Spec::bm, BN = Spec::bn, E = sizeof(typename Spec::out_element);
-  const long long k0 = kt * BM, channels = p.k - k0 < BM ? p.k - k0 : BM;
-  const long long rows = positions - p0 < BN ? positions - p0 : BN;
-  const char* const res = reinterpret_cast<const char*>(p.residual);
-  constexpr bool NDHWC = Spec::ndhwc != 0;
-  for (long long r = lane; r < (NDHWC ? rows : channels); r += 32) {
-    const long long first = NDHWC ? (p0 + r) * p.k + k0 : (img * p.k + k0 + r) * positions + p0;
-    tma::prefetch_l2_bytes(res + first * E, (NDHWC ? channels : rows) * E);
+                                                  int index, int count) {
+  if constexpr (Spec::residual != 0) {
+    constexpr int BM = Spec::bm, BN = Spec::bn;
+    constexpr bool NDHWC = Spec::ndhwc != 0;
+    const int k0 = kt * BM, channels = min(static_cast<int>(p.k - k0), BM), rows = min(positions - p0, BN);
+    const long long step = NDHWC ? p.k : positions;  // elements from a run to the next
+    const long long run0 = NDHWC ? static_cast<long long>(p0) * p.k + k0 : (img * p.k + k0) * positions + p0;
+#pragma unroll 1
+    for (int r = index; r < (NDHWC ? rows : channels); r += count) {
+      epilogue::prefetch_residual<Spec>(run0 + r * step, NDHWC ? channels : rows, p);
+    }
   }
 }
 
-// The producer warp: its first thread loads every chunk of the block's tiles into the ring; with
-// a residual, the whole warp prefetches each tile's residual as the tile's loads begin.
+// The producer: one thread loads every chunk of the block's tiles into the ring.
 template <class Spec>
 __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, const TensorMap& weight_map,
-                                        const TensorMap& input_map, int lane) {
+                                        const TensorMap& input_map) {
   using namespace gemm_sm90_geometry;
   constexpr int E = sizeof(typename Spec::element), ROW = row_elements(E);
   constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = stage_bytes(BM, BN, E);
@@ -216,12 +218,6 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
     const int kt = static_cast<int>(t % w.k_tiles);
     const long long rest = t / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
-    if constexpr (Spec::residual != 0) {
-      // (The lanes meet once a tile, so they prefetch no further ahead than the loads run.)
-      __syncwarp();
-      prefetch_residual<Spec>(p, w.positions, img, kt, p0, lane);
-    }
-    if (lane != 0) continue;
     for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
       const int s = w.stage_of(n, q, parity);
@@ -276,6 +272,7 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
     const long long rest = t / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN;
     const long long img = rest / w.p_tiles;
+    prefetch_residual<Spec>(p, positions, img, kt, p0, (SPLIT ? warp & 3 : warp) * 32 + lane, SPLIT ? 128 : 256);
     int previous = 0;  // the stage of the chunk before
 #pragma unroll 1
     for (int q = 0; q < w.chunks; ++q) {
@@ -369,6 +366,7 @@ __device__ __forceinline__ void consume_tf32(const Ring& ring, const float* __re
     const long long rest = tile / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN;
     const long long img = rest / w.p_tiles;
+    prefetch_residual<Spec>(p, positions, img, kt, p0, warp * 32 + lane, 256);
     const int first = wg * 64 * MB;  // the warpgroup's first position in the tile
     int previous = 0;
     // A chunk: the thread's A fragments for its 4 k8 steps from the boxes, then the products
@@ -471,6 +469,7 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
   for (long long tile = blockIdx.x; tile < w.tiles; tile += gridDim.x) {
     const int kt = static_cast<int>(tile % w.k_tiles);
     const int p0 = static_cast<int>(tile / w.k_tiles) * BN;
+    prefetch_residual<Spec>(p, rows, 0, kt, p0, warp * 32 + lane, 256);
     int previous = 0;
 #pragma unroll 1
     for (int q = 0; q < w.chunks; ++q) {
@@ -579,7 +578,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   if (warp >= 8) {  // the producer warpgroup: one thread issues the loads
     // Its registers go to the consumers (every warp of a warpgroup takes part).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
-    if (warp == 8 && (Spec::residual != 0 || lane == 0)) gemm_sm90_detail::produce<Spec>(ring, p, weight_map, input_map, lane);
+    if (warp == 8 && lane == 0) gemm_sm90_detail::produce<Spec>(ring, p, weight_map, input_map);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
