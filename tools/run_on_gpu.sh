@@ -5,7 +5,9 @@
 # Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|pointwise|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT;
 # suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them;
-# verify: VERIFY_MANIFESTS, default the edge sweep and the network layers)
+# verify: VERIFY_MANIFESTS, default the edge sweep and the network layers; CONV3DJIT_SOURCE_COMMIT,
+# the commit the JSON reports record, for a copy of the tree whose .git is stale: the value as the
+# tree's own git names it, e.g. `CONV3DJIT_SOURCE_COMMIT=d625979 tools/run_on_gpu.sh bench`)
 set -u -o pipefail
 what=${1:-all}
 out=${OUT:-device-out}
@@ -15,7 +17,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 # Prefer the cuDNN PyTorch ships (9.19 on the H200 machine), the one PyTorch users run.
 cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
 [ -n "$cudnn_lib" ] && export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONV3DJIT_SOURCE_COMMIT="${CONV3DJIT_SOURCE_COMMIT:-}" \
+  >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 cmake --build $build -j 16 -- -k 0 >"$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -40; }
 cli=$build/tools/conv3djit
 export CONV3DJIT_CACHE_DIR=$PWD/$build/cache
