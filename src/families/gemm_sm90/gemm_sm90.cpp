@@ -164,7 +164,9 @@ class GemmSm90Family final : public Family {
     // Its epilogue runs after the tile's products with nothing else to overlap it in the block;
     // igemm_sm90_half ran such layers 1.1-1.3x faster, the residual prefetched to L2 or not
     // (docs/kernels/gemm_sm90.md).
-    if (prob.desc.epilogue.residual) return "a residual (igemm_sm90_half's epilogue overlaps its reads)";
+    if (prob.desc.epilogue.residual) {
+      return "a residual: igemm_sm90_half's two blocks an SM overlap one's epilogue with the other's products";
+    }
     return std::nullopt;
   }
 
