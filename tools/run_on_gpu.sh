@@ -57,7 +57,8 @@ case $what in pointwise)
   # the layer) against igemm_sm90_half and gemm_sm90's other tiles, bench/pointwise_tf32.jsonl on
   # the planner's (igemm_sm90) against gemm_sm90's tf32 form and bench/pointwise_ndhwc.jsonl on the
   # planner's against igemm_sm90_half and gemm_sm90's 128 x 128 tile, bench/pointwise_residual.jsonl
-  # on the planner's against gemm_sm90's tiles, in alternating rounds of one build; then the
+  # on the planner's against gemm_sm90's tiles (and its NCDHW rows against split = 1), in
+  # alternating rounds of one build; then the
   # manifests against cuDNN (the tf32 one with gemm_sm90 forced).
   ctest --test-dir $build -R gemm_sm90 --output-on-failure 2>&1 | tee "$out/gemm_tests.log" | grep -E "tests passed|Failed|\*\*\*"
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare" -c planner -c igemm_sm90_half \
@@ -68,6 +69,12 @@ case $what in pointwise)
     -c gemm_sm90:bm=128,bn=128 bench/pointwise_ndhwc.jsonl . -- --iters 30 | tee "$out/pointwise_ndhwc_compare.txt"
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_residual" -c planner -c gemm_sm90 \
     -c gemm_sm90:bm=128,bn=128 bench/pointwise_residual.jsonl . -- --iters 30 | tee "$out/pointwise_residual_compare.txt"
+  # split = 1 (one warpgroup's epilogue beside the other's products) on the NCDHW residual rows
+  # (NDHWC refuses it, and `run --manifest` stops at a refused row).
+  grep -v ndhwc bench/pointwise_residual.jsonl >"$out/residual_ncdhw.jsonl"
+  COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_residual_split" -c planner \
+    -c gemm_sm90:bm=128,bn=112,split=1 -c gemm_sm90:bm=128,bn=128,split=1 "$out/residual_ncdhw.jsonl" . -- --iters 30 |
+    tee "$out/pointwise_residual_split_compare.txt"
   bench_manifest bench/pointwise_half.jsonl pointwise
   BENCH_CONFIG=gemm_sm90 bench_manifest bench/pointwise_tf32.jsonl pointwise_tf32
   bench_manifest bench/pointwise_ndhwc.jsonl pointwise_ndhwc
