@@ -2,7 +2,7 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|pointwise|all]
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|pointwise|windowed|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT;
 # suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them;
 # verify: VERIFY_MANIFESTS, default the edge sweep and the network layers; CONV3DJIT_SOURCE_COMMIT,
@@ -78,6 +78,15 @@ case $what in pointwise)
   bench_manifest bench/pointwise_half.jsonl pointwise
   BENCH_CONFIG=gemm_sm90 bench_manifest bench/pointwise_tf32.jsonl pointwise_tf32
   bench_manifest bench/pointwise_ndhwc.jsonl pointwise_ndhwc
+esac
+case $what in windowed)
+  # gemm_sm90's tests (its im2col form among them), then bench/windowed_ndhwc.jsonl on the
+  # planner's kernels against gemm_sm90's im2col form in its three tiles, in alternating rounds of
+  # one build.
+  ctest --test-dir $build -R gemm_sm90 --output-on-failure 2>&1 | tee "$out/gemm_tests.log" | grep -E "tests passed|Failed|\*\*\*"
+  COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_windowed" -c planner \
+    -c gemm_sm90:bm=128,bn=256 -c gemm_sm90:bm=256,bn=128 -c gemm_sm90:bm=128,bn=128 bench/windowed_ndhwc.jsonl . \
+    -- --iters 30 | tee "$out/windowed_compare.txt"
 esac
 case $what in suites)
   # Every suite, one after the other (each JSON beside its log: bench-<suite>.json), then with

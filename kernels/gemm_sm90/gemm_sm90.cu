@@ -1,6 +1,9 @@
 // Pointwise convolutions (1 x 1 x 1 windows, unit strides, no padding, one group) as the GEMMs
 // they are, on Hopper's warpgroup MMA (wgmma, sm_90a): bf16 / fp16 with the output in the input
-// type or float32 (Spec::out_element), and float32 in the tf32 class; NCDHW and NDHWC.
+// type or float32 (Spec::out_element), and float32 in the tf32 class; NCDHW and NDHWC. With
+// Spec::im2col, NDHWC 16-bit layers of any window, stride, dilation and zero padding as implicit
+// GEMMs: a chunk is one tap's 64 channels, its input box the tile's window origins read at the
+// tap's offset by TMA's im2col mode (zeros where a window reaches into the padding).
 //
 // GEMM view, image by image: out[n] (K x P, P = D·H·W positions) = W (K x C) · in[n] (C x P).
 // 16-bit: the weight is wgmma's A as stored (K-major: a row of C channels an output channel); the
@@ -102,15 +105,17 @@ template <class Spec>
 struct Schedule {
   static constexpr int STAGES = Spec::stages, HALF = STAGES / 2;
   static constexpr int CHUNK = gemm_sm90_geometry::row_elements(sizeof(typename Spec::element));
+  // Chunks of a tap (Spec::im2col: the window's taps one after the other, each its channels).
+  static constexpr int PER_TAP = (Spec::cg + CHUNK - 1) / CHUNK, TAPS = Spec::kd * Spec::kh * Spec::kw;
   int positions, k_tiles, p_tiles, chunks;
   long long tiles;
-  // NDHWC: the images' positions are one run of N·D·H·W rows (one "image").
+  // NDHWC: the images' output positions are one run of N·OD·OH·OW rows (one "image").
   static constexpr bool ROWS = Spec::ndhwc != 0, PAIRS = !ROWS && CHUNK == 32;
   __device__ explicit Schedule(const ConvParams& p)
-      : positions(static_cast<int>(p.d * p.h * p.w * (ROWS ? p.n : 1))),
+      : positions(static_cast<int>(p.od * p.oh * p.ow * (ROWS ? p.n : 1))),
         k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
         p_tiles(static_cast<int>((static_cast<long long>(positions) + Spec::bn - 1) / Spec::bn)),
-        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (PAIRS ? (p.c + CHUNK - 1) / CHUNK % 2 : 0))),
+        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (PAIRS ? (p.c + CHUNK - 1) / CHUNK % 2 : 0)) * TAPS),
         tiles(static_cast<long long>(k_tiles) * p_tiles * (ROWS ? 1 : p.n)) {}
   // The stage of the use-th chunk through a ring (the whole ring, or with Spec::split half `side`
   // of it, the half of the warpgroup that takes the tile) and the parity of that stage's use.
@@ -213,17 +218,41 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
   using namespace gemm_sm90_geometry;
   constexpr int E = sizeof(typename Spec::element), ROW = row_elements(E);
   constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = stage_bytes(BM, BN, E);
+  constexpr int KH = Spec::kh, KW = Spec::kw, PER_TAP = Schedule<Spec>::PER_TAP;
   const Schedule<Spec> w(p);
   for (long long n = 0, t = blockIdx.x; t < w.tiles; ++n, t += gridDim.x) {
     const int kt = static_cast<int>(t % w.k_tiles);
     const long long rest = t / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
+    // Spec::im2col: the window origin of the tile's first output position, from which its boxes
+    // walk the next BN.
+    int x0 = 0, y0 = 0, z0 = 0, n0 = 0;
+    if constexpr (Spec::im2col != 0) {
+      long long image = p0;
+      const long long at = take_remainder(image, p.od * p.oh * p.ow);
+      n0 = static_cast<int>(image);
+      z0 = static_cast<int>(at / (p.oh * p.ow)) * Spec::sd - p.pad_d;
+      y0 = static_cast<int>(at / p.ow % p.oh) * Spec::sh - p.pad_h;
+      x0 = static_cast<int>(at % p.ow) * Spec::sw - p.pad_w;
+    }
     for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
       const int s = w.stage_of(n, q, parity);
       tma::wait(ring.empty + s, parity ^ 1u);  // (a fresh barrier's previous phase is complete)
       char* const stage = ring.ptr + s * STAGE;
       tma::arrive_expect(ring.full + s, STAGE);
+      if constexpr (Spec::im2col != 0) {
+        // Tap q / PER_TAP's chunk of channels: the weight's BM rows at (tap, c0) (columns past the
+        // tap's channels meet the input box's zeros there) and the BN window origins read at the
+        // tap's offset.
+        const int tap = q / PER_TAP, c0 = (q - tap * PER_TAP) * ROW;
+        const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+        tma::load_box(stage, weight_map, tap * Spec::cg + c0, kt * BM, ring.full + s);
+        tma::load_im2col(stage + BM * 128, input_map, c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * Spec::dw),
+                         static_cast<unsigned short>(kh * Spec::dh), static_cast<unsigned short>(kd * Spec::dd),
+                         ring.full + s);
+        continue;
+      }
       tma::load_box(stage, weight_map, q * ROW, kt * BM, ring.full + s);
       if constexpr (Spec::ndhwc != 0) {
         tma::load_box(stage + BM * 128, input_map, q * ROW, p0, ring.full + s);  // BN rows of the chunk's channels
@@ -555,6 +584,10 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   constexpr int STAGES = Spec::stages, STAGE = stage_bytes(Spec::bm, Spec::bn, sizeof(T));
   static_assert(Spec::bm == 128 || Spec::bm == 256, "tiles of 128 or 256 output channels");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
+  static_assert(Spec::im2col == 0 || (Spec::ndhwc != 0 && sizeof(T) == 2 && Spec::bn % 64 == 0 && Spec::pad_mode == 0),
+                "im2col boxes: NDHWC 16-bit inputs, whole 64-row boxes, zero padding");
+  static_assert(Spec::im2col != 0 || (Spec::kd * Spec::kh * Spec::kw == 1 && Spec::sd * Spec::sh * Spec::sw == 1),
+                "tiled boxes: a 1 x 1 x 1 window, unit strides");
 
   extern __shared__ uint4 shared_gemm_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));

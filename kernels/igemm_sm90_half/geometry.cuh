@@ -1,5 +1,6 @@
 #pragma once
 #include "common/common.cuh"
+#include "common/im2col.cuh"
 // igemm_sm90_half's tile arithmetic, shared by the kernel and its family's planner. A chunk of the
 // reduction is one row of A and of B: 128 bytes whatever the element (64 bf16 / fp16 channels, or
 // 32 float32 ones in the tf32 class), or 64 bytes for 16-bit layers of 32 channels (a 128-byte
@@ -39,12 +40,6 @@ CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int
 /// Whether the weight's chunks arrive as TMA boxes (one a chunk, from the weight's tensor map):
 /// where its address is 16-byte aligned, as a map needs; else by cp.async like the input's.
 CONV3DJIT_HOST_DEVICE constexpr bool weight_boxes(unsigned long long weight) { return weight % 16 == 0; }
-/// The im2col bounding box of one axis (TMA's upper corner, an offset from the extent `in`): the
-/// window origins are -pad + i * stride for i < out, so the box [-pad, in + upper) ends just past
-/// the last one and the copy's walk wraps to the next row, plane or image there.
-CONV3DJIT_HOST_DEVICE constexpr long long im2col_upper(long long out, int stride, int pad, long long in) {
-  return (out - 1) * stride + 1 - pad - in;
-}
 /// Row tiles of BM output positions: over all N·OD·OH·OW positions, or, where A is read in
 /// M-major order from an NCDHW input (Spec::mmajor), image by image (a tile never spans two).
 CONV3DJIT_HOST_DEVICE constexpr long long row_tiles(long long n, long long positions, int bm, bool per_image) {
@@ -52,18 +47,6 @@ CONV3DJIT_HOST_DEVICE constexpr long long row_tiles(long long n, long long posit
 }
 /// Positions of A's M-major boxes (64 positions x 64 channels of a 16-bit NCDHW input).
 inline constexpr int kMajorBox = 64;
-/// Whether an im2col corner is within a 5-D map's range.
-CONV3DJIT_HOST_DEVICE constexpr bool corner_fits(long long corner) { return corner >= -16 && corner <= 15; }
-/// Whether a layer's input can arrive as TMA im2col boxes (BM window origins x a chunk's channels,
-/// zeros outside the input, which is zero padding; Spec::im2col): zero padding, strides TMA can
-/// step (at most 8), and each axis's corners within a 5-D map's range. The map also needs a
-/// 16-byte aligned input (whole 16-byte pieces of channels make every stride a 16-byte multiple):
-/// other inputs run the plan's twin, which stages A by the threads' copies.
-CONV3DJIT_HOST_DEVICE constexpr bool im2col_fits(const ConvParams& p) {
-  return p.pad_mode == 0 /* zeros */ && p.sd <= 8 && p.sh <= 8 && p.sw <= 8 && corner_fits(-p.pad_d) &&
-         corner_fits(-p.pad_h) && corner_fits(-p.pad_w) && corner_fits(im2col_upper(p.od, p.sd, p.pad_d, p.d)) &&
-         corner_fits(im2col_upper(p.oh, p.sh, p.pad_h, p.h)) && corner_fits(im2col_upper(p.ow, p.sw, p.pad_w, p.w));
-}
 /// Chunks before the reduction's end at which a tile's residual is prefetched to L2 (c3d_conv3b:
 /// about 7 us ahead of its copy-out on an H100, estimated from its time a chunk; 4 and 16 did alike).
 inline constexpr int kResidualLead = 8;

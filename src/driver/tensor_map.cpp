@@ -1,5 +1,6 @@
 #include "driver/tensor_map.hpp"
 
+#include "common/im2col.cuh"
 #include "conv3djit/error.hpp"
 #include "core/problem.hpp"
 #include "driver/driver_api.hpp"
@@ -71,14 +72,23 @@ CUtensorMap encode_channel_runs(CUtensorMapDataType type, const void* base, long
                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
-CUtensorMap encode_im2col_map(CUtensorMapDataType type, const void* base, const cuuint64_t* dims,
-                              const cuuint64_t* strides, const int* lower, const int* upper, unsigned channels,
-                              unsigned pixels, const cuuint32_t* element_strides, CUtensorMapSwizzle swizzle,
-                              CUtensorMapL2promotion promotion) {
+CUtensorMap encode_input_im2col(CUtensorMapDataType type, const void* input, const ConvParams& p, unsigned channels,
+                                unsigned pixels, CUtensorMapSwizzle swizzle) {
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.c), static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
+                              static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.n)};
+  cuuint64_t strides[4];
+  strides[0] = dims[0] * map_element_bytes(type);
+  for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
+  const int lower[3] = {-p.pad_w, -p.pad_h, -p.pad_d};
+  const int upper[3] = {static_cast<int>(im2col::upper(p.ow, p.sw, p.pad_w, p.w)),
+                        static_cast<int>(im2col::upper(p.oh, p.sh, p.pad_h, p.h)),
+                        static_cast<int>(im2col::upper(p.od, p.sd, p.pad_d, p.d))};
+  const cuuint32_t element_strides[5] = {1, static_cast<cuuint32_t>(p.sw), static_cast<cuuint32_t>(p.sh),
+                                         static_cast<cuuint32_t>(p.sd), 1};
   CUtensorMap map{};
-  check_cu(driver().cuTensorMapEncodeIm2col(&map, type, 5, const_cast<void*>(base), dims, strides, lower, upper,
+  check_cu(driver().cuTensorMapEncodeIm2col(&map, type, 5, const_cast<void*>(input), dims, strides, lower, upper,
                                             channels, pixels, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                            promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
            "cuTensorMapEncodeIm2col");
   return map;
 }

@@ -6,6 +6,7 @@
 
 #include <array>
 
+#include "common/common.cuh"
 #include "conv3djit/conv3d.hpp"
 #include "jit/spec_key.hpp"
 
@@ -46,14 +47,13 @@ CUtensorMap encode_matrix_rows(CUtensorMapDataType type, const void* base, long 
 CUtensorMap encode_channel_runs(CUtensorMapDataType type, const void* base, long long n, long long c,
                                 long long positions, unsigned box_positions, unsigned box_channels);
 
-/// An NDHWC tensor of dims {C, W, H, D, N} (`strides` in bytes of dims 1..4) read in im2col mode:
-/// `pixels` consecutive window origins a copy, walked W, H, D, N inside the bounding box `lower`
-/// .. dims + `upper` ({W, H, D}, each in [-16, 15]) by `element_strides`, `channels` channels of
-/// each, out-of-bounds elements zero. Throws Error(DriverError) if the driver refuses the map.
-CUtensorMap encode_im2col_map(CUtensorMapDataType type, const void* base, const cuuint64_t* dims,
-                              const cuuint64_t* strides, const int* lower, const int* upper, unsigned channels,
-                              unsigned pixels, const cuuint32_t* element_strides, CUtensorMapSwizzle swizzle,
-                              CUtensorMapL2promotion promotion);
+/// A layer's NDHWC input (`p`'s extents, 16-byte aligned rows of C channels) read in im2col mode:
+/// `pixels` consecutive window origins a copy (walked W, H, D, N by the layer's strides inside
+/// the bounding box of its window origins: common/im2col.cuh), `channels` channels of each from
+/// the copy's channel, out-of-bounds elements zero (the zero padding). Throws Error(DriverError)
+/// if the driver refuses the map.
+CUtensorMap encode_input_im2col(CUtensorMapDataType type, const void* input, const ConvParams& p, unsigned channels,
+                                unsigned pixels, CUtensorMapSwizzle swizzle);
 
 /// The last map a thread encoded for one role: reused while the tensor's address, the kernel key
 /// and the values it was made from (extents, padding) stay the same.

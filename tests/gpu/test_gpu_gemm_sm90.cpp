@@ -8,7 +8,8 @@
 // layers in the tf32 class (the input as A from registers) with both tile heights, a 72-channel
 // reduction (a chunk of zeros evens the count), epilogues and offsets; NDHWC layers of every type
 // (the batch's rows as one GEMM, rows and channels ending mid-tile, K odd) with both tile widths,
-// epilogues and offsets. Passes without checking on GPUs other than sm_90.
+// epilogues and offsets; NDHWC layers of 3-D windows, strides, dilations and zero padding through
+// im2col boxes. Passes without checking on GPUs other than sm_90.
 #include <string>
 #include <vector>
 
@@ -134,6 +135,40 @@ std::vector<Case> ndhwc_cases() {
   return out;
 }
 
+// NDHWC layers through the im2col boxes (forced; the planner keeps igemm_sm90_half): 3 x 3 x 3
+// with C = 72 (a tap's chunk of 64 and one of 8, whose weight columns reach into the next tap's
+// and meet the box's zeros), K = 100 and 99, extents no tile divides, stride 2, dilation 2,
+// causal padding along D and per-side padding, a padded 1 x 1 x 1 window, fp16 with float32
+// outputs (a reduction of 864 terms), every tile, and SiLU with the residual.
+std::vector<Case> windowed_cases() {
+  auto ndhwc = [](Conv3dDesc d, DataType type, bool fp32_output) {
+    d = typed(d, type, fp32_output);
+    d.layout = Layout::NDHWC;
+    return d;
+  };
+  const Conv3dDesc plain = ndhwc(make(2, 72, {5, 9, 11}, 100, {3, 3, 3}, 1, 1, 1, 1, true), DataType::BFloat16, false);
+  std::vector<Case> out;
+  for (const std::string config : {"gemm_sm90", "gemm_sm90:128,128,2", "gemm_sm90:128,256", "gemm_sm90:256,128"}) {
+    out.push_back({config, plain, "gemm_sm90"});
+  }
+  const std::vector<Conv3dDesc> others = {
+      ndhwc(make(3, 72, {6, 10, 13}, 99, {3, 3, 3}, {2, 2, 2}, 1, 1, 1, true), DataType::Float16, false),  // strided
+      ndhwc(make(1, 64, {7, 12, 12}, 130, {3, 3, 3}, 1, 2, {2, 2, 2}), DataType::BFloat16, false),          // dilated
+      ndhwc(make(2, 40, {6, 8, 10}, 64, {3, 3, 3}, 1, Padding::per_side({2, 1, 0}, {0, 1, 2}), 1, 1, true),
+            DataType::BFloat16, false),  // causal along D, per side along H and W
+      ndhwc(make(2, 32, {4, 9, 7}, 100, {3, 3, 3}, 1, 1, 1, 1, true), DataType::Float16, true),  // float32 out
+      ndhwc(make(2, 64, {3, 5, 7}, 128, {1, 1, 1}, 1, 1), DataType::BFloat16, false),             // padded 1x1x1
+      ndhwc(make(1, 96, {3, 20, 24}, 192, {3, 1, 1}, 1, Dims3{1, 0, 0}, 1, 1, true), DataType::BFloat16, false),
+  };
+  for (const Conv3dDesc& d : others) out.push_back({"gemm_sm90:128,128", d, "gemm_sm90"});
+  Conv3dDesc fused = plain;
+  fused.epilogue.activation = Activation::Silu;
+  fused.epilogue.residual = true;
+  out.push_back({"gemm_sm90:128,256", fused, "gemm_sm90"});
+  out.push_back({"gemm_sm90:128,128", others[3], "gemm_sm90"});
+  return out;
+}
+
 bool on_sm90() {
   cli::make_context_current();
   const Conv3dDesc d = typed(shapes()[0], DataType::BFloat16, false);
@@ -190,6 +225,23 @@ TEST_CASE("gemm_sm90: NDHWC inputs off 16 bytes run igemm_sm90_half, outputs off
   }
 }
 
+TEST_CASE("gemm_sm90: NDHWC layers of any window through im2col boxes match the float64 reference") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  test::check_cases(windowed_cases(), true);
+}
+
+TEST_CASE("gemm_sm90: windowed NDHWC inputs off 16 bytes run igemm_sm90_half") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  cli::Stream stream;
+  Engine& engine = test::engine_for("gemm_sm90:128,128");
+  Conv3dDesc d = windowed_cases().front().desc;
+  d.epilogue.activation = Activation::Silu;
+  d.epilogue.residual = true;
+  CHECK(test::family_of(engine.resources(d, stream.get(), false).kernel) == "gemm_sm90");
+  test::check_offsets(engine, d, 1, 0, 0);
+  test::check_offsets(engine, d, 0, 0, 1, "gemm_sm90");
+}
+
 TEST_CASE("gemm_sm90: tiles mostly past the layer's channels") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   test::check_cases(narrow_cases(), true);
@@ -222,7 +274,7 @@ TEST_CASE("gemm_sm90: outputs and residuals off a pair's alignment are stored an
 TEST_CASE("gemm_sm90: no local memory") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   std::vector<Case> all = width_cases();
-  for (const auto& list : {epilogue_cases(), narrow_cases(), tf32_cases(), ndhwc_cases()}) {
+  for (const auto& list : {epilogue_cases(), narrow_cases(), tf32_cases(), ndhwc_cases(), windowed_cases()}) {
     all.insert(all.end(), list.begin(), list.end());
   }
   test::check_no_local_memory(all);

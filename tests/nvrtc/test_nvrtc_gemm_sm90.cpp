@@ -4,7 +4,8 @@
 // from 1024 output channels) with the tile width whose rounds cost least, one persistent block
 // an SM and igemm_sm90_half's twin for inputs off 16 bytes; NDHWC layers as one GEMM of the
 // batch's rows; float32 ones in the tf32 class when forced or tuned (igemm_sm90's twin for NCDHW,
-// igemm_sm90_half's for NDHWC); it refuses every other layer; every width, both output types and
+// igemm_sm90_half's for NDHWC); NDHWC bf16 / fp16 layers of any window, stride, dilation and zero
+// padding through im2col boxes when forced or tuned; it refuses every other layer; every width, both output types and
 // epilogues with a residual compile for sm_90a without spills.
 #include <string>
 
@@ -144,6 +145,73 @@ TEST_CASE("gemm_sm90: NDHWC layers as one GEMM of the batch's rows, forced or tu
         test::check_no_spills(r);
         CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
       }
+    }
+  }
+}
+
+TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxes, forced or tuned") {
+  Conv3dDesc d = typed(test::make(1, 512, {17, 66, 66}, 512, {3, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true));
+  d.layout = Layout::NDHWC;
+  CHECK(family_of(plan_of(d)) == "igemm_sm90_half");  // the planner's
+  const detail::Plan p = plan_of(d, "gemm_sm90:128,256");
+  CHECK(family_of(p) == "gemm_sm90");
+  CHECK(p.key.field("im2col") == 1);  // the default where the layer is no GEMM
+  CHECK(p.grid == 132u);
+  CHECK_FALSE(p.prep);  // the NDHWC weight's rows are (kd, kh, kw, c) as it is
+  CHECK_FALSE(p.input_copy);
+  REQUIRE(p.unaligned);
+  CHECK(family_of(*p.unaligned) == "igemm_sm90_half");
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=128,bn=256,im2col=0"), Error);  // tiled boxes: GEMMs only
+  // A GEMM through im2col boxes too, when forced; tiled by default.
+  Conv3dDesc pointwise = typed(test::make(2, 64, {4, 8, 8}, 128, {1, 1, 1}));
+  pointwise.layout = Layout::NDHWC;
+  CHECK(plan_of(pointwise, "gemm_sm90").key.field("im2col") == 0);
+  CHECK(plan_of(pointwise, "gemm_sm90:bm=128,bn=128,im2col=1").key.field("im2col") == 1);
+  // Strides, dilations, per-side padding; tuning offers it.
+  Conv3dDesc strided = typed(test::make(2, 72, {6, 10, 13}, 99, {3, 3, 3}, {2, 2, 2}, Padding::per_side({2, 1, 0}, {0, 1, 2}),
+                                        {1, 2, 1}));
+  strided.layout = Layout::NDHWC;
+  CHECK(plan_of(strided, "gemm_sm90").key.field("im2col") == 1);
+  int ours = 0;
+  for (const detail::Candidate& c :
+       detail::tuning_candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 24)) {
+    ours += family_of(c.plan) == "gemm_sm90";
+  }
+  CHECK(ours >= 2);
+  // Layers its boxes cannot read: NCDHW windows, the tf32 class, other padding modes, strides past 8,
+  // groups, C off 8, and float32 outputs of reductions past 1024 terms.
+  Conv3dDesc ncdhw = d;
+  ncdhw.layout = Layout::NCDHW;
+  Conv3dDesc tf32 = d;
+  tf32.dtype = DataType::Float32;
+  tf32.precision = Precision::Tf32;
+  Conv3dDesc reflect = d;
+  reflect.padding_mode = PaddingMode::Reflect;
+  Conv3dDesc far = typed(test::make(1, 64, {4, 40, 40}, 128, {1, 3, 3}, {1, 9, 9}));
+  far.layout = Layout::NDHWC;
+  Conv3dDesc grouped = typed(test::make(1, 64, {4, 8, 8}, 128, {3, 3, 3}, 1, 1, 1, 2));
+  grouped.layout = Layout::NDHWC;
+  Conv3dDesc odd = typed(test::make(1, 36, {4, 8, 8}, 128, {3, 3, 3}, 1, 1));
+  odd.layout = Layout::NDHWC;
+  Conv3dDesc long_fp32 = typed(test::make(1, 40, {4, 8, 8}, 128, {3, 3, 3}, 1, 1), DataType::BFloat16, true);
+  long_fp32.layout = Layout::NDHWC;  // 1080 terms
+  for (const Conv3dDesc& bad : {ncdhw, tf32, reflect, far, grouped, odd, long_fp32}) {
+    DYNAMIC_SECTION(describe(bad)) { CHECK_THROWS_AS(plan_of(bad, "gemm_sm90"), Error); }
+  }
+  Conv3dDesc short_fp32 = long_fp32;
+  short_fp32.c = 32;  // 864 terms
+  CHECK(family_of(plan_of(short_fp32, "gemm_sm90")) == "gemm_sm90");
+  // Every tile, with the heaviest epilogues, compiles without spills or serialised wgmmas.
+  for (const char* forced : {"gemm_sm90:128,128", "gemm_sm90:128,256", "gemm_sm90:256,128"}) {
+    Conv3dDesc c = typed(test::make(2, 72, {5, 9, 11}, 100, {3, 3, 3}, {1, 2, 1}, 1, {2, 1, 1}, 1, true));
+    c.layout = Layout::NDHWC;
+    c.epilogue = test::epilogue_cases()[std::string(forced) == "gemm_sm90:256,128" ? 4 : 3];
+    DYNAMIC_SECTION(forced << " " << describe(c)) {
+      const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
+      INFO(r.kernel << "\n" << r.log);
+      CHECK(r.kernel.rfind("gemm_sm90 ", 0) == 0);
+      test::check_no_spills(r);
+      CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
     }
   }
 }

@@ -137,9 +137,9 @@ TEST_CASE("igemm_sm90_half: the input as im2col boxes where TMA can walk its win
   };
   // The bounding box ends just past the last window origin: padding 1 of a 3-wide window, -1;
   // stride 2 over 56 columns (28 outputs, origins -1 .. 53), -2; no padding, a 7-wide window, -6.
-  CHECK(geo::im2col_upper(56, 1, 1, 56) == -1);
-  CHECK(geo::im2col_upper(28, 2, 1, 56) == -2);
-  CHECK(geo::im2col_upper(50, 1, 0, 56) == -6);
+  CHECK(im2col::upper(56, 1, 1, 56) == -1);
+  CHECK(im2col::upper(28, 2, 1, 56) == -2);
+  CHECK(im2col::upper(50, 1, 0, 56) == -6);
   const Conv3dDesc wide = ndhwc(DataType::BFloat16, false, test::make(1, 256, {8, 28, 28}, 256, {3, 3, 3}, 1, 1));
   {
     const detail::Plan plan = plan_of(wide);

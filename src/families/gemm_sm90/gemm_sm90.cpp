@@ -11,6 +11,7 @@
 
 #include "conv3djit/error.hpp"
 #include "driver/tensor_map.hpp"
+#include "common/im2col.cuh"
 #include "gemm_sm90/geometry.cuh"
 #include "plan/family.hpp"
 #include "plan/forced_config.hpp"
@@ -25,10 +26,10 @@ namespace {
 namespace geo = gemm_sm90_geometry;
 
 struct GemmConfig {
-  int bm, bn, stages, split = 0;
+  int bm, bn, stages, split = 0, im2col = 0;
 };
 
-const ConfigTable<GemmConfig, 4> kTable{{{
+const ConfigTable<GemmConfig, 5> kTable{{{
     {{"bm", FieldRole::Chosen, "output channels a tile: 128 or 256 (64 or 128 a consumer warpgroup)"}, &GemmConfig::bm},
     {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256 (tf32: 128)"}, &GemmConfig::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
@@ -37,6 +38,11 @@ const ConfigTable<GemmConfig, 4> kTable{{{
       "0: both consumer warpgroups share each tile's channels; 1: each takes every other tile whole (BM 128, "
       "BN at most 128), one storing while the other multiplies (default 0)"},
      &GemmConfig::split},
+    {{"im2col", FieldRole::Optional,
+      "1: the input as TMA im2col boxes, one tap's channels a chunk (NDHWC bf16 / fp16, any window, stride and "
+      "dilation, zero padding); 0: tiled boxes of a GEMM (1 x 1 x 1, unit strides, no padding) (default: 0 where "
+      "the layer is a GEMM)"},
+     &GemmConfig::im2col},
 }}};
 
 bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32; }
@@ -56,11 +62,27 @@ const std::vector<int>& widths(const Problem& prob) {
 constexpr long long kTileOverhead = 16;
 
 long long positions_of(const Problem& prob) { return prob.desc.d * prob.desc.h * prob.desc.w; }
+long long out_positions(const Problem& prob) { return prob.out.d * prob.out.h * prob.out.w; }
 
-// NDHWC: the batch's positions are one run of rows.
+// A 1 x 1 x 1 window with unit strides and no padding: the layer is a GEMM of its tensors as they
+// are (tiled boxes); any other needs the input's im2col boxes.
+bool is_gemm(const Problem& prob) {
+  const Conv3dDesc& d = prob.desc;
+  const Dims3 &before = prob.pad.before, &after = prob.pad.after;
+  return prob.taps() == 1 && d.stride.d == 1 && d.stride.h == 1 && d.stride.w == 1 && before.d == 0 &&
+         before.h == 0 && before.w == 0 && after.d == 0 && after.h == 0 && after.w == 0;
+}
+// The input's boxes a layer takes by default: tiled for a GEMM, im2col otherwise.
+int default_im2col(const Problem& prob) { return is_gemm(prob) ? 0 : 1; }
+// Whether the input can arrive as im2col boxes: NDHWC 16-bit, windows TMA's im2col mode can walk.
+bool im2col_possible(const Problem& prob) {
+  return is_ndhwc(prob) && !is_tf32(prob) && im2col::fits(make_params(prob));
+}
+
+// NDHWC: the batch's output positions are one run of rows.
 long long tiles(const Problem& prob, const GemmConfig& c) {
-  if (is_ndhwc(prob)) return ceil_div(prob.desc.k, c.bm) * ceil_div(positions_of(prob) * prob.desc.n, c.bn);
-  return ceil_div(prob.desc.k, c.bm) * ceil_div(positions_of(prob), c.bn) * prob.desc.n;
+  if (is_ndhwc(prob)) return ceil_div(prob.desc.k, c.bm) * ceil_div(out_positions(prob) * prob.desc.n, c.bn);
+  return ceil_div(prob.desc.k, c.bm) * ceil_div(out_positions(prob), c.bn) * prob.desc.n;
 }
 
 // Split rings are two halves of at least two stages: an even count.
@@ -101,7 +123,9 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) 
   const std::vector<int>& list = widths(prob);
   const bool width =
       std::find(list.begin(), list.end(), c.bn) != list.end() && (c.split == 0 || !(is_tf32(prob) || is_ndhwc(prob)));
-  return (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
+  // im2col 1 wherever its boxes can serve, 0 only for a GEMM.
+  const bool boxes = c.im2col == 1 ? im2col_possible(prob) : c.im2col == 0 && is_gemm(prob);
+  return boxes && (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
          registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
          c.stages <= geo::kMaxStages &&
          geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)) <= limits.max_smem_per_block_optin;
@@ -118,26 +142,26 @@ class GemmSm90Family final : public Family {
     const Conv3dDesc& d = prob.desc;
     if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
     if (d.groups != 1) return "groups == 1";
-    const Dims3 &before = prob.pad.before, &after = prob.pad.after;
-    if (prob.taps() != 1 || d.stride.d != 1 || d.stride.h != 1 || d.stride.w != 1 || before.d != 0 ||
-        before.h != 0 || before.w != 0 || after.d != 0 || after.h != 0 || after.w != 0) {
-      return "a 1 x 1 x 1 window, unit strides and no padding (a GEMM)";
+    if (!is_gemm(prob) && !im2col_possible(prob)) {
+      return "a 1 x 1 x 1 window, unit strides and no padding (a GEMM), or an NDHWC bf16 / fp16 layer whose windows "
+             "TMA's im2col boxes walk (zero padding within 16 of the extents, strides up to 8)";
     }
-    // A map's rows: the weight's C channels and (NCDHW) an input channel's D·H·W positions on 16
-    // bytes.
+    // A map's rows: the weight's C channels a tap and (NCDHW) an input channel's D·H·W positions
+    // on 16 bytes.
     if (d.c % 8 != 0 || (!is_ndhwc(prob) && positions_of(prob) % 8 != 0)) {
       return "C (NCDHW: and D·H·W) a multiple of 8 (rows on 16 bytes)";
     }
     // 32-bit box coordinates; and igemm_sm90_half, which runs inputs off 16 bytes, needs an image
-    // of fewer than 2^31 elements. NDHWC: the batch's positions are rows of one map.
+    // of fewer than 2^31 elements. NDHWC: the batch's output positions are rows of one GEMM.
     if (d.c * positions_of(prob) >= (int64_t{1} << 31) || d.k > std::numeric_limits<int32_t>::max() ||
-        (is_ndhwc(prob) && d.n * positions_of(prob) > (int64_t{1} << 31) - 256)) {  // (rows of the last tile)
-      return "an image of fewer than 2^31 elements, fewer than 2^31 output channels (NDHWC: positions in all)";
+        d.c * prob.taps() > std::numeric_limits<int32_t>::max() ||
+        (is_ndhwc(prob) && d.n * out_positions(prob) > (int64_t{1} << 31) - 256)) {  // (rows of the last tile)
+      return "an image of fewer than 2^31 elements, fewer than 2^31 output channels (NDHWC: output positions in all)";
     }
     // Float32 outputs of long 16-bit reductions keep partial sums apart (igemm_sm90_half's blocked
     // sums); this kernel's accumulators run the whole reduction.
-    if (!is_tf32(prob) && prob.out_dtype == DataType::Float32 && d.c > 1024) {
-      return "at most 1024 channels for float32 outputs of 16-bit inputs";
+    if (!is_tf32(prob) && prob.out_dtype == DataType::Float32 && d.c * prob.taps() > 1024) {
+      return "a reduction of at most 1024 terms (C·KD·KH·KW) for float32 outputs of 16-bit inputs";
     }
     return std::nullopt;
   }
@@ -145,7 +169,7 @@ class GemmSm90Family final : public Family {
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
     const int bm = heuristic_bm(prob);
-    return plan(prob, limits, {bm, best_width(prob, bm, 0), 0});
+    return plan(prob, limits, {bm, best_width(prob, bm, 0), 0, 0, default_im2col(prob)});
   }
 
   Refusal declines(const Problem& prob, const DeviceLimits&) const override {
@@ -154,6 +178,10 @@ class GemmSm90Family final : public Family {
     if (is_tf32(prob)) {
       return is_ndhwc(prob) ? "the tf32 class in NDHWC: igemm_sm90_half plans these layers; this kernel by --config or tuning"
                             : "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
+    }
+    if (!is_gemm(prob)) {
+      return "a window, stride or padding: igemm_sm90_half plans these layers; this kernel's im2col boxes by --config "
+             "or tuning";
     }
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
     if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
@@ -174,9 +202,11 @@ class GemmSm90Family final : public Family {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
     // The heuristic's choice, each shape's best width, then the other widths.
-    const int bm = heuristic_bm(prob);
+    const int bm = heuristic_bm(prob), im2col = default_im2col(prob);
     auto add = [&](const GemmConfig& c) {
-      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, c), c.split})) plans.push_back(plan(prob, limits, c));
+      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, c), c.split, im2col})) {
+        plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col}));
+      }
     };
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1}}) {
       add({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
@@ -195,7 +225,7 @@ class GemmSm90Family final : public Family {
     }
     const int split = forced.get("split").value_or(0);
     const int bm = forced.get("bm").value_or(split == 1 ? 128 : heuristic_bm(prob));
-    GemmConfig c = kTable.apply({bm, best_width(prob, bm, split), 0, split}, forced);
+    GemmConfig c = kTable.apply({bm, best_width(prob, bm, split), 0, split, default_im2col(prob)}, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
     if (sized.stages == 0) sized.stages = most_stages(prob, limits, c);
@@ -205,7 +235,8 @@ class GemmSm90Family final : public Family {
                     "BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual; NCDHW tf32: "
                     "128; NDHWC: 128 or 256, 128 with BM 256, BM 128 for 16-bit outputs with a residual; neither "
                     "splits), 2 to 8 stages within the block's shared memory (an even "
-                    "number from 4 with split 1), split 0 or 1 (1 with BM 128)");
+                    "number from 4 with split 1), split 0 or 1 (1 with BM 128), im2col 0 for a GEMM or 1 for an "
+                    "NDHWC bf16 / fp16 layer");
     }
     return plan(prob, limits, c);
   }
@@ -219,15 +250,19 @@ class GemmSm90Family final : public Family {
     const ConvParams& p = plan.params;
     const CUtensorMapDataType type = operand_map_type(plan.key.dtype, plan.key.precision);
     const auto row = static_cast<unsigned>(geo::row_elements(plan.key.dtype == DataType::Float32 ? 4 : 2));
+    const GemmConfig c = kTable.load(plan.key.config);
+    const long long terms = p.c * p.kd * p.kh * p.kw;  // a weight row: (kd, kh, kw, c) in NDHWC layers
     thread_local LastTensorMap last_weight, last_input;
-    *weight_map = last_weight.get(plan.key, weight, {p.k, p.c}, [&] {
-      return encode_matrix_rows(type, weight, p.k, p.c, static_cast<unsigned>(kTable.load(plan.key.config).bm),
-                                row, CU_TENSOR_MAP_SWIZZLE_128B);
+    *weight_map = last_weight.get(plan.key, weight, {p.k, terms}, [&] {
+      return encode_matrix_rows(type, weight, p.k, terms, static_cast<unsigned>(c.bm), row, CU_TENSOR_MAP_SWIZZLE_128B);
     });
-    *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w}, [&] {
+    *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
+      if (c.im2col == 1) {  // BN window origins a box, a chunk's channels each
+        return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn), CU_TENSOR_MAP_SWIZZLE_128B);
+      }
       if (plan.key.layout == Layout::NDHWC) {  // rows of C channels, BN rows a box
         return encode_matrix_rows(type, input, p.n * p.d * p.h * p.w, p.c,
-                                  static_cast<unsigned>(kTable.load(plan.key.config).bn), row,
+                                  static_cast<unsigned>(c.bn), row,
                                   CU_TENSOR_MAP_SWIZZLE_128B);
       }
       return encode_channel_runs(type, input, p.n, p.c, p.d * p.h * p.w, row, row);

@@ -93,7 +93,7 @@ bool group_boxes(const Problem& prob, int chunk) { return prob.desc.groups == 1 
 
 // Whether prob's input can arrive as im2col boxes of `chunk` channels (geometry.cuh).
 bool im2col_fits(const Problem& prob, int chunk) {
-  return group_boxes(prob, chunk) && geo::im2col_fits(make_params(prob));
+  return group_boxes(prob, chunk) && im2col::fits(make_params(prob));
 }
 
 // Bytes of a staged row of configuration c.
@@ -274,21 +274,8 @@ class HalfSm90Family final : public Family {
     if (c.im2col == 1) {
       thread_local LastTensorMap last;
       *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
-        const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.c), static_cast<cuuint64_t>(p.w),
-                                    static_cast<cuuint64_t>(p.h), static_cast<cuuint64_t>(p.d),
-                                    static_cast<cuuint64_t>(p.n)};
-        cuuint64_t strides[4];
-        strides[0] = dims[0] * element_bytes(plan.key.dtype);
-        for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
-        const int lower[3] = {-p.pad_w, -p.pad_h, -p.pad_d};
-        const int upper[3] = {static_cast<int>(geo::im2col_upper(p.ow, p.sw, p.pad_w, p.w)),
-                              static_cast<int>(geo::im2col_upper(p.oh, p.sh, p.pad_h, p.h)),
-                              static_cast<int>(geo::im2col_upper(p.od, p.sd, p.pad_d, p.d))};
-        const cuuint32_t element_strides[5] = {1, static_cast<cuuint32_t>(p.sw), static_cast<cuuint32_t>(p.sh),
-                                               static_cast<cuuint32_t>(p.sd), 1};
-        return encode_im2col_map(type, input, dims, strides, lower, upper, static_cast<unsigned>(c.chunk),
-                                 static_cast<unsigned>(c.bm), element_strides, swizzle,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+        return encode_input_im2col(type, input, p, static_cast<unsigned>(c.chunk), static_cast<unsigned>(c.bm),
+                                   swizzle);
       });
     }
   }
