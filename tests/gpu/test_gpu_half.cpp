@@ -4,8 +4,8 @@
 // they decline) and
 // forced tiles, both layouts, float32 outputs, extents that end mid-tile, C = 3 and 5, every
 // activation with a residual, padding modes, inputs in [-1, 1) and [0, 1), a long reduction, an
-// input off a 16-byte boundary, and tensors of more than 2^31 elements (an NDHWC pointwise one on
-// gemm_sm90 on sm_90). Skipped (exit 77) without
+// input off a 16-byte boundary, and tensors of more than 2^31 elements (an NDHWC pointwise one and
+// an NDHWC image of more on gemm_sm90 on sm_90). Skipped (exit 77) without
 // a device. Timings of the reference problem: "[timing]" (hidden; run by name).
 #include <algorithm>
 #include <atomic>
@@ -441,15 +441,17 @@ TEST_CASE("bf16 tensors of more than 2^31 elements: 64-bit offsets") {
   // NCDHW with C = 4 (the 2-byte gather) and a 3 x 3 x 3 kernel: input 2.2e9, output 4.4e9
   // elements; NDHWC with C = 8 (16-byte groups), pointwise: input and output 2.2e9 elements;
   // NDHWC pointwise 32 -> 128, gemm_sm90's on sm_90 (two images' 72 M rows as one GEMM; an image's
-  // input under 2^31 elements, as it needs): input 2.3e9, output 9.3e9 elements (elsewhere
-  // igemm_sm80 plans it, as the second: skipped).
+  // input under 2^31 elements): input 2.3e9, output 9.3e9 elements (elsewhere igemm_sm80 plans
+  // it, as the second: skipped); and one NDHWC image of 2.2e9 elements, 3 x 3 x 3 -> 128 channels
+  // (output 4.4e9), gemm_sm90's im2col boxes on sm_90 (elsewhere direct's: skipped).
   struct Big {
     Conv3dDesc base;
     const char* family;
   };
   for (const Big& big : {Big{make(4, 4, {520, 512, 512}, 8, {3, 3, 3}, 1, 1, 1, 1, true), "igemm_sm80"},
                          Big{make(2, 8, {260, 512, 1032}, 8, {1, 1, 1}), "igemm_sm80"},
-                         Big{make(2, 32, {136, 512, 520}, 128, {1, 1, 1}, 1, 0, 1, 1, true), "gemm_sm90"}}) {
+                         Big{make(2, 32, {136, 512, 520}, 128, {1, 1, 1}, 1, 0, 1, 1, true), "gemm_sm90"},
+                         Big{make(1, 64, {10, 1800, 1900}, 128, {3, 3, 3}, 1, 1, 1, 1, true), "gemm_sm90"}}) {
     const Conv3dDesc& base = big.base;
     const Conv3dDesc d = typed(base, DataType::BFloat16, base.c == 4 ? Layout::NCDHW : Layout::NDHWC, false);
     DYNAMIC_SECTION(describe(d)) {

@@ -198,6 +198,25 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   for (const Conv3dDesc& bad : {ncdhw, tf32, reflect, far, grouped, odd, long_fp32}) {
     DYNAMIC_SECTION(describe(bad)) { CHECK_THROWS_AS(plan_of(bad, "gemm_sm90"), Error); }
   }
+  // An NDHWC image of 2^31 elements or more (a video VAE's full-resolution layer): igemm_sm90_half
+  // refuses it, so this kernel is the planner's, with direct's plan for an input off 16 bytes;
+  // NCDHW ones stay refused.
+  Conv3dDesc huge = typed(test::make(1, 128, {33, 720, 1280}, 128, {3, 3, 3}, 1, 1, 1, 1, true));
+  huge.layout = Layout::NDHWC;
+  const detail::Plan big = plan_of(huge);
+  CHECK(family_of(big) == "gemm_sm90");
+  CHECK(big.key.field("im2col") == 1);
+  REQUIRE(big.unaligned);
+  CHECK(family_of(*big.unaligned) == "direct");
+  Conv3dDesc huge_pointwise = huge;
+  huge_pointwise.kernel = {1, 1, 1};
+  huge_pointwise.padding = 0;
+  huge_pointwise.k = 64;  // below the heuristic's 97 output channels: taken all the same
+  CHECK(family_of(plan_of(huge_pointwise)) == "gemm_sm90");
+  CHECK(plan_of(huge_pointwise).key.field("im2col") == 0);
+  Conv3dDesc huge_ncdhw = huge_pointwise;
+  huge_ncdhw.layout = Layout::NCDHW;
+  CHECK_THROWS_AS(plan_of(huge_ncdhw, "gemm_sm90"), Error);
   Conv3dDesc short_fp32 = long_fp32;
   short_fp32.c = 32;  // 864 terms
   CHECK(family_of(plan_of(short_fp32, "gemm_sm90")) == "gemm_sm90");

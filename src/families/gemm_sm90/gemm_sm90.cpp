@@ -3,7 +3,9 @@
 // read transposed), float32 in the tf32 class with the input as A (registers) and the weight as
 // B; persistent blocks of a producer warpgroup (TMA boxes into a ring of full / empty mbarriers)
 // and two consumer warpgroups that store their tiles from the accumulators
-// (docs/kernels/gemm_sm90.md).
+// (docs/kernels/gemm_sm90.md). NDHWC bf16 / fp16 layers of any window, stride, dilation and zero
+// padding run the same GEMM with the input as im2col boxes (config field im2col), one tap's
+// channels a chunk.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -20,6 +22,7 @@ namespace conv3djit::detail {
 
 const Family& igemm_sm90_half_family();
 const Family& igemm_sm90_family();
+const Family& direct_family();
 
 namespace {
 
@@ -151,12 +154,13 @@ class GemmSm90Family final : public Family {
     if (d.c % 8 != 0 || (!is_ndhwc(prob) && positions_of(prob) % 8 != 0)) {
       return "C (NCDHW: and D·H·W) a multiple of 8 (rows on 16 bytes)";
     }
-    // 32-bit box coordinates; and igemm_sm90_half, which runs inputs off 16 bytes, needs an image
-    // of fewer than 2^31 elements. NDHWC: the batch's output positions are rows of one GEMM.
-    if (d.c * positions_of(prob) >= (int64_t{1} << 31) || d.k > std::numeric_limits<int32_t>::max() ||
-        d.c * prob.taps() > std::numeric_limits<int32_t>::max() ||
+    // 32-bit box coordinates: NCDHW boxes of an image's (D·H·W) x C; NDHWC's output positions
+    // are the rows of one GEMM. (NDHWC images of any size: each box coordinate is one axis.)
+    if ((!is_ndhwc(prob) && d.c * positions_of(prob) >= (int64_t{1} << 31)) ||
+        d.k > std::numeric_limits<int32_t>::max() || d.c * prob.taps() > std::numeric_limits<int32_t>::max() ||
         (is_ndhwc(prob) && d.n * out_positions(prob) > (int64_t{1} << 31) - 256)) {  // (rows of the last tile)
-      return "an image of fewer than 2^31 elements, fewer than 2^31 output channels (NDHWC: output positions in all)";
+      return "fewer than 2^31 output channels and NDHWC output positions in all, an NCDHW image of fewer than 2^31 "
+             "elements";
     }
     // Float32 outputs of long 16-bit reductions keep partial sums apart (igemm_sm90_half's blocked
     // sums); this kernel's accumulators run the whole reduction.
@@ -172,7 +176,10 @@ class GemmSm90Family final : public Family {
     return plan(prob, limits, {bm, best_width(prob, bm, 0), 0, 0, default_im2col(prob)});
   }
 
-  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+  Refusal declines(const Problem& prob, const DeviceLimits& limits) const override {
+    // NDHWC images of 2^31 elements or more: igemm_sm90_half (and every tensor-core family but
+    // this one) refuses them, and what is left is direct's FFMA loop.
+    if (is_ndhwc(prob) && igemm_sm90_half_family().can_implement(prob, limits)) return std::nullopt;
     // The tf32 form ran 0.86-1.01x igemm_sm90 (NCDHW) and 1.00x igemm_sm90_half (NDHWC)
     // (docs/kernels/gemm_sm90.md): those keep the class.
     if (is_tf32(prob)) {
@@ -302,9 +309,11 @@ class GemmSm90Family final : public Family {
     plan.weight_map = true;
     // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
     // first candidate: its choice, also where its heuristic would decline the layer); igemm_sm90's
-    // for NCDHW in the tf32 class.
+    // for NCDHW in the tf32 class; direct's for NDHWC images igemm_sm90_half refuses (2^31
+    // elements or more).
     const Family& twin = is_tf32(prob) && !is_ndhwc(prob) ? igemm_sm90_family() : igemm_sm90_half_family();
     std::vector<Plan> other = twin.candidates(prob, limits, 1);
+    if (other.empty() && is_ndhwc(prob)) other = direct_family().candidates(prob, limits, 1);
     if (other.empty()) {
       throw Error(ErrorCategory::Unsupported, "gemm_sm90: no plan for an input off 16 bytes");
     }
