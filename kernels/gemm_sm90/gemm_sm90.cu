@@ -1,9 +1,11 @@
 // Pointwise convolutions (1 x 1 x 1 windows, unit strides, no padding, one group) as the GEMMs
 // they are, on Hopper's warpgroup MMA (wgmma, sm_90a): bf16 / fp16 with the output in the input
 // type or float32 (Spec::out_element), and float32 in the tf32 class; NCDHW and NDHWC. With
-// Spec::im2col, NDHWC 16-bit layers of any window, stride, dilation and zero padding as implicit
-// GEMMs: a chunk is one tap's 64 channels, its input box the tile's window origins read at the
-// tap's offset by TMA's im2col mode (zeros where a window reaches into the padding).
+// Spec::im2col, 16-bit layers of any window, stride, dilation and zero padding as implicit GEMMs:
+// a chunk is one tap's 64 channels, its input box the tile's window origins read at the tap's
+// offset by TMA's im2col mode (zeros where a window reaches into the padding) from the NDHWC input,
+// or from an NCDHW input's channels-last copy; there the box is B, K-major (its rows are
+// positions), and the NCDHW store takes output positions that end mid-run (any OD·OH·OW).
 //
 // GEMM view, image by image: out[n] (K x P, P = D·H·W positions) = W (K x C) · in[n] (C x P).
 // 16-bit: the weight is wgmma's A as stored (K-major: a row of C channels an output channel); the
@@ -228,7 +230,7 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
     // walk the next BN.
     int x0 = 0, y0 = 0, z0 = 0, n0 = 0;
     if constexpr (Spec::im2col != 0) {
-      long long image = p0;
+      long long image = Schedule<Spec>::ROWS ? p0 : img * (p.od * p.oh * p.ow) + p0;
       const long long at = take_remainder(image, p.od * p.oh * p.ow);
       n0 = static_cast<int>(image);
       z0 = static_cast<int>(at / (p.oh * p.ow)) * Spec::sd - p.pad_d;
@@ -267,7 +269,7 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
 }
 
 // 16-bit operands: warpgroup wg's WG_ROWS output channels of each tile (or of every other tile), MB
-// blocks of 64 rows.
+// blocks of 64 rows; the input's positions wgmma's N (transposed boxes, or im2col's K-major rows).
 template <class Spec>
 __device__ __forceinline__ void consume_half(const Ring& ring, const typename Spec::element* __restrict__ bias,
                                              typename Spec::out_element* __restrict__ out, const ConvParams& p,
@@ -280,7 +282,8 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
   constexpr int A_BYTES = BM * 128, R = BN / 2;
   constexpr int WG_ROWS = SPLIT ? BM : BM / 2, MB = WG_ROWS / 64;  // a consumer warpgroup's rows, m64 blocks
   static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
-  static_assert(!SPLIT || BM == 128, "a warpgroup's whole tile of two m64 blocks");
+  static_assert(!SPLIT || BM == 128 || (BM == 64 && Spec::im2col != 0),
+                "a warpgroup's whole tile of two m64 blocks (one of 64 output channels with im2col boxes)");
   static_assert(!SPLIT || (Spec::stages % 2 == 0 && Spec::stages >= 4), "two halves of at least two stages");
   const Schedule<Spec> w(p);
   const int positions = w.positions;
@@ -288,8 +291,10 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
   const int g = lane >> 2, t4 = lane & 3, row = (SPLIT ? 0 : wg * WG_ROWS) + (warp & 3) * 16 + g;
   constexpr bool BF16 = kIsBf16<T>;
   // Pairs of positions stored with one instruction where the output (and residual) lie on a
-  // pair's bytes: positions and P are even, so every pair does then.
-  const bool pairs = pairs_aligned<Spec>(out, p);
+  // pair's bytes and P is even (a GEMM's P is a multiple of 8; im2col's any): every pair does then.
+  // Im2col's P ends runs of four mid-way (PARTIAL stores).
+  constexpr bool PARTIAL = Spec::im2col != 0;
+  const bool pairs = pairs_aligned<Spec>(out, p) && (!PARTIAL || w.positions % 2 == 0);
   float acc[MB][R];
   // The block's n-th tile is t = blockIdx.x + n * gridDim.x; with SPLIT this warpgroup takes n = wg,
   // wg + 2, ... The running count of the warpgroup's chunks gives their stages (one counter: the
@@ -315,8 +320,13 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
       for (int j = 0; j < CHUNK / 16; ++j) {
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb) {
-          wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
-                                                 wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128), q > 0 || j > 0);
+          if constexpr (Spec::im2col != 0) {  // B: BN window origins' rows of the chunk's channels (K-major)
+            wgmma::mma_half<BN, BF16, false, false>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
+                                                    wgmma::descriptor_sw128(b + 32 * j), q > 0 || j > 0);
+          } else {
+            wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
+                                                   wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128), q > 0 || j > 0);
+          }
         }
       }
       chunk_issued(ring, lane, q, s, previous);
@@ -341,15 +351,16 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
         // together and spilled.
 #pragma unroll
         for (int j = 0; j < BN / 8; j += 2) {
-          const int mine = p0 + 8 * j + 4 * t4;  // P a multiple of 8: the lane's four whole or none
+          const int mine = p0 + 8 * j + 4 * t4;  // a GEMM's P a multiple of 8: the lane's four whole or none
           const bool ok = inside && mine < positions;
           float v[4];  // positions 8j + 2 t4, + 1, + 8, + 9 of the tile
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
           }
-          const int count = ok ? 4 : 0;
-          store_four<Out, false>(out + line + mine, finish_quad<Spec, false>(v, t4, lane, line + mine, count, p), count);
+          const int count = ok ? (PARTIAL ? min(4, positions - mine) : 4) : 0;
+          store_four<Out, PARTIAL>(out + line + mine, finish_quad<Spec, PARTIAL>(v, t4, lane, line + mine, count, p),
+                                   count);
         }
       } else {
         if (!inside) continue;
@@ -358,11 +369,12 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
           const int pos = p0 + 8 * j + 2 * t4;
           if (pos >= positions) continue;
           const long long at = line + pos;
+          const bool second = !PARTIAL || pos + 1 < positions;
           const float r0 = epilogue::residual<Spec, float>(at, true, p);
-          const float r1 = epilogue::residual<Spec, float>(at + 1, true, p);
+          const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
           const float v0 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], bk, r0, p);
           const float v1 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1) + 1], bk, r1, p);
-          store_two(out + at, v0, v1, pairs, true);
+          store_two(out + at, v0, v1, pairs, second);
         }
       }
     }
@@ -582,10 +594,11 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
   constexpr int STAGES = Spec::stages, STAGE = stage_bytes(Spec::bm, Spec::bn, sizeof(T));
-  static_assert(Spec::bm == 128 || Spec::bm == 256, "tiles of 128 or 256 output channels");
+  static_assert(Spec::bm == 128 || Spec::bm == 256 || (Spec::bm == 64 && Spec::split != 0),
+                "tiles of 128 or 256 output channels, or 64 a warpgroup's whole tile");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
-  static_assert(Spec::im2col == 0 || (Spec::ndhwc != 0 && sizeof(T) == 2 && Spec::bn % 64 == 0 && Spec::pad_mode == 0),
-                "im2col boxes: NDHWC 16-bit inputs, whole 64-row boxes, zero padding");
+  static_assert(Spec::im2col == 0 || (sizeof(T) == 2 && Spec::bn % 64 == 0 && Spec::pad_mode == 0),
+                "im2col boxes: 16-bit inputs (NCDHW ones' channels-last copies), whole 64-row boxes, zero padding");
   static_assert(Spec::im2col != 0 || (Spec::kd * Spec::kh * Spec::kw == 1 && Spec::sd * Spec::sh * Spec::sw == 1),
                 "tiled boxes: a 1 x 1 x 1 window, unit strides");
 

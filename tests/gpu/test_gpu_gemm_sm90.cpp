@@ -8,8 +8,9 @@
 // layers in the tf32 class (the input as A from registers) with both tile heights, a 72-channel
 // reduction (a chunk of zeros evens the count), epilogues and offsets; NDHWC layers of every type
 // (the batch's rows as one GEMM, rows and channels ending mid-tile, K odd) with both tile widths,
-// epilogues and offsets; NDHWC layers of 3-D windows, strides, dilations and zero padding through
-// im2col boxes. Passes without checking on GPUs other than sm_90.
+// epilogues and offsets; layers of 3-D windows, strides, dilations and zero padding through im2col
+// boxes, NDHWC and NCDHW (channels-last copies, output positions ending mid-run, 64-channel split
+// tiles). Passes without checking on GPUs other than sm_90.
 #include <string>
 #include <vector>
 
@@ -166,6 +167,23 @@ std::vector<Case> windowed_cases() {
   fused.epilogue.residual = true;
   out.push_back({"gemm_sm90:128,256", fused, "gemm_sm90"});
   out.push_back({"gemm_sm90:128,128", others[3], "gemm_sm90"});
+  // NCDHW through the channels-last copies: OD·OH·OW = 495 (runs of four positions end mid-way),
+  // every tile and split, 64-channel tiles a warpgroup's whole, float32 outputs (odd P: pairs off
+  // their alignment), SiLU with the residual, a pointwise layer of D·H·W = 105 and the strided one.
+  auto ncdhw = [](Conv3dDesc d) {
+    d.layout = Layout::NCDHW;
+    return d;
+  };
+  for (const std::string config : {"gemm_sm90:128,256", "gemm_sm90:bm=64,bn=256,split=1",
+                                   "gemm_sm90:bm=128,bn=128,split=1", "gemm_sm90:256,128"}) {
+    out.push_back({config, ncdhw(plain), "gemm_sm90"});
+  }
+  out.push_back({"gemm_sm90:128,128", ncdhw(others[3]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=192,split=1", ncdhw(fused), "gemm_sm90"});
+  out.push_back({"gemm_sm90", typed(make(2, 64, {3, 7, 5}, 96, {1, 1, 1}), DataType::Float16, false), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=128,split=1", ncdhw(others[0]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=256,split=1",
+                 typed(make(2, 32, {6, 10, 12}, 64, {3, 3, 3}, 1, 1), DataType::BFloat16, false), "gemm_sm90"});
   return out;
 }
 
@@ -230,16 +248,21 @@ TEST_CASE("gemm_sm90: NDHWC layers of any window through im2col boxes match the 
   test::check_cases(windowed_cases(), true);
 }
 
-TEST_CASE("gemm_sm90: windowed NDHWC inputs off 16 bytes run igemm_sm90_half") {
+TEST_CASE("gemm_sm90: windowed NDHWC inputs off 16 bytes run igemm_sm90_half, NCDHW ones the copy") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   cli::Stream stream;
   Engine& engine = test::engine_for("gemm_sm90:128,128");
-  Conv3dDesc d = windowed_cases().front().desc;
-  d.epilogue.activation = Activation::Silu;
-  d.epilogue.residual = true;
-  CHECK(test::family_of(engine.resources(d, stream.get(), false).kernel) == "gemm_sm90");
-  test::check_offsets(engine, d, 1, 0, 0);
-  test::check_offsets(engine, d, 0, 0, 1, "gemm_sm90");
+  for (const Layout layout : {Layout::NDHWC, Layout::NCDHW}) {
+    Conv3dDesc d = windowed_cases().front().desc;
+    d.layout = layout;
+    d.epilogue.activation = Activation::Silu;
+    d.epilogue.residual = true;
+    DYNAMIC_SECTION(describe(d)) {
+      CHECK(test::family_of(engine.resources(d, stream.get(), false).kernel) == "gemm_sm90");
+      test::check_offsets(engine, d, 1, 0, 0, layout == Layout::NCDHW ? "gemm_sm90" : "");
+      test::check_offsets(engine, d, 0, 1, 1, "gemm_sm90");
+    }
+  }
 }
 
 TEST_CASE("gemm_sm90: tiles mostly past the layer's channels") {

@@ -77,11 +77,23 @@ TEST_CASE("gemm_sm90: which layers it takes") {
   e.epilogue.residual = true;
   CHECK(family_of(plan_of(e, "gemm_sm90")) == "gemm_sm90");
 
+  // Strided, padded, D·H·W % 8 != 0 and windowed layers: im2col boxes of a channels-last copy.
   for (const Conv3dDesc& d : {
-           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, {1, 2, 2})),            // strided
-           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 1)),                 // padded
-           typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})),                       // D·H·W % 8 != 0
-           typed(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 0, 0})),    // a window
+           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, {1, 2, 2})),
+           typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 1)),
+           typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})),
+           typed(test::make(2, 64, {4, 8, 8}, 64, {3, 1, 1}, 1, Dims3{1, 0, 0})),
+       }) {
+    DYNAMIC_SECTION(describe(d)) {
+      CHECK(family_of(plan_of(d)) != "gemm_sm90");  // the planner's: not measured yet
+      const detail::Plan boxed = plan_of(d, "gemm_sm90");
+      CHECK(boxed.key.field("im2col") == 1);
+      CHECK(boxed.input_copy);
+      CHECK(static_cast<bool>(boxed.prep) == (d.kernel.d > 1));  // (kd, kh, kw, c) rows of several taps
+      CHECK_FALSE(boxed.unaligned);  // the map reads the copy
+    }
+  }
+  for (const Conv3dDesc& d : {
            typed(test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}, 1, 0, 1, 2)),           // grouped
            typed(test::make(2, 2048, {4, 8, 8}, 64, {1, 1, 1}), DataType::BFloat16, true),  // long, float32 out
            test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1}),                              // float32
@@ -178,10 +190,21 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
     ours += family_of(c.plan) == "gemm_sm90";
   }
   CHECK(ours >= 2);
-  // Layers its boxes cannot read: NCDHW windows, the tf32 class, other padding modes, strides past 8,
+  // Layers its boxes cannot read: the tf32 class, other padding modes, strides past 8,
   // groups, C off 8, and float32 outputs of reductions past 1024 terms.
+  // NCDHW: the same boxes of a channels-last copy (the input's every call, the weight's once), no
+  // twin; 64-channel tiles a warpgroup's whole (split) too.
   Conv3dDesc ncdhw = d;
   ncdhw.layout = Layout::NCDHW;
+  CHECK(family_of(plan_of(ncdhw)) == "igemm_sm90_half");
+  const detail::Plan copied = plan_of(ncdhw, "gemm_sm90:128,256");
+  CHECK(copied.key.field("im2col") == 1);
+  CHECK(copied.input_copy);
+  CHECK(copied.prep);
+  CHECK_FALSE(copied.unaligned);
+  CHECK(plan_of(ncdhw, "gemm_sm90:bm=64,bn=256,split=1").key.field("bm") == 64);
+  CHECK_THROWS_AS(plan_of(ncdhw, "gemm_sm90:bm=64,bn=256"), Error);  // 64 channels: split only
+  CHECK_THROWS_AS(plan_of(d, "gemm_sm90:bm=64,bn=256,split=1"), Error);  // NDHWC does not split
   Conv3dDesc tf32 = d;
   tf32.dtype = DataType::Float32;
   tf32.precision = Precision::Tf32;
@@ -195,7 +218,7 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   odd.layout = Layout::NDHWC;
   Conv3dDesc long_fp32 = typed(test::make(1, 40, {4, 8, 8}, 128, {3, 3, 3}, 1, 1), DataType::BFloat16, true);
   long_fp32.layout = Layout::NDHWC;  // 1080 terms
-  for (const Conv3dDesc& bad : {ncdhw, tf32, reflect, far, grouped, odd, long_fp32}) {
+  for (const Conv3dDesc& bad : {tf32, reflect, far, grouped, odd, long_fp32}) {
     DYNAMIC_SECTION(describe(bad)) { CHECK_THROWS_AS(plan_of(bad, "gemm_sm90"), Error); }
   }
   // An NDHWC image of 2^31 elements or more (a video VAE's full-resolution layer): igemm_sm90_half
@@ -221,10 +244,12 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   short_fp32.c = 32;  // 864 terms
   CHECK(family_of(plan_of(short_fp32, "gemm_sm90")) == "gemm_sm90");
   // Every tile, with the heaviest epilogues, compiles without spills or serialised wgmmas.
-  for (const char* forced : {"gemm_sm90:128,128", "gemm_sm90:128,256", "gemm_sm90:256,128"}) {
+  for (const char* forced : {"gemm_sm90:128,128", "gemm_sm90:128,256", "gemm_sm90:256,128",
+                             "gemm_sm90:bm=64,bn=256,split=1", "gemm_sm90:bm=128,bn=128,split=1"}) {
     Conv3dDesc c = typed(test::make(2, 72, {5, 9, 11}, 100, {3, 3, 3}, {1, 2, 1}, 1, {2, 1, 1}, 1, true));
-    c.layout = Layout::NDHWC;
-    c.epilogue = test::epilogue_cases()[std::string(forced) == "gemm_sm90:256,128" ? 4 : 3];
+    const bool split = std::string(forced).find("split") != std::string::npos;
+    c.layout = split || std::string(forced) == "gemm_sm90:128,256" ? Layout::NCDHW : Layout::NDHWC;
+    c.epilogue = test::epilogue_cases()[std::string(forced) == "gemm_sm90:256,128" || split ? 4 : 3];
     DYNAMIC_SECTION(forced << " " << describe(c)) {
       const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
       INFO(r.kernel << "\n" << r.log);
@@ -327,7 +352,12 @@ TEST_CASE("gemm_sm90: forced widths and rings") {
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,80"), Error);
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,128,1"), Error);
   CHECK_THROWS_AS(plan_of(d, "gemm_sm90:128,256,6"), Error);  // past the shared memory
-  CHECK_THROWS_AS(plan_of(typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1})), "gemm_sm90"), Error);
+  // D·H·W off 8: im2col boxes of the channels-last copy, in whole boxes of 64 rows.
+  const Conv3dDesc odd = typed(test::make(2, 64, {3, 7, 5}, 64, {1, 1, 1}));
+  CHECK(plan_of(odd, "gemm_sm90").key.field("im2col") == 1);
+  CHECK(plan_of(odd, "gemm_sm90").key.field("bn") % 64 == 0);
+  CHECK_THROWS_AS(plan_of(odd, "gemm_sm90:bm=128,bn=112"), Error);
+  CHECK_THROWS_AS(plan_of(odd, "gemm_sm90:bm=128,bn=128,im2col=0"), Error);
 }
 
 TEST_CASE("gemm_sm90 kernels compile for sm_90a without spills") {

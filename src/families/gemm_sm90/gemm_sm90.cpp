@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "conv3djit/error.hpp"
+#include "families/channels_last/channels_last.hpp"
 #include "driver/tensor_map.hpp"
 #include "common/im2col.cuh"
 #include "gemm_sm90/geometry.cuh"
@@ -52,35 +53,39 @@ bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32;
 bool is_ndhwc(const Problem& prob) { return prob.desc.layout == Layout::NDHWC; }
 int element_bytes(const Problem& prob) { return is_tf32(prob) ? 4 : 2; }
 
-// The tile widths, the planner's first. NDHWC: each consumer warpgroup one or two m64 blocks of
-// rows; NCDHW tf32: one (two, with their two sets of A registers, spilled 128 bytes at 128
-// accumulators).
-const std::vector<int>& widths(const Problem& prob) {
-  static const std::vector<int> half{128, 112, 96, 192, 256, 64}, tf32{128}, rows{128, 256};
-  return is_ndhwc(prob) ? rows : is_tf32(prob) ? tf32 : half;
-}
-
-// A tile's fixed cost (its epilogue, its first chunk's wait) in positions' worth of products,
-// for choosing its width.
-constexpr long long kTileOverhead = 16;
-
 long long positions_of(const Problem& prob) { return prob.desc.d * prob.desc.h * prob.desc.w; }
 long long out_positions(const Problem& prob) { return prob.out.d * prob.out.h * prob.out.w; }
 
 // A 1 x 1 x 1 window with unit strides and no padding: the layer is a GEMM of its tensors as they
-// are (tiled boxes); any other needs the input's im2col boxes.
+// are (tiled boxes; NCDHW ones need an image's D·H·W positions on 16 bytes, a map's rows); any
+// other needs the input's im2col boxes.
 bool is_gemm(const Problem& prob) {
   const Conv3dDesc& d = prob.desc;
   const Dims3 &before = prob.pad.before, &after = prob.pad.after;
   return prob.taps() == 1 && d.stride.d == 1 && d.stride.h == 1 && d.stride.w == 1 && before.d == 0 &&
          before.h == 0 && before.w == 0 && after.d == 0 && after.h == 0 && after.w == 0;
 }
+bool tiled_possible(const Problem& prob) { return is_gemm(prob) && (is_ndhwc(prob) || positions_of(prob) % 8 == 0); }
+// Whether the input can arrive as im2col boxes: 16-bit (NCDHW: from its channels-last copy),
+// windows TMA's im2col mode can walk.
+bool im2col_possible(const Problem& prob) { return !is_tf32(prob) && im2col::fits(make_params(prob)); }
 // The input's boxes a layer takes by default: tiled for a GEMM, im2col otherwise.
-int default_im2col(const Problem& prob) { return is_gemm(prob) ? 0 : 1; }
-// Whether the input can arrive as im2col boxes: NDHWC 16-bit, windows TMA's im2col mode can walk.
-bool im2col_possible(const Problem& prob) {
-  return is_ndhwc(prob) && !is_tf32(prob) && im2col::fits(make_params(prob));
+int default_im2col(const Problem& prob) { return tiled_possible(prob) ? 0 : 1; }
+// Whether the kernel's input map reads the caller's input (which then must lie on 16 bytes), not
+// the channels-last copy an NCDHW layer's im2col boxes read.
+bool reads_caller_input(const Problem& prob, const GemmConfig& c) { return is_ndhwc(prob) || c.im2col == 0; }
+
+// The tile widths, the planner's first. NDHWC: each consumer warpgroup one or two m64 blocks of
+// rows; NCDHW tf32: one (two, with their two sets of A registers, spilled 128 bytes at 128
+// accumulators).
+const std::vector<int>& widths(const Problem& prob) {
+  static const std::vector<int> half{128, 112, 96, 192, 256, 64}, tf32{128}, rows{128, 256}, boxes{128, 192, 256, 64};
+  return is_ndhwc(prob) ? rows : is_tf32(prob) ? tf32 : tiled_possible(prob) ? half : boxes;
 }
+
+// A tile's fixed cost (its epilogue, its first chunk's wait) in positions' worth of products,
+// for choosing its width.
+constexpr long long kTileOverhead = 16;
 
 // NDHWC: the batch's output positions are one run of rows.
 long long tiles(const Problem& prob, const GemmConfig& c) {
@@ -126,9 +131,12 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) 
   const std::vector<int>& list = widths(prob);
   const bool width =
       std::find(list.begin(), list.end(), c.bn) != list.end() && (c.split == 0 || !(is_tf32(prob) || is_ndhwc(prob)));
-  // im2col 1 wherever its boxes can serve, 0 only for a GEMM.
-  const bool boxes = c.im2col == 1 ? im2col_possible(prob) : c.im2col == 0 && is_gemm(prob);
-  return boxes && (c.bm == 128 || c.bm == 256) && (c.split == 0 || (c.split == 1 && c.bm == 128)) && width &&
+  // im2col 1 wherever its boxes can serve (whole boxes of 64 rows), 0 only for a GEMM.
+  const bool boxes = c.im2col == 1 ? im2col_possible(prob) && c.bn % 64 == 0 : c.im2col == 0 && tiled_possible(prob);
+  // BM 64: a split warpgroup's whole tile of one m64 block, NCDHW 16-bit im2col layers.
+  const bool one_block = c.bm == 64 && c.split == 1 && c.im2col == 1;
+  return boxes && (c.bm == 128 || c.bm == 256 || one_block) &&
+         (c.split == 0 || (c.split == 1 && (c.bm == 128 || one_block))) && width &&
          registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
          c.stages <= geo::kMaxStages &&
          geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)) <= limits.max_smem_per_block_optin;
@@ -145,15 +153,13 @@ class GemmSm90Family final : public Family {
     const Conv3dDesc& d = prob.desc;
     if (limits.cc_major != 9 || limits.cc_minor != 0) return "compute capability 9.0";
     if (d.groups != 1) return "groups == 1";
-    if (!is_gemm(prob) && !im2col_possible(prob)) {
-      return "a 1 x 1 x 1 window, unit strides and no padding (a GEMM), or an NDHWC bf16 / fp16 layer whose windows "
-             "TMA's im2col boxes walk (zero padding within 16 of the extents, strides up to 8)";
+    if (!tiled_possible(prob) && !im2col_possible(prob)) {
+      return "a 1 x 1 x 1 window, unit strides and no padding (a GEMM; NCDHW: D·H·W a multiple of 8), or a bf16 / "
+             "fp16 layer whose windows TMA's im2col boxes walk (zero padding within 16 of the extents, strides up "
+             "to 8)";
     }
-    // A map's rows: the weight's C channels a tap and (NCDHW) an input channel's D·H·W positions
-    // on 16 bytes.
-    if (d.c % 8 != 0 || (!is_ndhwc(prob) && positions_of(prob) % 8 != 0)) {
-      return "C (NCDHW: and D·H·W) a multiple of 8 (rows on 16 bytes)";
-    }
+    // A map's rows: the weight's C channels a tap on 16 bytes.
+    if (d.c % 8 != 0) return "C a multiple of 8 (rows on 16 bytes)";
     // 32-bit box coordinates: NCDHW boxes of an image's (D·H·W) x C; NDHWC's output positions
     // are the rows of one GEMM. (NDHWC images of any size: each box coordinate is one axis.)
     if ((!is_ndhwc(prob) && d.c * positions_of(prob) >= (int64_t{1} << 31)) ||
@@ -186,9 +192,9 @@ class GemmSm90Family final : public Family {
       return is_ndhwc(prob) ? "the tf32 class in NDHWC: igemm_sm90_half plans these layers; this kernel by --config or tuning"
                             : "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
     }
-    if (!is_gemm(prob)) {
-      return "a window, stride or padding: igemm_sm90_half plans these layers; this kernel's im2col boxes by --config "
-             "or tuning";
+    if (!tiled_possible(prob)) {
+      return "a window, stride or padding (NCDHW: or D·H·W off 8): igemm_sm90_half plans these layers; this kernel's "
+             "im2col boxes by --config or tuning";
     }
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
     if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
@@ -215,11 +221,12 @@ class GemmSm90Family final : public Family {
         plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col}));
       }
     };
-    for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1}}) {
+    for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1},
+                                GemmConfig{64, 0, 0, 1}}) {
       add({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
     }
     for (const int split : {0, 1}) {
-      for (const int bm : {128, 256}) {
+      for (const int bm : {128, 256, 64}) {
         for (const int bn : widths(prob)) add({bm, bn, 0, split});
       }
     }
@@ -307,6 +314,13 @@ class GemmSm90Family final : public Family {
                          geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)));
     plan.grid = checked_grid(std::min<long long>(tiles(prob, c), limits.sm_count), *this);
     plan.weight_map = true;
+    // NCDHW layers through im2col boxes read channels-last copies: of the input every call, and of
+    // a weight of several taps ((kd, kh, kw, c) rows), once (prepare_weights).
+    if (!reads_caller_input(prob, c)) {
+      plan.input_copy = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Input, limits);
+      if (prob.taps() > 1) plan.prep = channels_last_plan(plan.params, prob.desc.dtype, ChannelsLastTensor::Weight, limits);
+      return plan;
+    }
     // An input off 16 bytes has no map: igemm_sm90_half's plan for such an input runs it (its
     // first candidate: its choice, also where its heuristic would decline the layer); igemm_sm90's
     // for NCDHW in the tf32 class; direct's for NDHWC images igemm_sm90_half refuses (2^31
