@@ -243,7 +243,7 @@ TEST_CASE("gemm_sm90: NDHWC inputs off 16 bytes run igemm_sm90_half, outputs off
   }
 }
 
-TEST_CASE("gemm_sm90: NDHWC layers of any window through im2col boxes match the float64 reference") {
+TEST_CASE("gemm_sm90: layers of any window through im2col boxes, both layouts, match the float64 reference") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   test::check_cases(windowed_cases(), true);
 }

@@ -32,6 +32,16 @@ detail::Plan plan_of(const Conv3dDesc& d, const std::string& forced = "") {
   return detail::make_plan(detail::make_problem(d), detail::limits_for_arch("sm_90"), forced);
 }
 
+// c's kernel under `forced` is named from `prefix` and compiles for sm_90a without spills or
+// serialised wgmmas (ptxas C751x).
+void check_compiles_clean(const Conv3dDesc& c, const char* forced, const char* prefix) {
+  const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
+  INFO(r.kernel << "\n" << r.log);
+  CHECK(r.kernel.rfind(prefix, 0) == 0);
+  test::check_no_spills(r);
+  CHECK(r.log.find("C751") == std::string::npos);
+}
+
 std::string family_of(const detail::Plan& plan) {
   const std::string text = detail::canonical_text(plan.key);
   return text.substr(0, text.find(' '));
@@ -151,11 +161,7 @@ TEST_CASE("gemm_sm90: NDHWC layers as one GEMM of the batch's rows, forced or tu
       const bool wide = std::string(forced) == "gemm_sm90:256,128";
       c.epilogue = test::epilogue_cases()[wide && type != DataType::Float32 ? 4 : 3];  // GELU (tanh), scaled, (residual)
       DYNAMIC_SECTION(forced << " " << describe(c)) {
-        const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
-        INFO(r.kernel << "\n" << r.log);
-        CHECK(r.kernel.rfind("gemm_sm90 ", 0) == 0);
-        test::check_no_spills(r);
-        CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
+        check_compiles_clean(c, forced, "gemm_sm90 ");
       }
     }
   }
@@ -251,11 +257,7 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
     c.layout = split || std::string(forced) == "gemm_sm90:128,256" ? Layout::NCDHW : Layout::NDHWC;
     c.epilogue = test::epilogue_cases()[std::string(forced) == "gemm_sm90:256,128" || split ? 4 : 3];
     DYNAMIC_SECTION(forced << " " << describe(c)) {
-      const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
-      INFO(r.kernel << "\n" << r.log);
-      CHECK(r.kernel.rfind("gemm_sm90 ", 0) == 0);
-      test::check_no_spills(r);
-      CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
+      check_compiles_clean(c, forced, "gemm_sm90 ");
     }
   }
 }
@@ -295,11 +297,7 @@ TEST_CASE("gemm_sm90: float32 layers in the tf32 class, forced or tuned") {
       c.precision = Precision::Tf32;
       if (heavy) c.epilogue = test::epilogue_cases()[3];  // GELU, scaled, with the residual
       DYNAMIC_SECTION(forced << " " << describe(c)) {
-        const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
-        INFO(r.kernel << "\n" << r.log);
-        CHECK(r.kernel.rfind("gemm_sm90 fp32 ", 0) == 0);
-        test::check_no_spills(r);
-        CHECK(r.log.find("C751") == std::string::npos);  // wgmma serialised
+        check_compiles_clean(c, forced, "gemm_sm90 fp32 ");
       }
     }
   }
@@ -373,11 +371,7 @@ TEST_CASE("gemm_sm90 kernels compile for sm_90a without spills") {
         const std::vector<Epilogue> epilogues = test::epilogue_cases();
         c.epilogue = fp32_output ? epilogues[3] : type == DataType::BFloat16 ? epilogues[4] : epilogues[5];
         DYNAMIC_SECTION(forced << " " << describe(c)) {
-          const test::PtxasReport r = test::ptxas_report(c, "sm_90", forced);
-          INFO(r.kernel << "\n" << r.log);
-          CHECK(r.kernel.rfind("gemm_sm90 ", 0) == 0);
-          test::check_no_spills(r);
-          CHECK(r.log.find("C7510") == std::string::npos);  // wgmma serialised
+          check_compiles_clean(c, forced, "gemm_sm90 ");
         }
       }
     }
