@@ -227,21 +227,20 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   for (const Conv3dDesc& bad : {tf32, reflect, far, grouped, odd, long_fp32}) {
     DYNAMIC_SECTION(describe(bad)) { CHECK_THROWS_AS(plan_of(bad, "gemm_sm90"), Error); }
   }
-  // An NDHWC image of 2^31 elements or more (a video VAE's full-resolution layer): igemm_sm90_half
-  // refuses it, so this kernel is the planner's, with direct's plan for an input off 16 bytes;
-  // NCDHW ones stay refused.
+  // An NDHWC image of 2^31 elements or more (a video VAE's full-resolution layer), which
+  // igemm_sm90_half refuses: this kernel's boxes take it when forced or tuned, with direct's plan
+  // (the planner's) for an input off 16 bytes; NCDHW ones stay refused.
   Conv3dDesc huge = typed(test::make(1, 128, {33, 720, 1280}, 128, {3, 3, 3}, 1, 1, 1, 1, true));
   huge.layout = Layout::NDHWC;
-  const detail::Plan big = plan_of(huge);
-  CHECK(family_of(big) == "gemm_sm90");
+  CHECK(family_of(plan_of(huge)) == "direct");
+  const detail::Plan big = plan_of(huge, "gemm_sm90");
   CHECK(big.key.field("im2col") == 1);
   REQUIRE(big.unaligned);
   CHECK(family_of(*big.unaligned) == "direct");
   Conv3dDesc huge_pointwise = huge;
   huge_pointwise.kernel = {1, 1, 1};
   huge_pointwise.padding = 0;
-  huge_pointwise.k = 64;  // below the heuristic's 97 output channels: taken all the same
-  CHECK(family_of(plan_of(huge_pointwise)) == "gemm_sm90");
+  CHECK(family_of(plan_of(huge_pointwise)) == "gemm_sm90");  // the planner's pointwise choice, any image
   CHECK(plan_of(huge_pointwise).key.field("im2col") == 0);
   Conv3dDesc huge_ncdhw = huge_pointwise;
   huge_ncdhw.layout = Layout::NCDHW;

@@ -182,10 +182,7 @@ class GemmSm90Family final : public Family {
     return plan(prob, limits, {bm, best_width(prob, bm, 0), 0, 0, default_im2col(prob)});
   }
 
-  Refusal declines(const Problem& prob, const DeviceLimits& limits) const override {
-    // NDHWC images of 2^31 elements or more: igemm_sm90_half (and every tensor-core family but
-    // this one) refuses them, and what is left is direct's FFMA loop.
-    if (is_ndhwc(prob) && igemm_sm90_half_family().can_implement(prob, limits)) return std::nullopt;
+  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
     // The tf32 form ran 0.86-1.01x igemm_sm90 (NCDHW) and 1.00x igemm_sm90_half (NDHWC)
     // (docs/kernels/gemm_sm90.md): those keep the class.
     if (is_tf32(prob)) {
