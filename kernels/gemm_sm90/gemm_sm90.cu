@@ -226,17 +226,6 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
     const int kt = static_cast<int>(t % w.k_tiles);
     const long long rest = t / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
-    // Spec::im2col: the window origin of the tile's first output position, from which its boxes
-    // walk the next BN.
-    int x0 = 0, y0 = 0, z0 = 0, n0 = 0;
-    if constexpr (Spec::im2col != 0) {
-      long long image = Schedule<Spec>::ROWS ? p0 : img * (p.od * p.oh * p.ow) + p0;
-      const long long at = take_remainder(image, p.od * p.oh * p.ow);
-      n0 = static_cast<int>(image);
-      z0 = static_cast<int>(at / (p.oh * p.ow)) * Spec::sd - p.pad_d;
-      y0 = static_cast<int>(at / p.ow % p.oh) * Spec::sh - p.pad_h;
-      x0 = static_cast<int>(at % p.ow) * Spec::sw - p.pad_w;
-    }
     for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
       const int s = w.stage_of(n, q, parity);
@@ -249,6 +238,15 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
         // tap's offset.
         const int tap = q / PER_TAP, c0 = (q - tap * PER_TAP) * ROW;
         const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+        // The window origin of the tile's first output position, from which the box walks the
+        // next BN (worked out again each chunk: kept across the chunks, it spilled at the
+        // producer's 40 registers).
+        long long image = Schedule<Spec>::ROWS ? p0 : img * (p.od * p.oh * p.ow) + p0;
+        const long long at = take_remainder(image, p.od * p.oh * p.ow);
+        const int n0 = static_cast<int>(image);
+        const int z0 = static_cast<int>(at / (p.oh * p.ow)) * Spec::sd - p.pad_d;
+        const int y0 = static_cast<int>(at / p.ow % p.oh) * Spec::sh - p.pad_h;
+        const int x0 = static_cast<int>(at % p.ow) * Spec::sw - p.pad_w;
         tma::load_box(stage, weight_map, tap * Spec::cg + c0, kt * BM, ring.full + s);
         tma::load_im2col(stage + BM * 128, input_map, c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * Spec::dw),
                          static_cast<unsigned short>(kh * Spec::dh), static_cast<unsigned short>(kd * Spec::dd),

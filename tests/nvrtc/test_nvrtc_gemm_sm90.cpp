@@ -250,7 +250,7 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   CHECK(family_of(plan_of(short_fp32, "gemm_sm90")) == "gemm_sm90");
   // Every tile, with the heaviest epilogues, compiles without spills or serialised wgmmas.
   for (const char* forced : {"gemm_sm90:128,128", "gemm_sm90:128,256", "gemm_sm90:256,128",
-                             "gemm_sm90:bm=64,bn=256,split=1", "gemm_sm90:bm=128,bn=128,split=1"}) {
+                             "gemm_sm90:bm=64,bn=256,split=1", "gemm_sm90:bm=128,bn=128,split=1", "gemm_sm90:bm=64,bn=128,split=1"}) {
     Conv3dDesc c = typed(test::make(2, 72, {5, 9, 11}, 100, {3, 3, 3}, {1, 2, 1}, 1, {2, 1, 1}, 1, true));
     const bool split = std::string(forced).find("split") != std::string::npos;
     c.layout = split || std::string(forced) == "gemm_sm90:128,256" ? Layout::NCDHW : Layout::NDHWC;
