@@ -170,7 +170,23 @@ TEST_CASE("gemm_sm90: NDHWC layers as one GEMM of the batch's rows, forced or tu
 TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxes, forced or tuned") {
   Conv3dDesc d = typed(test::make(1, 512, {17, 66, 66}, 512, {3, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true));
   d.layout = Layout::NDHWC;
-  CHECK(family_of(plan_of(d)) == "igemm_sm90_half");  // the planner's
+  // The planner's: 4 rounds of 128 x 256 tiles an SM or more, output channels whole 128-channel
+  // tiles (up to 512); igemm_sm90_half's for fewer tiles, other channel counts and a residual.
+  const detail::Plan chosen = plan_of(d);
+  CHECK(family_of(chosen) == "gemm_sm90");
+  CHECK(chosen.key.field("bn") == 256);
+  CHECK(chosen.key.field("im2col") == 1);
+  Conv3dDesc few = d;
+  few.d = 9;  // 7 output planes: 4 x 120 tiles of 128 x 256, 3.6 rounds of 132
+  CHECK(family_of(plan_of(few)) == "igemm_sm90_half");
+  few.d = 10;  // 8: 4 x 137 tiles
+  CHECK(family_of(plan_of(few)) == "gemm_sm90");
+  Conv3dDesc other_k = d;
+  other_k.k = 320;
+  CHECK(family_of(plan_of(other_k)) == "igemm_sm90_half");
+  Conv3dDesc with_residual = d;
+  with_residual.epilogue.residual = true;
+  CHECK(family_of(plan_of(with_residual)) == "igemm_sm90_half");
   const detail::Plan p = plan_of(d, "gemm_sm90:128,256");
   CHECK(family_of(p) == "gemm_sm90");
   CHECK(p.key.field("im2col") == 1);  // the default where the layer is no GEMM
@@ -202,7 +218,11 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   // twin; 64-channel tiles a warpgroup's whole (split) too.
   Conv3dDesc ncdhw = d;
   ncdhw.layout = Layout::NCDHW;
-  CHECK(family_of(plan_of(ncdhw)) == "igemm_sm90_half");
+  CHECK(family_of(plan_of(ncdhw)) == "igemm_sm90_half");  // NCDHW: the planner's for C <= 64 and K >= 128 only
+  Conv3dDesc narrow = typed(test::make(1, 48, {16, 128, 192}, 128, {3, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true));
+  CHECK(family_of(plan_of(narrow)) == "gemm_sm90");
+  narrow.k = 64;
+  CHECK(family_of(plan_of(narrow)) == "igemm_sm90_half");
   const detail::Plan copied = plan_of(ncdhw, "gemm_sm90:128,256");
   CHECK(copied.key.field("im2col") == 1);
   CHECK(copied.input_copy);
@@ -228,11 +248,14 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
     DYNAMIC_SECTION(describe(bad)) { CHECK_THROWS_AS(plan_of(bad, "gemm_sm90"), Error); }
   }
   // An NDHWC image of 2^31 elements or more (a video VAE's full-resolution layer), which
-  // igemm_sm90_half refuses: this kernel's boxes take it when forced or tuned, with direct's plan
-  // (the planner's) for an input off 16 bytes; NCDHW ones stay refused.
-  Conv3dDesc huge = typed(test::make(1, 128, {33, 720, 1280}, 128, {3, 3, 3}, 1, 1, 1, 1, true));
+  // igemm_sm90_half refuses: this kernel's boxes take it whatever its channels, with direct's plan
+  // for an input off 16 bytes; NCDHW ones stay refused.
+  Conv3dDesc huge = typed(test::make(1, 128, {33, 720, 1280}, 96, {3, 3, 3}, 1, 1, 1, 1, true));
   huge.layout = Layout::NDHWC;
-  CHECK(family_of(plan_of(huge)) == "direct");
+  huge.epilogue.residual = true;
+  CHECK(family_of(plan_of(huge)) == "gemm_sm90");
+  huge.k = 128;
+  huge.epilogue.residual = false;
   const detail::Plan big = plan_of(huge, "gemm_sm90");
   CHECK(big.key.field("im2col") == 1);
   REQUIRE(big.unaligned);

@@ -75,6 +75,20 @@ int default_im2col(const Problem& prob) { return tiled_possible(prob) ? 0 : 1; }
 // the channels-last copy an NCDHW layer's im2col boxes read.
 bool reads_caller_input(const Problem& prob, const GemmConfig& c) { return is_ndhwc(prob) || c.im2col == 0; }
 
+// Windowed layers the planner gives to the im2col form rather than igemm_sm90_half: where its
+// 128 x 256 tiles ran 1.05-1.32x it on an H100 (docs/kernels/gemm_sm90.md, "Windows through im2col
+// boxes"). NDHWC: output channels whole 128-channel tiles (up to 512, as measured) and at least 4
+// rounds of tiles an SM (fewer left SMs idle in the last round: 0.79-0.95x); NCDHW, whose every
+// call copies the input channels-last first: few input channels (C <= 64) into 128 or more output
+// channels, where igemm_sm90_half's tiles fit least (wider layers ran 0.83-1.07x).
+bool im2col_wins(const Problem& prob) {
+  const int64_t k = prob.desc.k;
+  if (is_gemm(prob)) return false;  // (NCDHW GEMMs of D·H·W off 8: not measured)
+  if (!is_ndhwc(prob)) return prob.desc.c <= 64 && k >= 128;
+  const long long tiles = ceil_div(k, 128) * ceil_div(out_positions(prob) * prob.desc.n, 256);
+  return k % 128 == 0 && k <= 512 && tiles >= 4 * kWaveBlocks;
+}
+
 // The tile widths, the planner's first. NDHWC: each consumer warpgroup one or two m64 blocks of
 // rows; NCDHW tf32: one (two, with their two sets of A registers, spilled 128 bytes at 128
 // accumulators).
@@ -178,20 +192,29 @@ class GemmSm90Family final : public Family {
 
   std::optional<Plan> choose(const Problem& prob, const DeviceLimits& limits) const override {
     if (serves_types(prob) || can_implement(prob, limits) || declines(prob, limits)) return std::nullopt;
-    const int bm = heuristic_bm(prob);
-    return plan(prob, limits, {bm, best_width(prob, bm, 0), 0, 0, default_im2col(prob)});
+    return plan(prob, limits, heuristic_config(prob));
   }
 
-  Refusal declines(const Problem& prob, const DeviceLimits&) const override {
+  Refusal declines(const Problem& prob, const DeviceLimits& limits) const override {
     // The tf32 form ran 0.86-1.01x igemm_sm90 (NCDHW) and 1.00x igemm_sm90_half (NDHWC)
     // (docs/kernels/gemm_sm90.md): those keep the class.
     if (is_tf32(prob)) {
       return is_ndhwc(prob) ? "the tf32 class in NDHWC: igemm_sm90_half plans these layers; this kernel by --config or tuning"
                             : "the tf32 class: igemm_sm90 plans these layers; this kernel by --config or tuning";
     }
-    if (!tiled_possible(prob)) {
-      return "a window, stride or padding (NCDHW: or D·H·W off 8): igemm_sm90_half plans these layers; this kernel's "
-             "im2col boxes by --config or tuning";
+    // NDHWC images igemm_sm90_half refuses (2^31 elements or more): this kernel's boxes, or the
+    // direct kernel's CUDA cores.
+    if (is_ndhwc(prob) && !tiled_possible(prob) && igemm_sm90_half_family().can_implement(prob, limits)) {
+      return std::nullopt;
+    }
+    if (!tiled_possible(prob) && !im2col_wins(prob)) {
+      return is_ndhwc(prob)
+                 ? "a window, stride or padding in NDHWC with output channels not 128, 256, 384 or 512, or fewer than "
+                   "4 rounds of 128 x 256 tiles an SM: igemm_sm90_half plans these layers; this kernel's im2col boxes "
+                   "by --config or tuning"
+                 : "a window, stride or padding (or D·H·W off 8) in NCDHW with more than 64 input or fewer than 128 "
+                   "output channels: igemm_sm90_half plans these layers; this kernel's im2col boxes by --config or "
+                   "tuning";
     }
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
     if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
@@ -212,12 +235,14 @@ class GemmSm90Family final : public Family {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
     // The heuristic's choice, each shape's best width, then the other widths.
-    const int bm = heuristic_bm(prob), im2col = default_im2col(prob);
+    const GemmConfig first = heuristic_config(prob);
+    const int bm = first.bm, im2col = first.im2col;
     auto add = [&](const GemmConfig& c) {
       if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, c), c.split, im2col})) {
         plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col}));
       }
     };
+    add(first);
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1},
                                 GemmConfig{64, 0, 0, 1}}) {
       add({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
@@ -236,7 +261,11 @@ class GemmSm90Family final : public Family {
     }
     const int split = forced.get("split").value_or(0);
     const int bm = forced.get("bm").value_or(split == 1 ? 128 : heuristic_bm(prob));
-    GemmConfig c = kTable.apply({bm, best_width(prob, bm, split), 0, split, default_im2col(prob)}, forced);
+    // Fields left out: the planner's tile, or for another BM or a split the best width there.
+    const GemmConfig base = bm == heuristic_bm(prob) && split == 0
+                                ? heuristic_config(prob)
+                                : GemmConfig{bm, best_width(prob, bm, split), 0, split, default_im2col(prob)};
+    GemmConfig c = kTable.apply(base, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
     if (sized.stages == 0) sized.stages = most_stages(prob, limits, c);
@@ -290,6 +319,14 @@ class GemmSm90Family final : public Family {
     const bool fits_256 =
         std::any_of(list.begin(), list.end(), [&](int bn) { return registers_fit(prob, {256, bn, 0, 0}); });
     return prob.desc.k >= 1024 && fits_256 ? 256 : 128;
+  }
+
+  // The planner's tile: im2col layers' 128 x 256 where its accumulators fit (the tile measured
+  // against igemm_sm90_half: im2col_wins), else the heuristic's BM and its best width.
+  static GemmConfig heuristic_config(const Problem& prob) {
+    const int bm = heuristic_bm(prob), im2col = default_im2col(prob);
+    const int bn = im2col == 1 && registers_fit(prob, {bm, 256, 0, 0}) ? 256 : best_width(prob, bm, 0);
+    return {bm, bn, 0, 0, im2col};
   }
 
   // The width whose rounds of one tile an SM (kWaveBlocks) cost least, a round the tile's
