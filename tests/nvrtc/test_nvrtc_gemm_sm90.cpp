@@ -221,6 +221,9 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   CHECK(family_of(plan_of(ncdhw)) == "igemm_sm90_half");  // NCDHW: the planner's for C <= 64 and K >= 128 only
   Conv3dDesc narrow = typed(test::make(1, 48, {16, 128, 192}, 128, {3, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true));
   CHECK(family_of(plan_of(narrow)) == "gemm_sm90");
+  Conv3dDesc small = narrow;
+  small.d = 4;  // 2 output planes of 128 x 192: 192 tiles, under 3 rounds
+  CHECK(family_of(plan_of(small)) == "igemm_sm90_half");
   narrow.k = 64;
   CHECK(family_of(plan_of(narrow)) == "igemm_sm90_half");
   const detail::Plan copied = plan_of(ncdhw, "gemm_sm90:128,256");

@@ -78,14 +78,15 @@ bool reads_caller_input(const Problem& prob, const GemmConfig& c) { return is_nd
 // Windowed layers the planner gives to the im2col form rather than igemm_sm90_half: where its
 // 128 x 256 tiles ran 1.05-1.32x it on an H100 (docs/kernels/gemm_sm90.md, "Windows through im2col
 // boxes"). NDHWC: output channels whole 128-channel tiles (up to 512, as measured) and at least 4
-// rounds of tiles an SM (fewer left SMs idle in the last round: 0.79-0.95x); NCDHW, whose every
-// call copies the input channels-last first: few input channels (C <= 64) into 128 or more output
-// channels, where igemm_sm90_half's tiles fit least (wider layers ran 0.83-1.07x).
+// rounds of tiles an SM (fewer left SMs idle in the last round: 0.79-0.95x); NCDHW (tiles of an
+// image's positions, output channels as M): few input channels (C <= 64) into 128 or more output
+// channels, from the 3 rounds of tiles measured (wider layers ran 0.83-1.07x).
 bool im2col_wins(const Problem& prob) {
   const int64_t k = prob.desc.k;
   if (is_gemm(prob)) return false;  // (NCDHW GEMMs of D·H·W off 8: not measured)
-  if (!is_ndhwc(prob)) return prob.desc.c <= 64 && k >= 128;
-  const long long tiles = ceil_div(k, 128) * ceil_div(out_positions(prob) * prob.desc.n, 256);
+  const long long rows = is_ndhwc(prob) ? out_positions(prob) * prob.desc.n : out_positions(prob);
+  const long long tiles = ceil_div(k, 128) * ceil_div(rows, 256) * (is_ndhwc(prob) ? 1 : prob.desc.n);
+  if (!is_ndhwc(prob)) return prob.desc.c <= 64 && k >= 128 && tiles >= 3 * kWaveBlocks;
   return k % 128 == 0 && k <= 512 && tiles >= 4 * kWaveBlocks;
 }
 
