@@ -1,7 +1,11 @@
 #include "device.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <random>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "conv3djit/engine.hpp"
 #include "conv3djit/half.hpp"
@@ -65,16 +69,37 @@ float Event::since(const Event& start) const {
 
 namespace {
 
+// fn(chunk, begin, end) for the chunks of [0, count), on every core: the tensors of the layers of
+// 2^31 elements and more took minutes to fill and convert on one.
+template <class Fn>
+void for_chunks(int64_t count, const Fn& fn) {
+  constexpr int64_t kChunk = int64_t{1} << 22;
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  std::atomic<int64_t> next{0};
+  const auto work = [&] {
+    for (int64_t i = next++; i < chunks; i = next++) fn(i, i * kChunk, std::min(count, (i + 1) * kChunk));
+  };
+  std::vector<std::thread> workers;
+  const int64_t threads = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  for (int64_t t = 1; t < threads; ++t) workers.emplace_back(work);
+  work();
+  for (std::thread& w : workers) w.join();
+}
+
 // Uniform values of [lo, hi), each then rounded to `type` (the host keeps what the device holds).
-std::vector<float> random_values(int64_t count, std::mt19937_64& rng, DataType type, ValueRange range = {}) {
-  std::uniform_real_distribution<float> uniform(range.lo, range.hi);
+// Chunk i draws from its own generator seeded by (seed, i): the same values whatever the cores.
+std::vector<float> random_values(int64_t count, uint64_t seed, DataType type, ValueRange range = {}) {
   std::vector<float> values(static_cast<size_t>(count));
-  for (float& v : values) v = uniform(rng);
-  if (type != DataType::Float32) {
-    std::vector<uint16_t> bits(values.size());
-    from_float(type, values.data(), count, bits.data());
-    to_float(type, bits.data(), count, values.data());
-  }
+  for_chunks(count, [&](int64_t chunk, int64_t begin, int64_t end) {
+    std::mt19937_64 rng(seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(chunk + 1));
+    std::uniform_real_distribution<float> uniform(range.lo, range.hi);
+    for (int64_t i = begin; i < end; ++i) values[static_cast<size_t>(i)] = uniform(rng);
+    if (type != DataType::Float32) {
+      std::vector<uint16_t> bits(static_cast<size_t>(end - begin));
+      from_float(type, values.data() + begin, end - begin, bits.data());
+      to_float(type, bits.data(), end - begin, values.data() + begin);
+    }
+  });
   return values;
 }
 
@@ -83,7 +108,9 @@ DeviceBuffer upload(const std::vector<float>& host, DataType type, int64_t offse
   if (host.empty()) return DeviceBuffer();
   const size_t bytes = static_cast<size_t>(dtype_bytes(type));
   std::vector<unsigned char> typed(host.size() * bytes);
-  from_float(type, host.data(), static_cast<int64_t>(host.size()), typed.data());
+  for_chunks(static_cast<int64_t>(host.size()), [&](int64_t, int64_t begin, int64_t end) {
+    from_float(type, host.data() + begin, end - begin, typed.data() + static_cast<size_t>(begin) * bytes);
+  });
   DeviceBuffer buffer(typed.size() + static_cast<size_t>(offset) * bytes);
   check_cu(driver().cuMemcpyHtoD(buffer.handle() + static_cast<CUdeviceptr>(offset) * bytes, typed.data(),
                                  typed.size()),
@@ -100,14 +127,15 @@ ProblemData::ProblemData(const Conv3dDesc& desc, uint64_t seed, int64_t offset, 
       input_offset(offset),
       weight_offset(weight_at),
       output_offset(output_at) {
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed);  // each tensor's seed
   const int64_t weight_elements =
       desc.k * (desc.c / desc.groups) * desc.kernel.d * desc.kernel.h * desc.kernel.w;
-  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng, dtype, input_range);
-  weight = random_values(weight_elements, rng, dtype);
-  if (desc.bias) bias = random_values(desc.k, rng, dtype);
+  input = random_values(desc.n * desc.c * desc.d * desc.h * desc.w, rng(), dtype, input_range);
+  weight = random_values(weight_elements, rng(), dtype);
+  const uint64_t bias_seed = rng(), residual_seed = rng();
+  if (desc.bias) bias = random_values(desc.k, bias_seed, dtype);
   output_elements = output_extents(desc).elements();
-  if (desc.epilogue.residual) residual = random_values(output_elements, rng, out_dtype);
+  if (desc.epilogue.residual) residual = random_values(output_elements, residual_seed, out_dtype);
   d_residual = upload(residual, out_dtype, output_offset);
   d_input = upload(input, dtype, input_offset);
   d_weight = upload(weight, dtype, weight_offset);
