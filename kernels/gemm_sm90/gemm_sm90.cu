@@ -135,13 +135,24 @@ struct Schedule {
 };
 
 // The ring in dynamic shared memory: stages of STAGE bytes from a 1024-byte boundary (the
-// swizzle's groups), then the full and the empty mbarriers.
+// swizzle's groups), then the full and the empty mbarriers and the producer's 16 bytes.
 struct Ring {
   unsigned base;  // shared-memory address of stage 0
   char* ptr;      // the same, generic
   unsigned long long* full;
   unsigned long long* empty;
 };
+
+// The producer's im2col tile origin (x, y, z, n) at shared-memory address `at`, 16 bytes after the
+// mbarriers: stored once a tile, loaded again each chunk (volatile, so never kept in registers).
+__device__ __forceinline__ void store_origin(unsigned at, int x, int y, int z, int n) {
+  asm volatile("st.shared.v4.s32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(x), "r"(y), "r"(z), "r"(n) : "memory");
+}
+__device__ __forceinline__ int4 load_origin(unsigned at) {
+  int4 o;
+  asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];\n" : "=r"(o.x), "=r"(o.y), "=r"(o.z), "=r"(o.w) : "r"(at) : "memory");
+  return o;
+}
 
 // Whether the output (and the residual) lie on the bytes of a pair of elements, so that pairs at
 // even offsets are stored (and read) with one instruction.
@@ -226,6 +237,20 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
     const int kt = static_cast<int>(t % w.k_tiles);
     const long long rest = t / w.k_tiles;
     const int p0 = static_cast<int>(rest % w.p_tiles) * BN, img = static_cast<int>(rest / w.p_tiles);
+    if constexpr (Spec::im2col != 0) {
+      // The window origin of the tile's first output position, from which its boxes walk the next
+      // BN: worked out once a tile and kept in shared memory. Kept in registers across the chunks,
+      // it spilled at the producer's 40 registers (8-stage rings); worked out again each chunk, its
+      // 64-bit divisions made the one issuing thread slower than 64-channel tiles' products.
+      // (32-bit arithmetic: an image's output positions, and NDHWC's rows in all, are fewer than 2^31.)
+      const unsigned ow = static_cast<unsigned>(p.ow), plane = static_cast<unsigned>(p.oh * p.ow);
+      const unsigned per_image = static_cast<unsigned>(p.od) * plane, first = static_cast<unsigned>(p0);
+      const unsigned at = Schedule<Spec>::ROWS ? first % per_image : first;
+      store_origin(ring.base + Spec::stages * STAGE + 16 * kMaxStages, static_cast<int>(at % ow) * Spec::sw - p.pad_w,
+                   static_cast<int>(at / ow % static_cast<unsigned>(p.oh)) * Spec::sh - p.pad_h,
+                   static_cast<int>(at / plane) * Spec::sd - p.pad_d,
+                   Schedule<Spec>::ROWS ? static_cast<int>(first / per_image) : img);
+    }
     for (int q = 0; q < w.chunks; ++q) {
       unsigned parity;
       const int s = w.stage_of(n, q, parity);
@@ -238,17 +263,9 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
         // tap's offset.
         const int tap = q / PER_TAP, c0 = (q - tap * PER_TAP) * ROW;
         const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
-        // The window origin of the tile's first output position, from which the box walks the
-        // next BN (worked out again each chunk: kept across the chunks, it spilled at the
-        // producer's 40 registers).
-        long long image = Schedule<Spec>::ROWS ? p0 : img * (p.od * p.oh * p.ow) + p0;
-        const long long at = take_remainder(image, p.od * p.oh * p.ow);
-        const int n0 = static_cast<int>(image);
-        const int z0 = static_cast<int>(at / (p.oh * p.ow)) * Spec::sd - p.pad_d;
-        const int y0 = static_cast<int>(at / p.ow % p.oh) * Spec::sh - p.pad_h;
-        const int x0 = static_cast<int>(at % p.ow) * Spec::sw - p.pad_w;
         tma::load_box(stage, weight_map, tap * Spec::cg + c0, kt * BM, ring.full + s);
-        tma::load_im2col(stage + BM * 128, input_map, c0, x0, y0, z0, n0, static_cast<unsigned short>(kw * Spec::dw),
+        const int4 o = load_origin(ring.base + Spec::stages * STAGE + 16 * kMaxStages);
+        tma::load_im2col(stage + BM * 128, input_map, c0, o.x, o.y, o.z, o.w, static_cast<unsigned short>(kw * Spec::dw),
                          static_cast<unsigned short>(kh * Spec::dh), static_cast<unsigned short>(kd * Spec::dd),
                          ring.full + s);
         continue;

@@ -28,10 +28,10 @@ CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn, int element_bytes) {
 CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int element_bytes) {
   return (bm + boxes(bn, element_bytes) * row_elements(element_bytes)) * 128;
 }
-/// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, and
-/// a full and an empty mbarrier a stage.
+/// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, a
+/// full and an empty mbarrier a stage, and the producer's im2col tile origin (4 ints).
 CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int element_bytes) {
-  return stages * stage_bytes(bm, bn, element_bytes) + 1024 + 16 * kMaxStages;
+  return stages * stage_bytes(bm, bn, element_bytes) + 1024 + 16 * kMaxStages + 16;
 }
 
 }  // namespace conv3djit::gemm_sm90_geometry
