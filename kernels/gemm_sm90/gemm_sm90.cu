@@ -98,6 +98,31 @@ __device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
   }
 }
 
+// Row boxes (Schedule::HALO > 0) count output positions along rows of OW + HALO: position v of an
+// image is output (v / (OW + HALO), v % (OW + HALO)) of its OD·OH rows of OW, or none in a row's
+// last HALO. The first `count` of four 16-bit outputs from v (packed pairs w) at their places in
+// `image`: one store_four where the four are one row's, else one at a time.
+template <class Out>
+__device__ __forceinline__ void store_four_rows(Out* image, uint2 w, int v, int count, int ow, int halo) {
+  const int width = ow + halo, r = v / width, x = v - r * width;
+  if (count == 4 && x + 4 <= ow) {
+    store_four<Out, true>(image + static_cast<long long>(r) * ow + x, w, 4);
+    return;
+  }
+  const unsigned bits[4] = {w.x & 0xffffu, w.x >> 16, w.y & 0xffffu, w.y >> 16};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    int re = r, xe = x + e;
+    while (xe >= width) xe -= width, ++re;
+    if (e < count && xe < ow) image[static_cast<long long>(re) * ow + xe].bits = static_cast<unsigned short>(bits[e]);
+  }
+}
+// The same for one float32 output.
+__device__ __forceinline__ void store_float_rows(float* image, float value, int v, int ow, int halo) {
+  const int width = ow + halo, r = v / width, x = v - r * width;
+  if (x < ow) image[static_cast<long long>(r) * ow + x] = value;
+}
+
 // A block's walk over the tiles, worked out by each side after its setmaxnreg (values live across
 // it were spilled): tile t = blockIdx.x + n gridDim.x is output channel block t % k_tiles, position
 // block t / k_tiles % p_tiles, image t / (k_tiles p_tiles); a tile is `chunks` chunks of CHUNK
@@ -105,19 +130,28 @@ __device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
 // is the boxes' zeros).
 template <class Spec>
 struct Schedule {
-  static constexpr int STAGES = Spec::stages, HALF = STAGES / 2;
-  static constexpr int CHUNK = gemm_sm90_geometry::row_elements(sizeof(typename Spec::element));
-  // Chunks of a tap (Spec::im2col: the window's taps one after the other, each its channels).
-  static constexpr int PER_TAP = (Spec::cg + CHUNK - 1) / CHUNK, TAPS = Spec::kd * Spec::kh * Spec::kw;
+  static constexpr int STAGES = Spec::stages, HALF = STAGES / 2, E = sizeof(typename Spec::element);
+  static constexpr int CHUNK = gemm_sm90_geometry::row_elements(E);
+  // Spec::rowbox: a chunk is one kernel row's KW taps (ROW_TAPS weight boxes) on one input box of
+  // the tile's window origins and HALO more, tap kw reading it kw·DW rows further; output
+  // positions are then counted along rows of OW + HALO, the last HALO of each computed and dropped.
+  static constexpr int ROW_TAPS = Spec::rowbox != 0 ? Spec::kw : 1;
+  static constexpr int HALO = Spec::rowbox != 0 ? (Spec::kw - 1) * Spec::dw : 0;
+  static constexpr int STAGE = gemm_sm90_geometry::stage_bytes(Spec::bm, Spec::bn, E, ROW_TAPS, HALO);
+  // The bytes a stage's boxes bring (its last 8-row group may be short of the stage's).
+  static constexpr int LOADED = (ROW_TAPS * Spec::bm + gemm_sm90_geometry::input_rows(Spec::bn, E, HALO)) * 128;
+  // Chunks of a step (Spec::im2col: the window's taps, or with row boxes its kernel rows, one after
+  // the other, each its channels).
+  static constexpr int PER_TAP = (Spec::cg + CHUNK - 1) / CHUNK, STEPS = Spec::kd * Spec::kh * Spec::kw / ROW_TAPS;
   int positions, k_tiles, p_tiles, chunks;
   long long tiles;
   // NDHWC: the images' output positions are one run of N·OD·OH·OW rows (one "image").
   static constexpr bool ROWS = Spec::ndhwc != 0, PAIRS = !ROWS && CHUNK == 32;
   __device__ explicit Schedule(const ConvParams& p)
-      : positions(static_cast<int>(p.od * p.oh * p.ow * (ROWS ? p.n : 1))),
+      : positions(static_cast<int>(p.od * p.oh * (p.ow + HALO) * (ROWS ? p.n : 1))),
         k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
         p_tiles(static_cast<int>((static_cast<long long>(positions) + Spec::bn - 1) / Spec::bn)),
-        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (PAIRS ? (p.c + CHUNK - 1) / CHUNK % 2 : 0)) * TAPS),
+        chunks(static_cast<int>((p.c + CHUNK - 1) / CHUNK + (PAIRS ? (p.c + CHUNK - 1) / CHUNK % 2 : 0)) * STEPS),
         tiles(static_cast<long long>(k_tiles) * p_tiles * (ROWS ? 1 : p.n)) {}
   // The stage of the use-th chunk through a ring (the whole ring, or with Spec::split half `side`
   // of it, the half of the warpgroup that takes the tile) and the parity of that stage's use.
@@ -230,8 +264,8 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
                                         const TensorMap& input_map) {
   using namespace gemm_sm90_geometry;
   constexpr int E = sizeof(typename Spec::element), ROW = row_elements(E);
-  constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = stage_bytes(BM, BN, E);
-  constexpr int KH = Spec::kh, KW = Spec::kw, PER_TAP = Schedule<Spec>::PER_TAP;
+  constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = Schedule<Spec>::STAGE;
+  constexpr int KH = Spec::kh, KW = Spec::kw, PER_TAP = Schedule<Spec>::PER_TAP, ROW_TAPS = Schedule<Spec>::ROW_TAPS;
   const Schedule<Spec> w(p);
   for (long long n = 0, t = blockIdx.x; t < w.tiles; ++n, t += gridDim.x) {
     const int kt = static_cast<int>(t % w.k_tiles);
@@ -243,7 +277,7 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
       // it spilled at the producer's 40 registers (8-stage rings); worked out again each chunk, its
       // 64-bit divisions made the one issuing thread slower than 64-channel tiles' products.
       // (32-bit arithmetic: an image's output positions, and NDHWC's rows in all, are fewer than 2^31.)
-      const unsigned ow = static_cast<unsigned>(p.ow), plane = static_cast<unsigned>(p.oh * p.ow);
+      const unsigned ow = static_cast<unsigned>(p.ow + Schedule<Spec>::HALO), plane = static_cast<unsigned>(p.oh) * ow;
       const unsigned per_image = static_cast<unsigned>(p.od) * plane, first = static_cast<unsigned>(p0);
       const unsigned at = Schedule<Spec>::ROWS ? first % per_image : first;
       store_origin(ring.base + Spec::stages * STAGE + 16 * kMaxStages, static_cast<int>(at % ow) * Spec::sw - p.pad_w,
@@ -256,16 +290,20 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
       const int s = w.stage_of(n, q, parity);
       tma::wait(ring.empty + s, parity ^ 1u);  // (a fresh barrier's previous phase is complete)
       char* const stage = ring.ptr + s * STAGE;
-      tma::arrive_expect(ring.full + s, STAGE);
+      tma::arrive_expect(ring.full + s, Schedule<Spec>::LOADED);
       if constexpr (Spec::im2col != 0) {
-        // Tap q / PER_TAP's chunk of channels: the weight's BM rows at (tap, c0) (columns past the
-        // tap's channels meet the input box's zeros there) and the BN window origins read at the
-        // tap's offset.
-        const int tap = q / PER_TAP, c0 = (q - tap * PER_TAP) * ROW;
+        // Step q / PER_TAP's chunk of channels: for each of its taps the weight's BM rows at (tap,
+        // c0) (columns past the tap's channels meet the input box's zeros there), and the window
+        // origins read at its first tap's offset.
+        const int tap = q / PER_TAP * ROW_TAPS, c0 = (q - q / PER_TAP * PER_TAP) * ROW;
         const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
-        tma::load_box(stage, weight_map, tap * Spec::cg + c0, kt * BM, ring.full + s);
+#pragma unroll
+        for (int i = 0; i < ROW_TAPS; ++i) {
+          tma::load_box(stage + i * BM * 128, weight_map, (tap + i) * Spec::cg + c0, kt * BM, ring.full + s);
+        }
         const int4 o = load_origin(ring.base + Spec::stages * STAGE + 16 * kMaxStages);
-        tma::load_im2col(stage + BM * 128, input_map, c0, o.x, o.y, o.z, o.w, static_cast<unsigned short>(kw * Spec::dw),
+        tma::load_im2col(stage + ROW_TAPS * BM * 128, input_map, c0, o.x, o.y, o.z, o.w,
+                         static_cast<unsigned short>(kw * Spec::dw),
                          static_cast<unsigned short>(kh * Spec::dh), static_cast<unsigned short>(kd * Spec::dd),
                          ring.full + s);
         continue;
@@ -292,16 +330,19 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
-  constexpr int BM = Spec::bm, BN = Spec::bn, STAGE = stage_bytes(BM, BN, 2), CHUNK = row_elements(2);
+  constexpr int BM = Spec::bm, BN = Spec::bn, STAGE = Schedule<Spec>::STAGE, CHUNK = row_elements(2);
   constexpr bool SPLIT = Spec::split != 0;
-  constexpr int A_BYTES = BM * 128, R = BN / 2;
+  constexpr int ROW_TAPS = Schedule<Spec>::ROW_TAPS, HALO = Schedule<Spec>::HALO;
+  constexpr int A_BYTES = ROW_TAPS * BM * 128, R = BN / 2;
   constexpr int WG_ROWS = SPLIT ? BM : BM / 2, MB = WG_ROWS / 64;  // a consumer warpgroup's rows, m64 blocks
   static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
   static_assert(!SPLIT || BM == 128 || (BM == 64 && Spec::im2col != 0),
                 "a warpgroup's whole tile of two m64 blocks (one of 64 output channels with im2col boxes)");
   static_assert(!SPLIT || (Spec::stages % 2 == 0 && Spec::stages >= 4), "two halves of at least two stages");
+  static_assert(HALO == 0 || Spec::residual == 0, "row boxes without a residual");
   const Schedule<Spec> w(p);
-  const int positions = w.positions;
+  // An image's positions: as the tiles count them (rows of OW + HALO), and its outputs.
+  const int positions = w.positions, outputs = static_cast<int>(p.od * p.oh * p.ow);
   const int wg = warp >> 2;
   const int g = lane >> 2, t4 = lane & 3, row = (SPLIT ? 0 : wg * WG_ROWS) + (warp & 3) * 16 + g;
   constexpr bool BF16 = kIsBf16<T>;
@@ -332,15 +373,22 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
       const unsigned b = ring.base + static_cast<unsigned>(s * STAGE + A_BYTES);
       wgmma::fence();
 #pragma unroll
-      for (int j = 0; j < CHUNK / 16; ++j) {
+      for (int i = 0; i < ROW_TAPS; ++i) {  // the chunk's taps (one but with row boxes)
 #pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-          if constexpr (Spec::im2col != 0) {  // B: BN window origins' rows of the chunk's channels (K-major)
-            wgmma::mma_half<BN, BF16, false, false>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
-                                                    wgmma::descriptor_sw128(b + 32 * j), q > 0 || j > 0);
-          } else {
-            wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
-                                                   wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128), q > 0 || j > 0);
+        for (int j = 0; j < CHUNK / 16; ++j) {
+#pragma unroll
+          for (int mb = 0; mb < MB; ++mb) {
+            if constexpr (Spec::im2col != 0) {  // B: window origins' rows of the chunk's channels (K-major)
+              // Tap i of a row box: its weight box, and the input box i·DW rows further (a
+              // 128-byte-swizzled operand may start at any row: the swizzle follows the address).
+              wgmma::mma_half<BN, BF16, false, false>(
+                  acc[mb], wgmma::descriptor_sw128(a + i * BM * 128 + mb * 64 * 128 + 32 * j),
+                  wgmma::descriptor_sw128(b + i * Spec::dw * 128 + 32 * j), q > 0 || i > 0 || j > 0);
+            } else {
+              wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
+                                                     wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128),
+                                                     q > 0 || j > 0);
+            }
           }
         }
       }
@@ -356,7 +404,7 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
       const long long k = static_cast<long long>(kt) * BM + row + 64 * mb + 8 * (h & 1);
       const bool inside = k < p.k;
       const float bk = p.has_bias && inside ? load_float(bias + k) : 0.f;
-      const long long line = (img * p.k + k) * positions;
+      const long long line = (img * p.k + k) * outputs;
       if constexpr (sizeof(Out) == 2) {
         // Two steps of 8 positions at a time, regrouped in the quad so that lane t4 stores
         // positions 4 t4 .. 4 t4 + 3 of the 16, 8 bytes: a store instruction's 8 channels then
@@ -374,8 +422,12 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
             v[e] = epilogue::value<Spec>(acc[mb][4 * (j + (e >> 1)) + 2 * (h & 1) + (e & 1)], bk, p);
           }
           const int count = ok ? (PARTIAL ? min(4, positions - mine) : 4) : 0;
-          store_four<Out, PARTIAL>(out + line + mine, finish_quad<Spec, PARTIAL>(v, t4, lane, line + mine, count, p),
-                                   count);
+          const uint2 packed = finish_quad<Spec, PARTIAL>(v, t4, lane, line + mine, count, p);
+          if constexpr (HALO == 0) {
+            store_four<Out, PARTIAL>(out + line + mine, packed, count);
+          } else {
+            store_four_rows(out + line, packed, mine, count, static_cast<int>(p.ow), HALO);
+          }
         }
       } else {
         if (!inside) continue;
@@ -383,8 +435,17 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
         for (int j = 0; j < BN / 8; ++j) {
           const int pos = p0 + 8 * j + 2 * t4;
           if (pos >= positions) continue;
-          const long long at = line + pos;
           const bool second = !PARTIAL || pos + 1 < positions;
+          if constexpr (HALO != 0) {
+            store_float_rows(out + line, epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], bk, 0.f, p), pos,
+                             static_cast<int>(p.ow), HALO);
+            if (second) {
+              store_float_rows(out + line, epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1) + 1], bk, 0.f, p),
+                               pos + 1, static_cast<int>(p.ow), HALO);
+            }
+            continue;
+          }
+          const long long at = line + pos;
           const float r0 = epilogue::residual<Spec, float>(at, true, p);
           const float r1 = epilogue::residual<Spec, float>(at + 1, second, p);
           const float v0 = epilogue::apply_read<Spec>(acc[mb][4 * j + 2 * (h & 1)], bk, r0, p);
@@ -507,13 +568,15 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
-  constexpr int E = sizeof(T), BM = Spec::bm, BN = Spec::bn, STAGE = stage_bytes(BM, BN, E);
+  constexpr int E = sizeof(T), BM = Spec::bm, BN = Spec::bn, STAGE = Schedule<Spec>::STAGE;
+  constexpr int ROW_TAPS = Schedule<Spec>::ROW_TAPS, HALO = Schedule<Spec>::HALO;
   constexpr int MB = BN / 128;  // m64 blocks of rows a warpgroup
   static_assert(BN == 128 || BN == 256, "two warpgroups of one or two m64 blocks of rows");
   static_assert(MB * BM / 2 <= 128, "at most 128 accumulators a thread");
   static_assert(Spec::split == 0, "NDHWC tiles are shared by the warpgroups");
+  static_assert(HALO == 0 || Spec::residual == 0, "row boxes without a residual");
   const Schedule<Spec> w(p);
-  const int rows = w.positions;  // N·D·H·W
+  const int rows = w.positions;  // N·D·H·W (with row boxes, rows of OW + HALO)
   const long long k_total = p.k;
   const int k_out = static_cast<int>(p.k);
   const int wg = warp >> 2, g = lane >> 2, t4 = lane & 3;
@@ -532,19 +595,22 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
       unsigned parity;
       const int s = w.stage_at(use++, 0, parity);
       tma::wait(ring.full + s, parity);
-      const unsigned b = ring.base + static_cast<unsigned>(s * STAGE);  // the weight's BM rows
-      const unsigned a = b + static_cast<unsigned>((BM + wg * 64 * MB) * 128);  // this warpgroup's rows
+      const unsigned b = ring.base + static_cast<unsigned>(s * STAGE);  // the weight's BM rows (a tap's)
+      const unsigned a = b + static_cast<unsigned>((ROW_TAPS * BM + wg * 64 * MB) * 128);  // this warpgroup's rows
       wgmma::fence();
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {  // k steps of 32 bytes: 16 halves or 8 floats
+      for (int i = 0; i < ROW_TAPS; ++i) {  // the chunk's taps: tap i's weight box, the rows i·DW further
 #pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-          const unsigned long long da = wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j);
-          const unsigned long long db = wgmma::descriptor_sw128(b + 32 * j);
-          if constexpr (E == 2) {
-            wgmma::mma_half<BM, kIsBf16<T>, false, false>(acc[mb], da, db, q > 0 || j > 0);
-          } else {
-            wgmma::mma_tf32<BM>(acc[mb], da, db, q > 0 || j > 0);
+        for (int j = 0; j < 4; ++j) {  // k steps of 32 bytes: 16 halves or 8 floats
+#pragma unroll
+          for (int mb = 0; mb < MB; ++mb) {
+            const unsigned long long da = wgmma::descriptor_sw128(a + (i * Spec::dw + mb * 64) * 128 + 32 * j);
+            const unsigned long long db = wgmma::descriptor_sw128(b + i * BM * 128 + 32 * j);
+            if constexpr (E == 2) {
+              wgmma::mma_half<BM, kIsBf16<T>, false, false>(acc[mb], da, db, q > 0 || i > 0 || j > 0);
+            } else {
+              wgmma::mma_tf32<BM>(acc[mb], da, db, q > 0 || i > 0 || j > 0);
+            }
           }
         }
       }
@@ -557,8 +623,13 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
 #pragma unroll
     for (int h = 0; h < 2 * MB; ++h) {
       const int mb = h >> 1;
-      const int row = p0 + wg * 64 * MB + 64 * mb + 16 * (warp & 3) + g + 8 * (h & 1);
-      const bool inside = row < rows;
+      int row = p0 + wg * 64 * MB + 64 * mb + 16 * (warp & 3) + g + 8 * (h & 1);
+      bool inside = row < rows;
+      if constexpr (HALO != 0) {  // the output row of a row of OW + HALO, none in its last HALO
+        const int width = static_cast<int>(p.ow) + HALO, r = row / width, x = row - r * width;
+        inside = inside && x < p.ow;
+        row = r * static_cast<int>(p.ow) + x;
+      }
       const long long line = static_cast<long long>(row) * k_total + static_cast<long long>(kt) * BM;
       if constexpr (sizeof(Out) == 2) {
         // Two steps of 8 channels at a time, regrouped in the quad: lane t4 stores channels
@@ -608,7 +679,7 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
           ConvParams p, const __grid_constant__ TensorMap weight_map, const __grid_constant__ TensorMap input_map) {
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
-  constexpr int STAGES = Spec::stages, STAGE = stage_bytes(Spec::bm, Spec::bn, sizeof(T));
+  constexpr int STAGES = Spec::stages, STAGE = gemm_sm90_detail::Schedule<Spec>::STAGE;
   static_assert(Spec::bm == 128 || Spec::bm == 256 || (Spec::bm == 64 && Spec::split != 0),
                 "tiles of 128 or 256 output channels, or 64 a warpgroup's whole tile");
   static_assert(STAGES >= 2 && STAGES <= kMaxStages, "a ring of 2 to kMaxStages stages");
@@ -616,6 +687,8 @@ gemm_sm90(const typename Spec::element* __restrict__ in, const typename Spec::el
                 "im2col boxes: 16-bit inputs (NCDHW ones' channels-last copies), whole 64-row boxes, zero padding");
   static_assert(Spec::im2col != 0 || (Spec::kd * Spec::kh * Spec::kw == 1 && Spec::sd * Spec::sh * Spec::sw == 1),
                 "tiled boxes: a 1 x 1 x 1 window, unit strides");
+  static_assert(Spec::rowbox == 0 || (Spec::im2col != 0 && Spec::sw == 1 && Spec::kw > 1),
+                "row boxes: im2col boxes, unit stride along W, a kernel row of two taps or more");
 
   extern __shared__ uint4 shared_gemm_ring[];
   const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared_gemm_ring));

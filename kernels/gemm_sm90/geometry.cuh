@@ -23,15 +23,22 @@ inline constexpr int kMaxStages = 8;
 CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn, int element_bytes) {
   return (bn + row_elements(element_bytes) - 1) / row_elements(element_bytes);
 }
-/// Bytes of a stage: BM weight rows (a tile's output channels) and the input's boxes (a chunk's
-/// channels, one row each), 128 bytes a row.
-CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int element_bytes) {
-  return (bm + boxes(bn, element_bytes) * row_elements(element_bytes)) * 128;
+/// Input rows a stage holds: the tile's BN positions in whole boxes, and with the im2col form's
+/// row boxes `halo` = (KW - 1)·DW window origins more, which the kernel row's other taps reach.
+CONV3DJIT_HOST_DEVICE constexpr int input_rows(int bn, int element_bytes, int halo) {
+  return boxes(bn, element_bytes) * row_elements(element_bytes) + halo;
+}
+/// Bytes of a stage: `taps` boxes of BM weight rows (a tile's output channels; KW with row boxes)
+/// and the input's rows (a chunk's channels, one row each), 128 bytes a row, in whole 8-row groups
+/// (each stage on the swizzle's 1024 bytes).
+CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int element_bytes, int taps = 1, int halo = 0) {
+  return (taps * bm + (input_rows(bn, element_bytes, halo) + 7) / 8 * 8) * 128;
 }
 /// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, a
 /// full and an empty mbarrier a stage, and the producer's im2col tile origin (4 ints).
-CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int element_bytes) {
-  return stages * stage_bytes(bm, bn, element_bytes) + 1024 + 16 * kMaxStages + 16;
+CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int element_bytes, int taps = 1,
+                                                 int halo = 0) {
+  return stages * stage_bytes(bm, bn, element_bytes, taps, halo) + 1024 + 16 * kMaxStages + 16;
 }
 
 }  // namespace conv3djit::gemm_sm90_geometry

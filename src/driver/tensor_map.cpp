@@ -73,14 +73,14 @@ CUtensorMap encode_channel_runs(CUtensorMapDataType type, const void* base, long
 }
 
 CUtensorMap encode_input_im2col(CUtensorMapDataType type, const void* input, const ConvParams& p, unsigned channels,
-                                unsigned pixels, CUtensorMapSwizzle swizzle) {
+                                unsigned pixels, CUtensorMapSwizzle swizzle, int halo_w) {
   const cuuint64_t dims[5] = {static_cast<cuuint64_t>(p.c), static_cast<cuuint64_t>(p.w), static_cast<cuuint64_t>(p.h),
                               static_cast<cuuint64_t>(p.d), static_cast<cuuint64_t>(p.n)};
   cuuint64_t strides[4];
   strides[0] = dims[0] * map_element_bytes(type);
   for (int i = 1; i < 4; ++i) strides[i] = strides[i - 1] * dims[i];
   const int lower[3] = {-p.pad_w, -p.pad_h, -p.pad_d};
-  const int upper[3] = {static_cast<int>(im2col::upper(p.ow, p.sw, p.pad_w, p.w)),
+  const int upper[3] = {static_cast<int>(im2col::upper(p.ow + halo_w, p.sw, p.pad_w, p.w)),
                         static_cast<int>(im2col::upper(p.oh, p.sh, p.pad_h, p.h)),
                         static_cast<int>(im2col::upper(p.od, p.sd, p.pad_d, p.d))};
   const cuuint32_t element_strides[5] = {1, static_cast<cuuint32_t>(p.sw), static_cast<cuuint32_t>(p.sh),

@@ -50,10 +50,11 @@ CUtensorMap encode_channel_runs(CUtensorMapDataType type, const void* base, long
 /// A layer's NDHWC input (`p`'s extents, 16-byte aligned rows of C channels) read in im2col mode:
 /// `pixels` consecutive window origins a copy (walked W, H, D, N by the layer's strides inside
 /// the bounding box of its window origins: common/im2col.cuh), `channels` channels of each from
-/// the copy's channel, out-of-bounds elements zero (the zero padding). Throws Error(DriverError)
-/// if the driver refuses the map.
+/// the copy's channel, out-of-bounds elements zero (the zero padding). `halo_w` more window origins
+/// a row along W than the output has (row boxes, unit stride along W: common/im2col.cuh). Throws
+/// Error(DriverError) if the driver refuses the map.
 CUtensorMap encode_input_im2col(CUtensorMapDataType type, const void* input, const ConvParams& p, unsigned channels,
-                                unsigned pixels, CUtensorMapSwizzle swizzle);
+                                unsigned pixels, CUtensorMapSwizzle swizzle, int halo_w = 0);
 
 /// The last map a thread encoded for one role: reused while the tensor's address, the kernel key
 /// and the values it was made from (extents, padding) stay the same.

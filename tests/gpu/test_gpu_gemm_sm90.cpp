@@ -184,6 +184,15 @@ std::vector<Case> windowed_cases() {
   out.push_back({"gemm_sm90:bm=64,bn=128,split=1", ncdhw(others[0]), "gemm_sm90"});
   out.push_back({"gemm_sm90:bm=64,bn=256,split=1",
                  typed(make(2, 32, {6, 10, 12}, 64, {3, 3, 3}, 1, 1), DataType::BFloat16, false), "gemm_sm90"});
+  // Row boxes (a kernel row's taps on one box, rows of OW + (KW - 1)·DW whose overhang the stores
+  // drop; OW = 11 and 9 end runs of four mid-row): both layouts, dilation 2, causal and per-side
+  // padding, float32 outputs, every tile shape.
+  out.push_back({"gemm_sm90:bm=128,bn=256,rowbox=1", plain, "gemm_sm90"});
+  for (const int i : {1, 2, 3}) out.push_back({"gemm_sm90:bm=128,bn=128,rowbox=1", others[i], "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=192,split=1,rowbox=1", ncdhw(plain), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=256,rowbox=1", ncdhw(others[3]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=128,split=1,rowbox=1", ncdhw(others[1]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=128,split=1,rowbox=1", ncdhw(others[2]), "gemm_sm90"});
   return out;
 }
 

@@ -287,6 +287,48 @@ TEST_CASE("gemm_sm90: NDHWC bf16 / fp16 layers of any window through im2col boxe
   }
 }
 
+TEST_CASE("gemm_sm90: row boxes, a kernel row's taps on one im2col box") {
+  Conv3dDesc d = typed(test::make(2, 72, {5, 9, 11}, 100, {3, 3, 3}, 1, 1, {1, 1, 2}, 1, true));
+  d.layout = Layout::NDHWC;
+  const detail::Plan p = plan_of(d, "gemm_sm90:bm=128,bn=256,rowbox=1");
+  CHECK(p.key.field("rowbox") == 1);
+  // A stage: 3 weight boxes of 128 rows and 256 + (3 - 1)·2 input rows (in whole 8-row groups).
+  CHECK(p.key.field("stages") == 2);
+  CHECK(p.shared_bytes == 2 * (3 * 128 + 264) * 128 + 1024 + 16 * 8 + 16);
+  // Output rows of OW + (3 - 1)·2 = 9 + 4: 2 x 5 x 9 x 13 positions, 5 tiles of 256.
+  CHECK(p.grid == 5u);
+  CHECK(plan_of(d, "gemm_sm90:bm=128,bn=256").key.field("rowbox") == 0);  // the default
+  Conv3dDesc ncdhw = d;
+  ncdhw.layout = Layout::NCDHW;
+  CHECK(plan_of(ncdhw, "gemm_sm90:bm=64,bn=192,split=1,rowbox=1").key.field("stages") == 4);
+  // Refused: a stride along W (tap kw's origins are no rows of the box), a residual (its reads are
+  // not mapped past the overhang), a kernel row of one tap, a 7-tap row whose weight boxes leave no
+  // room for two stages.
+  Conv3dDesc strided = d;
+  strided.stride = {1, 1, 2};
+  Conv3dDesc residual = d;
+  residual.epilogue.residual = true;
+  Conv3dDesc temporal = typed(test::make(1, 96, {3, 20, 24}, 192, {3, 1, 1}, 1, Dims3{1, 0, 0}, 1, 1, true));
+  temporal.layout = Layout::NDHWC;
+  Conv3dDesc wide = typed(test::make(2, 64, {16, 56, 56}, 64, {3, 1, 7}, 1, Dims3{1, 0, 3}));
+  for (const Conv3dDesc& bad : {strided, residual, temporal}) {
+    DYNAMIC_SECTION(describe(bad)) { CHECK_THROWS_AS(plan_of(bad, "gemm_sm90:bm=128,bn=128,rowbox=1"), Error); }
+  }
+  CHECK_THROWS_AS(plan_of(wide, "gemm_sm90:bm=64,bn=128,split=1,rowbox=1"), Error);
+  // Both layouts and output types, the heaviest epilogue without a residual (the tanh GELU, scaled).
+  for (const char* forced : {"gemm_sm90:bm=128,bn=256,rowbox=1", "gemm_sm90:bm=64,bn=192,split=1,rowbox=1",
+                             "gemm_sm90:bm=128,bn=128,rowbox=1"}) {
+    for (const bool fp32_output : {false, true}) {
+      // (C = 32 for float32 outputs: at most 1024 terms.)
+      Conv3dDesc c = typed(test::make(2, fp32_output ? 32 : 72, {5, 9, 11}, 100, {3, 3, 3}, 1, 1, {1, 1, 2}, 1, true),
+                           fp32_output ? DataType::Float16 : DataType::BFloat16, fp32_output);
+      c.layout = std::string(forced).find("split") != std::string::npos ? Layout::NCDHW : Layout::NDHWC;
+      c.epilogue = test::epilogue_cases()[4];
+      DYNAMIC_SECTION(forced << " " << describe(c)) { check_compiles_clean(c, forced, "gemm_sm90 "); }
+    }
+  }
+}
+
 TEST_CASE("gemm_sm90: float32 layers in the tf32 class, forced or tuned") {
   Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
   d.precision = Precision::Tf32;

@@ -30,10 +30,10 @@ namespace {
 namespace geo = gemm_sm90_geometry;
 
 struct GemmConfig {
-  int bm, bn, stages, split = 0, im2col = 0;
+  int bm, bn, stages, split = 0, im2col = 0, rowbox = 0;
 };
 
-const ConfigTable<GemmConfig, 5> kTable{{{
+const ConfigTable<GemmConfig, 6> kTable{{{
     {{"bm", FieldRole::Chosen, "output channels a tile: 128 or 256 (64 or 128 a consumer warpgroup)"}, &GemmConfig::bm},
     {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256 (tf32: 128)"}, &GemmConfig::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
@@ -47,6 +47,10 @@ const ConfigTable<GemmConfig, 5> kTable{{{
       "dilation, zero padding); 0: tiled boxes of a GEMM (1 x 1 x 1, unit strides, no padding) (default: 0 where "
       "the layer is a GEMM)"},
      &GemmConfig::im2col},
+    {{"rowbox", FieldRole::Optional,
+      "1: one im2col box a kernel row, its KW taps reading it 0, DW, 2·DW ... rows further (unit stride along W, "
+      "no residual; output rows counted OW + (KW - 1)·DW wide); 0: one box a tap (default 0)"},
+     &GemmConfig::rowbox},
 }}};
 
 bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32; }
@@ -75,6 +79,26 @@ int default_im2col(const Problem& prob) { return tiled_possible(prob) ? 0 : 1; }
 // the channels-last copy an NCDHW layer's im2col boxes read.
 bool reads_caller_input(const Problem& prob, const GemmConfig& c) { return is_ndhwc(prob) || c.im2col == 0; }
 
+// Row boxes (config field rowbox): a chunk's weight boxes (KW), and the window origins its input box
+// holds past the tile's (the kernel row's reach, (KW - 1)·DW), which each output row gains too.
+int row_taps(const Problem& prob, const GemmConfig& c) { return c.rowbox == 1 ? static_cast<int>(prob.desc.kernel.w) : 1; }
+int halo(const Problem& prob, const GemmConfig& c) {
+  return c.rowbox == 1 ? static_cast<int>((prob.desc.kernel.w - 1) * prob.desc.dilation.w) : 0;
+}
+// Whether a layer can take row boxes: im2col boxes, a kernel row of two taps or more, unit stride
+// along W (so that tap kw's origins are the box's rows kw·DW further), the wider rows' corner in
+// range, and no residual (the stores drop each row's overhang; a residual's reads are not mapped).
+bool rowbox_possible(const Problem& prob) {
+  const ConvParams p = make_params(prob);
+  const int extra = static_cast<int>((prob.desc.kernel.w - 1) * prob.desc.dilation.w);
+  const long long rows = p.od * p.oh * (p.ow + extra) * (is_ndhwc(prob) ? p.n : 1);  // the kernel's (int) count
+  return prob.desc.kernel.w > 1 && prob.desc.stride.w == 1 && !prob.desc.epilogue.residual &&
+         im2col::corner_fits(im2col::upper(p.ow + extra, 1, p.pad_w, p.w)) && rows < (int64_t{1} << 31) - 256;
+}
+int shared_bytes(const Problem& prob, const GemmConfig& c, int stages) {
+  return geo::shared_bytes(c.bm, c.bn, stages, element_bytes(prob), row_taps(prob, c), halo(prob, c));
+}
+
 // Windowed layers the planner gives to the im2col form rather than igemm_sm90_half: where its
 // 128 x 256 tiles ran 1.05-1.32x it on an H100 (docs/kernels/gemm_sm90.md, "Windows through im2col
 // boxes"). NDHWC: output channels whole 128-channel tiles (up to 512, as measured) and at least 4
@@ -102,16 +126,17 @@ const std::vector<int>& widths(const Problem& prob) {
 // for choosing its width.
 constexpr long long kTileOverhead = 16;
 
-// NDHWC: the batch's output positions are one run of rows.
+// NDHWC: the batch's output positions are one run of rows. Row boxes count OW + (KW - 1)·DW a row.
 long long tiles(const Problem& prob, const GemmConfig& c) {
-  if (is_ndhwc(prob)) return ceil_div(prob.desc.k, c.bm) * ceil_div(out_positions(prob) * prob.desc.n, c.bn);
-  return ceil_div(prob.desc.k, c.bm) * ceil_div(out_positions(prob), c.bn) * prob.desc.n;
+  const long long positions = out_positions(prob) / prob.out.w * (prob.out.w + halo(prob, c));
+  if (is_ndhwc(prob)) return ceil_div(prob.desc.k, c.bm) * ceil_div(positions * prob.desc.n, c.bn);
+  return ceil_div(prob.desc.k, c.bm) * ceil_div(positions, c.bn) * prob.desc.n;
 }
 
 // Split rings are two halves of at least two stages: an even count.
 int most_stages(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) {
   int stages = geo::kMaxStages;
-  while (stages > 2 && (geo::shared_bytes(c.bm, c.bn, stages, element_bytes(prob)) > limits.max_smem_per_block_optin ||
+  while (stages > 2 && (shared_bytes(prob, c, stages) > limits.max_smem_per_block_optin ||
                         (c.split == 1 && stages % 2 != 0))) {
     --stages;
   }
@@ -148,13 +173,13 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) 
       std::find(list.begin(), list.end(), c.bn) != list.end() && (c.split == 0 || !(is_tf32(prob) || is_ndhwc(prob)));
   // im2col 1 wherever its boxes can serve (whole boxes of 64 rows), 0 only for a GEMM.
   const bool boxes = c.im2col == 1 ? im2col_possible(prob) && c.bn % 64 == 0 : c.im2col == 0 && tiled_possible(prob);
+  const bool rowbox = c.rowbox == 0 || (c.rowbox == 1 && c.im2col == 1 && rowbox_possible(prob));
   // BM 64: a split warpgroup's whole tile of one m64 block, NCDHW 16-bit im2col layers.
   const bool one_block = c.bm == 64 && c.split == 1 && c.im2col == 1;
-  return boxes && (c.bm == 128 || c.bm == 256 || one_block) &&
+  return boxes && rowbox && (c.bm == 128 || c.bm == 256 || one_block) &&
          (c.split == 0 || (c.split == 1 && (c.bm == 128 || one_block))) && width &&
          registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
-         c.stages <= geo::kMaxStages &&
-         geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)) <= limits.max_smem_per_block_optin;
+         c.stages <= geo::kMaxStages && shared_bytes(prob, c, c.stages) <= limits.max_smem_per_block_optin;
 }
 
 class GemmSm90Family final : public Family {
@@ -277,7 +302,8 @@ class GemmSm90Family final : public Family {
                     "128; NDHWC: 128 or 256, 128 with BM 256, BM 128 for 16-bit outputs with a residual; neither "
                     "splits), 2 to 8 stages within the block's shared memory (an even "
                     "number from 4 with split 1), split 0 or 1 (1 with BM 128), im2col 0 for a GEMM or 1 for an "
-                    "NDHWC bf16 / fp16 layer");
+                    "NDHWC bf16 / fp16 layer, rowbox 1 with im2col boxes for a kernel row of two taps or more, unit "
+                    "stride along W and no residual");
     }
     return plan(prob, limits, c);
   }
@@ -298,8 +324,10 @@ class GemmSm90Family final : public Family {
       return encode_matrix_rows(type, weight, p.k, terms, static_cast<unsigned>(c.bm), row, CU_TENSOR_MAP_SWIZZLE_128B);
     });
     *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
-      if (c.im2col == 1) {  // BN window origins a box, a chunk's channels each
-        return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn), CU_TENSOR_MAP_SWIZZLE_128B);
+      if (c.im2col == 1) {  // BN window origins a box (and a kernel row's reach more), a chunk's channels each
+        const int extra = c.rowbox == 1 ? (p.kw - 1) * p.dw : 0;
+        return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn + extra), CU_TENSOR_MAP_SWIZZLE_128B,
+                                   extra);
       }
       if (plan.key.layout == Layout::NDHWC) {  // rows of C channels, BN rows a box
         return encode_matrix_rows(type, input, p.n * p.d * p.h * p.w, p.c,
@@ -345,8 +373,7 @@ class GemmSm90Family final : public Family {
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, GemmConfig c) const {
     if (c.stages == 0) c.stages = most_stages(prob, limits, c);
-    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads,
-                         geo::shared_bytes(c.bm, c.bn, c.stages, element_bytes(prob)));
+    Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads, shared_bytes(prob, c, c.stages));
     plan.grid = checked_grid(std::min<long long>(tiles(prob, c), limits.sm_count), *this);
     plan.weight_map = true;
     // NCDHW layers through im2col boxes read channels-last copies: of the input every call, and of
