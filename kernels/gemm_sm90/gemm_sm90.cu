@@ -101,7 +101,8 @@ __device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
 // Row boxes (Schedule::HALO > 0) count output positions along rows of OW + HALO: position v of an
 // image is output (v / (OW + HALO), v % (OW + HALO)) of its OD·OH rows of OW, or none in a row's
 // last HALO. The first `count` of four 16-bit outputs from v (packed pairs w) at their places in
-// `image`: one store_four where the four are one row's, else one at a time.
+// `image`: one store_four where the four are one row's, else one at a time (a rolled loop: unrolled
+// in each of the epilogue's unrolled steps, the rare case doubled the compile).
 template <class Out>
 __device__ __forceinline__ void store_four_rows(Out* image, uint2 w, int v, int count, int ow, int halo) {
   const int width = ow + halo, r = v / width, x = v - r * width;
@@ -109,12 +110,11 @@ __device__ __forceinline__ void store_four_rows(Out* image, uint2 w, int v, int 
     store_four<Out, true>(image + static_cast<long long>(r) * ow + x, w, 4);
     return;
   }
-  const unsigned bits[4] = {w.x & 0xffffu, w.x >> 16, w.y & 0xffffu, w.y >> 16};
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    int re = r, xe = x + e;
-    while (xe >= width) xe -= width, ++re;
-    if (e < count && xe < ow) image[static_cast<long long>(re) * ow + xe].bits = static_cast<unsigned short>(bits[e]);
+#pragma unroll 1
+  for (int e = 0; e < count; ++e) {
+    const int re = (v + e) / width, xe = v + e - re * width;
+    const unsigned word = e < 2 ? w.x : w.y;
+    if (xe < ow) image[static_cast<long long>(re) * ow + xe].bits = static_cast<unsigned short>(word >> (16 * (e & 1)));
   }
 }
 // The same for one float32 output.
