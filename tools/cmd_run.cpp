@@ -80,8 +80,24 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
   if (manifest && !options.timing.json) {
     fmt::print("{:<{}}  {:>10}  {:>10}  {:>8}  {}\n", "NAME", width, "MEDIAN_MS", "MIN_MS", "TFLOP/S", "KERNEL");
   }
+  bool refused = false;
   for (const NamedDesc& d : descs) {
-    const Timing t = time_shape(engine, d.desc, options.timing, options.input_offset);
+    Timing t;
+    try {
+      t = time_shape(engine, d.desc, options.timing, options.input_offset);
+    } catch (const Error& e) {
+      // A manifest's other shapes still run (a forced configuration may refuse some of them); the
+      // exit status tells.
+      if (!manifest || e.category() == ErrorCategory::NoDevice) throw;
+      refused = true;
+      if (options.timing.json) {
+        fmt::print("{}\n", nlohmann::json{{"name", d.name}, {"error", e.what()}}.dump());
+      } else {
+        fmt::print("{:<{}}  not run: {}\n", d.name, width, e.what());
+      }
+      std::fflush(stdout);
+      continue;
+    }
     if (options.timing.json) {  // one object a shape (JSON lines)
       const nlohmann::json out = {{"name", d.name},           {"kernel", t.kernel},
                                   {"dtype", dtype_name(d.desc.dtype)},
@@ -108,7 +124,7 @@ int run_run(const RunOptions& options, const GlobalOptions& global) {
     }
     std::fflush(stdout);
   }
-  return kExitOk;
+  return refused ? kExitFailed : kExitOk;
 }
 
 }  // namespace

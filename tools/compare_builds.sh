@@ -67,8 +67,9 @@ for ((r = 1; r <= rounds; ++r)); do
     tree=${columns[$i]%%|*} config=${columns[$i]#*|}
     forced=()
     [[ $config != planner ]] && forced=(--config "$config")
+    # (A shape a forced configuration refuses is a line with its error: that cell shows n/a.)
     CONV3DJIT_CACHE_DIR="$tree/$build/cache" "$tree/$build/tools/conv3djit" run \
-      --manifest "$manifest" --json "${forced[@]}" "${run_flags[@]}" >"$out/round$r-build$i.jsonl"
+      --manifest "$manifest" --json "${forced[@]}" "${run_flags[@]}" >"$out/round$r-build$i.jsonl" || true
   done
 done
 
@@ -84,19 +85,24 @@ for r in range(1, rounds + 1):
             row = json.loads(line)
             if row["name"] not in names:
                 names.append(row["name"])
-            times.setdefault((b, row["name"]), []).append(row["median_ms"])
+            if "median_ms" in row:
+                times.setdefault((b, row["name"]), []).append(row["median_ms"])
 labels = [f"{b}:{os.path.basename(c.split('|')[0])}" + ("" if c.endswith("|planner") else ":" + c.split("|", 1)[1])
           for b, c in enumerate(columns)]
 width = max(len(n) for n in names + ["NAME"])
 print(f"{'NAME':<{width}}  " + "  ".join(f"{l[-18:]:>18}" for l in labels))
 for n in names:
-    base = statistics.median(times[(0, n)])
+    base = statistics.median(times[(0, n)]) if (0, n) in times else None
     cells = []
     for b in range(len(trees)):
+        if (b, n) not in times:
+            cells.append("n/a")
+            continue
         ms = statistics.median(times[(b, n)])
-        cells.append(f"{ms:9.4f}" + ("" if b == 0 else f" x{base / ms:5.3f}").rjust(9))
+        cells.append(f"{ms:9.4f}" + ("" if b == 0 or base is None else f" x{base / ms:5.3f}").rjust(9))
     print(f"{n:<{width}}  " + "  ".join(f"{c:>18}" for c in cells))
-print(f"(medians over {rounds} round(s) of `conv3djit run` medians, ms; xR = column 0's time / this column's)")
+print(f"(medians over {rounds} round(s) of `conv3djit run` medians, ms; xR = column 0's time / this column's;"
+      " n/a: the configuration refused the shape)")
 for l in labels:
     print(l)
 PY
