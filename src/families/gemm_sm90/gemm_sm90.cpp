@@ -260,23 +260,18 @@ class GemmSm90Family final : public Family {
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
-    // The heuristic's choice and its row-box twin, each shape's best width (with row boxes too),
-    // then the other widths.
+    // The heuristic's choice, each shape's best width, then the other widths.
     const GemmConfig first = heuristic_config(prob);
     const int bm = first.bm, im2col = first.im2col;
-    auto add = [&](GemmConfig c) {
-      c.im2col = im2col;
-      c.stages = most_stages(prob, limits, c);
-      if (fits(prob, limits, c)) {
-        c.stages = 0;
-        plans.push_back(plan(prob, limits, c));
+    auto add = [&](const GemmConfig& c) {
+      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, c), c.split, im2col})) {
+        plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col}));
       }
     };
     add(first);
-    add({first.bm, first.bn, 0, first.split, im2col, 1});
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1},
                                 GemmConfig{64, 0, 0, 1}}) {
-      for (const int rowbox : {0, 1}) add({c.bm, best_width(prob, c.bm, c.split), 0, c.split, im2col, rowbox});
+      add({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
     }
     for (const int split : {0, 1}) {
       for (const int bm : {128, 256, 64}) {
