@@ -82,15 +82,17 @@ esac
 case $what in windowed)
   # gemm_sm90's tests (its im2col form among them), then bench/windowed_ndhwc.jsonl and
   # bench/windowed_ncdhw.jsonl on the planner's kernels against gemm_sm90's im2col form in its
-  # tiles, in alternating rounds of one build; then the layers the planner gives that form
-  # (bench/im2col_planner.jsonl) against cuDNN.
+  # tiles, with and without row boxes (n/a where a tile refuses the layer), in alternating rounds
+  # of one build; then the layers the planner gives that form (bench/im2col_planner.jsonl) against
+  # cuDNN.
   ctest --test-dir $build -R gemm_sm90 --output-on-failure 2>&1 | tee "$out/gemm_tests.log" | grep -E "tests passed|Failed|\*\*\*"
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_windowed" -c planner \
-    -c gemm_sm90:bm=128,bn=256 -c gemm_sm90:bm=256,bn=128 -c gemm_sm90:bm=128,bn=128 bench/windowed_ndhwc.jsonl . \
-    -- --iters 30 | tee "$out/windowed_compare.txt"
+    -c gemm_sm90:bm=128,bn=256 -c gemm_sm90:bm=128,bn=256,rowbox=1 -c gemm_sm90:bm=256,bn=128 \
+    -c gemm_sm90:bm=128,bn=128,rowbox=1 bench/windowed_ndhwc.jsonl . -- --iters 30 | tee "$out/windowed_compare.txt"
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_windowed_ncdhw" -c planner \
-    -c gemm_sm90:bm=128,bn=256 -c gemm_sm90:bm=64,bn=256,split=1 -c gemm_sm90:bm=128,bn=128,split=1 \
-    bench/windowed_ncdhw.jsonl . -- --iters 30 | tee "$out/windowed_ncdhw_compare.txt"
+    -c gemm_sm90:bm=128,bn=256 -c gemm_sm90:bm=128,bn=256,rowbox=1 -c gemm_sm90:bm=64,bn=192,split=1 \
+    -c gemm_sm90:bm=64,bn=192,split=1,rowbox=1 bench/windowed_ncdhw.jsonl . -- --iters 30 |
+    tee "$out/windowed_ncdhw_compare.txt"
   bench_manifest bench/im2col_planner.jsonl im2col_planner
 esac
 case $what in suites)
