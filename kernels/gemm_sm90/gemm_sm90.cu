@@ -106,21 +106,21 @@ __device__ __forceinline__ void store_four(Out* dst, uint2 w, int count) {
 template <class Out>
 __device__ __forceinline__ void store_four_rows(Out* image, uint2 w, int v, int count, int ow, int halo) {
   const int width = ow + halo, r = v / width, x = v - r * width;
-  if (count == 4 && x + 4 <= ow) {
+  if (count == 4 && x + 4 <= ow) {  // (row_box_output of the four: one row's, consecutive)
     store_four<Out, true>(image + static_cast<long long>(r) * ow + x, w, 4);
     return;
   }
 #pragma unroll 1
   for (int e = 0; e < count; ++e) {
-    const int re = (v + e) / width, xe = v + e - re * width;
+    const long long at = gemm_sm90_geometry::row_box_output(v + e, ow, halo);
     const unsigned word = e < 2 ? w.x : w.y;
-    if (xe < ow) image[static_cast<long long>(re) * ow + xe].bits = static_cast<unsigned short>(word >> (16 * (e & 1)));
+    if (at >= 0) image[at].bits = static_cast<unsigned short>(word >> (16 * (e & 1)));
   }
 }
 // The same for one float32 output.
 __device__ __forceinline__ void store_float_rows(float* image, float value, int v, int ow, int halo) {
-  const int width = ow + halo, r = v / width, x = v - r * width;
-  if (x < ow) image[static_cast<long long>(r) * ow + x] = value;
+  const long long at = gemm_sm90_geometry::row_box_output(v, ow, halo);
+  if (at >= 0) image[at] = value;
 }
 
 // A block's walk over the tiles, worked out by each side after its setmaxnreg (values live across
@@ -626,9 +626,9 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
       int row = p0 + wg * 64 * MB + 64 * mb + 16 * (warp & 3) + g + 8 * (h & 1);
       bool inside = row < rows;
       if constexpr (HALO != 0) {  // the output row of a row of OW + HALO, none in its last HALO
-        const int width = static_cast<int>(p.ow) + HALO, r = row / width, x = row - r * width;
-        inside = inside && x < p.ow;
-        row = r * static_cast<int>(p.ow) + x;
+        const long long output = gemm_sm90_geometry::row_box_output(row, static_cast<int>(p.ow), HALO);
+        inside = inside && output >= 0;
+        row = static_cast<int>(output);
       }
       const long long line = static_cast<long long>(row) * k_total + static_cast<long long>(kt) * BM;
       if constexpr (sizeof(Out) == 2) {

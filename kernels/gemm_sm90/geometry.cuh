@@ -28,6 +28,13 @@ CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn, int element_bytes) {
 CONV3DJIT_HOST_DEVICE constexpr int input_rows(int bn, int element_bytes, int halo) {
   return boxes(bn, element_bytes) * row_elements(element_bytes) + halo;
 }
+/// Row boxes count an image's output positions along rows of OW + `halo` (the kernel row's reach
+/// past each row's last output): position v is output (v / (OW + halo))·OW + v % (OW + halo) of the
+/// image's OD·OH·OW, or none (-1) in a row's last `halo`.
+CONV3DJIT_HOST_DEVICE constexpr long long row_box_output(int v, int ow, int halo) {
+  const int width = ow + halo, r = v / width, x = v - r * width;
+  return x < ow ? static_cast<long long>(r) * ow + x : -1;
+}
 /// Bytes of a stage: `taps` boxes of BM weight rows (a tile's output channels; KW with row boxes)
 /// and the input's rows (a chunk's channels, one row each), 128 bytes a row, in whole 8-row groups
 /// (each stage on the swizzle's 1024 bytes).

@@ -298,6 +298,19 @@ TEST_CASE("gemm_sm90: row boxes, a kernel row's taps on one im2col box") {
   // Output rows of OW + (3 - 1)·2 = 9 + 4: 2 x 5 x 9 x 13 positions, 5 tiles of 256.
   CHECK(p.grid == 5u);
   CHECK(plan_of(d, "gemm_sm90:bm=128,bn=256").key.field("rowbox") == 0);  // the default
+  // The stores' map of positions to outputs: every output once, in order, and each row's overhang none.
+  for (const int ow : {1, 9, 11, 58}) {
+    for (const int extra : {1, 2, 4, 6}) {
+      long long next = 0;
+      int wrong = 0;
+      for (int v = 0; v < 3 * (ow + extra); ++v) {
+        const long long output = gemm_sm90_geometry::row_box_output(v, ow, extra);
+        wrong += output != (v % (ow + extra) < ow ? next++ : -1);
+      }
+      CHECK(wrong == 0);
+      CHECK(next == 3 * ow);
+    }
+  }
   Conv3dDesc ncdhw = d;
   ncdhw.layout = Layout::NCDHW;
   CHECK(plan_of(ncdhw, "gemm_sm90:bm=64,bn=192,split=1,rowbox=1").key.field("stages") == 4);
