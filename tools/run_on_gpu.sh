@@ -69,11 +69,10 @@ case $what in pointwise)
     -c gemm_sm90:bm=128,bn=128 bench/pointwise_ndhwc.jsonl . -- --iters 30 | tee "$out/pointwise_ndhwc_compare.txt"
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_residual" -c planner -c gemm_sm90 \
     -c gemm_sm90:bm=128,bn=128 bench/pointwise_residual.jsonl . -- --iters 30 | tee "$out/pointwise_residual_compare.txt"
-  # split = 1 (one warpgroup's epilogue beside the other's products) on the NCDHW residual rows
-  # (NDHWC refuses it, and `run --manifest` stops at a refused row).
-  grep -v ndhwc bench/pointwise_residual.jsonl >"$out/residual_ncdhw.jsonl"
+  # split = 1 (one warpgroup's epilogue beside the other's products) on the residual rows (n/a on
+  # the NDHWC ones, which refuse it).
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_residual_split" -c planner \
-    -c gemm_sm90:bm=128,bn=112,split=1 -c gemm_sm90:bm=128,bn=128,split=1 "$out/residual_ncdhw.jsonl" . -- --iters 30 |
+    -c gemm_sm90:bm=128,bn=112,split=1 -c gemm_sm90:bm=128,bn=128,split=1 bench/pointwise_residual.jsonl . -- --iters 30 |
     tee "$out/pointwise_residual_split_compare.txt"
   bench_manifest bench/pointwise_half.jsonl pointwise
   BENCH_CONFIG=gemm_sm90 bench_manifest bench/pointwise_tf32.jsonl pointwise_tf32
