@@ -113,4 +113,17 @@ assert rows["depthwise_valid_tf32"]["passed"] and rows["depthwise_valid_tf32"]["
 assert out["passed"] == 1 and out["failed"] == len(rows) - 1, out
 assert all(row["error"] for row in out["rows"] if not row["passed"]), out' <<<"$out" ||
   fail "verify --manifest --config depthwise:...: not one pass and the rest reported as errors"
+# run --manifest with that configuration: the depthwise line timed, each other a line with its
+# error, every line in the manifest's order, exit 1.
+out=$(conv run --manifest "$manifest" --config depthwise:th=2,lanes=3,warps=1,odb=2 --warmup 0 --iters 2 --json)
+rc=$?
+echo "$out"
+((rc == 1)) || fail "run --manifest --config depthwise:... exited $rc, wanted 1"
+got=$(python3 -c 'import json, sys
+rows = [json.loads(line) for line in sys.stdin]
+timed = [row["name"] for row in rows if "median_ms" in row]
+assert timed == ["depthwise_valid_tf32"], rows
+assert all(row["error"] for row in rows if "median_ms" not in row), rows
+for row in rows: print(row["name"])' <<<"$out") || fail "run --manifest --config depthwise:...: not one timed line and errors"
+[[ "$got" == "$names" ]] || fail "run --manifest --config depthwise:... named $got, wanted $names"
 echo "ok"
