@@ -60,14 +60,14 @@ CUtensorMap encode_input_im2col(CUtensorMapDataType type, const void* input, con
 /// and the values it was made from (extents, padding) stay the same.
 struct LastTensorMap {
   const void* tensor = nullptr;
-  std::array<long long, 8> extents{};
+  std::array<long long, 12> extents{};
   SpecKey key;
   CUtensorMap map{};
 
   /// The remembered map, or make() anew (and remembered) when anything it depends on changed; a
   /// throw from make() leaves the old entry intact.
   template <class Make>
-  const CUtensorMap& get(const SpecKey& k, const void* t, const std::array<long long, 8>& ext, Make&& make) {
+  const CUtensorMap& get(const SpecKey& k, const void* t, const std::array<long long, 12>& ext, Make&& make) {
     if (tensor != t || key != k || ext != extents) {
       map = make();
       tensor = t;

@@ -276,6 +276,33 @@ TEST_CASE("gemm_sm90: windowed NDHWC inputs off 16 bytes run igemm_sm90_half, NC
   }
 }
 
+TEST_CASE("im2col boxes: the same input under another padding after W gets a map of its own") {
+  if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
+  // Both im2col families keep a thread's last input map while the tensor, key, input extents and
+  // padding before each axis stay; the padding after W moves the map's last window origin.
+  cli::Stream stream;
+  const Conv3dDesc a = windowed_cases().front().desc;  // NDHWC bf16, 3 x 3 x 3, padding 1
+  Conv3dDesc b = a;
+  b.padding = Padding::per_side({1, 1, 1}, {1, 1, 0});  // one output column fewer
+  for (const std::string config : {"gemm_sm90:128,128", "gemm_sm90:bm=128,bn=128,rowbox=1", "igemm_sm90_half"}) {
+    DYNAMIC_SECTION(config) {
+      Engine& engine = test::engine_for(config);
+      cli::ProblemData first(a, 5), second(b, 5);
+      REQUIRE(first.input == second.input);
+      engine.run(a, first.tensors(), stream.get());
+      Conv3dTensors tensors = second.tensors();
+      tensors.input = first.tensors().input;  // the tensor the layer before read
+      engine.run(b, tensors, stream.get());
+      stream.synchronize();
+      const std::vector<float> got = second.output();
+      const std::vector<double> ref = cli::reference_output(engine, b, second, stream, false);
+      const Comparison r = compare(got.data(), ref.data(), static_cast<int64_t>(got.size()), tolerance(b));
+      INFO(engine.kernel_for(b) << ": rel-L2 " << r.rel_l2 << ", non-finite " << r.non_finite);
+      CHECK(r.passed);
+    }
+  }
+}
+
 TEST_CASE("gemm_sm90: tiles mostly past the layer's channels") {
   if (!on_sm90()) return;  // gemm_sm90 needs compute capability 9.0
   test::check_cases(narrow_cases(), true);

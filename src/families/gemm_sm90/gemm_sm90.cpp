@@ -81,16 +81,15 @@ bool reads_caller_input(const Problem& prob, const GemmConfig& c) { return is_nd
 
 // Row boxes (config field rowbox): a chunk's weight boxes (KW), and the window origins its input box
 // holds past the tile's (the kernel row's reach, (KW - 1)·DW), which each output row gains too.
+int row_reach(const Problem& prob) { return static_cast<int>((prob.desc.kernel.w - 1) * prob.desc.dilation.w); }
 int row_taps(const Problem& prob, const GemmConfig& c) { return c.rowbox == 1 ? static_cast<int>(prob.desc.kernel.w) : 1; }
-int halo(const Problem& prob, const GemmConfig& c) {
-  return c.rowbox == 1 ? static_cast<int>((prob.desc.kernel.w - 1) * prob.desc.dilation.w) : 0;
-}
+int halo(const Problem& prob, const GemmConfig& c) { return c.rowbox == 1 ? row_reach(prob) : 0; }
 // Whether a layer can take row boxes: im2col boxes, a kernel row of two taps or more, unit stride
 // along W (so that tap kw's origins are the box's rows kw·DW further), the wider rows' corner in
 // range, and no residual (the stores drop each row's overhang; a residual's reads are not mapped).
 bool rowbox_possible(const Problem& prob) {
   const ConvParams p = make_params(prob);
-  const int extra = static_cast<int>((prob.desc.kernel.w - 1) * prob.desc.dilation.w);
+  const int extra = row_reach(prob);
   const long long rows = p.od * p.oh * (p.ow + extra) * (is_ndhwc(prob) ? p.n : 1);  // the kernel's (int) count
   return prob.desc.kernel.w > 1 && prob.desc.stride.w == 1 && !prob.desc.epilogue.residual &&
          im2col::corner_fits(im2col::upper(p.ow + extra, 1, p.pad_w, p.w)) && rows < (int64_t{1} << 31) - 256;
@@ -323,7 +322,10 @@ class GemmSm90Family final : public Family {
     *weight_map = last_weight.get(plan.key, weight, {p.k, terms}, [&] {
       return encode_matrix_rows(type, weight, p.k, terms, static_cast<unsigned>(c.bm), row, CU_TENSOR_MAP_SWIZZLE_128B);
     });
-    *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
+    // (The output's extents too: an im2col box's bounding box ends at the last window origin, which
+    // the padding after each axis moves.)
+    *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w, p.od, p.oh, p.ow},
+                                [&] {
       if (c.im2col == 1) {  // BN window origins a box (and a kernel row's reach more), a chunk's channels each
         const int extra = c.rowbox == 1 ? (p.kw - 1) * p.dw : 0;
         return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn + extra), CU_TENSOR_MAP_SWIZZLE_128B,

@@ -273,7 +273,10 @@ class HalfSm90Family final : public Family {
     }
     if (c.im2col == 1) {
       thread_local LastTensorMap last;
-      *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w}, [&] {
+      // (The output's extents too: the bounding box ends at the last window origin, which the
+      // padding after each axis moves.)
+      *input_map = last.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w, p.od, p.oh, p.ow},
+                            [&] {
         return encode_input_im2col(type, input, p, static_cast<unsigned>(c.chunk), static_cast<unsigned>(c.bm),
                                    swizzle);
       });
