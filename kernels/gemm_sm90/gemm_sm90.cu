@@ -136,7 +136,7 @@ struct Schedule {
   // the tile's window origins and HALO more, tap kw reading it kw·DW rows further; output
   // positions are then counted along rows of OW + HALO, the last HALO of each computed and dropped.
   static constexpr int ROW_TAPS = Spec::rowbox != 0 ? Spec::kw : 1;
-  static constexpr int HALO = Spec::rowbox != 0 ? (Spec::kw - 1) * Spec::dw : 0;
+  static constexpr int HALO = Spec::rowbox != 0 ? gemm_sm90_geometry::row_reach(Spec::kw, Spec::dw) : 0;
   static constexpr int STAGE = gemm_sm90_geometry::stage_bytes(Spec::bm, Spec::bn, E, ROW_TAPS, HALO);
   // The bytes a stage's boxes bring (its last 8-row group may be short of the stage's).
   static constexpr int LOADED = (ROW_TAPS * Spec::bm + gemm_sm90_geometry::input_rows(Spec::bn, E, HALO)) * 128;

@@ -28,6 +28,9 @@ CONV3DJIT_HOST_DEVICE constexpr int boxes(int bn, int element_bytes) {
 CONV3DJIT_HOST_DEVICE constexpr int input_rows(int bn, int element_bytes, int halo) {
   return boxes(bn, element_bytes) * row_elements(element_bytes) + halo;
 }
+/// Row boxes: the window origins a kernel row reaches past its first tap's, (KW - 1)·DW, which an
+/// input box holds past the tile's and each output row gains.
+CONV3DJIT_HOST_DEVICE constexpr int row_reach(int kw, int dw) { return (kw - 1) * dw; }
 /// Row boxes count an image's output positions along rows of OW + `halo` (the kernel row's reach
 /// past each row's last output): position v is output (v / (OW + halo))·OW + v % (OW + halo) of the
 /// image's OD·OH·OW, or none (-1) in a row's last `halo`.

@@ -80,8 +80,10 @@ int default_im2col(const Problem& prob) { return tiled_possible(prob) ? 0 : 1; }
 bool reads_caller_input(const Problem& prob, const GemmConfig& c) { return is_ndhwc(prob) || c.im2col == 0; }
 
 // Row boxes (config field rowbox): a chunk's weight boxes (KW), and the window origins its input box
-// holds past the tile's (the kernel row's reach, (KW - 1)·DW), which each output row gains too.
-int row_reach(const Problem& prob) { return static_cast<int>((prob.desc.kernel.w - 1) * prob.desc.dilation.w); }
+// holds past the tile's (geo::row_reach), which each output row gains too.
+int row_reach(const Problem& prob) {
+  return geo::row_reach(static_cast<int>(prob.desc.kernel.w), static_cast<int>(prob.desc.dilation.w));
+}
 int row_taps(const Problem& prob, const GemmConfig& c) { return c.rowbox == 1 ? static_cast<int>(prob.desc.kernel.w) : 1; }
 int halo(const Problem& prob, const GemmConfig& c) { return c.rowbox == 1 ? row_reach(prob) : 0; }
 // Whether a layer can take row boxes: im2col boxes, a kernel row of two taps or more, unit stride
@@ -327,7 +329,7 @@ class GemmSm90Family final : public Family {
     *input_map = last_input.get(plan.key, input, {p.n, p.c, p.d, p.h, p.w, p.pad_d, p.pad_h, p.pad_w, p.od, p.oh, p.ow},
                                 [&] {
       if (c.im2col == 1) {  // BN window origins a box (and a kernel row's reach more), a chunk's channels each
-        const int extra = c.rowbox == 1 ? (p.kw - 1) * p.dw : 0;
+        const int extra = c.rowbox == 1 ? geo::row_reach(p.kw, p.dw) : 0;
         return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn + extra), CU_TENSOR_MAP_SWIZZLE_128B,
                                    extra);
       }
