@@ -248,10 +248,20 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       check_no_spills(r);
     }
   }
-  // Blocks walking output planes (KD accumulator sets): no spills, and wgmmas ptxas leaves in
-  // flight (it serializes them where the sets leave too few registers, as three at 4 warpgroups).
-  for (const char* config : {"igemm_sm90_k16:2,64,16", "igemm_sm90_k16:3,64,16"}) {
-    for (const Conv3dDesc& d : {cases[0], heavy}) {
+  // Blocks walking output planes (KD accumulator sets), also with every slice's A held for stores
+  // beside the products (overlap; without a residual, whose GELU epilogue then spilled 40 bytes):
+  // no spills, and wgmmas ptxas leaves in flight (it serializes them where the sets leave too few
+  // registers, as three at 4 warpgroups).
+  Conv3dDesc heavy_plain = heavy;
+  heavy_plain.epilogue.residual = false;
+  struct Walk {
+    const char* config;
+    bool overlap;
+  };
+  for (const Walk w : {Walk{"igemm_sm90_k16:2,64,16", false}, Walk{"igemm_sm90_k16:3,64,16", false},
+                       Walk{"igemm_sm90_k16:3,64,16,1", true}, Walk{"igemm_sm90_k16:2,64,16,1", true}}) {
+    const char* config = w.config;
+    for (const Conv3dDesc& d : {cases[0], w.overlap ? heavy_plain : heavy}) {
       DYNAMIC_SECTION(config << " " << describe(d)) {
         const PtxasReport r = ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, false, d), "sm_90", config);
         check_no_spills(r);
@@ -259,9 +269,13 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       }
     }
   }
-  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[0])),
-                                    sm90, "igemm_sm90_k16:4,64,16"),
-                  Error);
+  for (const char* config : {"igemm_sm90_k16:4,64,16", "igemm_sm90_k16:3,64,16,1" /* a residual */,
+                             "igemm_sm90_k16:3,64,1,1" /* one plane */, "igemm_sm90_k16:3,128,16,1" /* 192 sums */}) {
+    const Conv3dDesc& d = std::string(config) == "igemm_sm90_k16:3,64,16,1" ? heavy : cases[0];
+    CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, d)), sm90,
+                                      config),
+                    Error);
+  }
   // The reference walks runs of 21 planes (62 = 21 + 21 + 20: 912 runs, at most 7 a block) with
   // three warpgroups; the slow stem (KD = 1) and a layer of 14 output planes a block of its own
   // keep one-plane tiles.
