@@ -226,12 +226,18 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   if (tile < n_tiles) start(tile);
   int it = 0, j = 0;  // steps of the block, and of the tile
 #pragma unroll 1
-  for (; tile < n_tiles; ++it) {
-    const int stage = it & 1;
-    tma::wait(bars + stage, (it >> 1) & 1);
+  // Waits for stage `stage`'s box (the block's step `at`) and copies it shifted by one element.
+  auto shift_box = [&](int stage, int at) {
+    tma::wait(bars + stage, (at >> 1) & 1);
     const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
     unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
     for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
+  };
+  for (; tile < n_tiles; ++it) {
+    const int stage = it & 1;
+    const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
+    // With overlap the previous step copied this step's box beside its products.
+    if (!OVERLAP || it == 0) shift_box(stage, it);
     // The warpgroup's last output box has left its tile in shared memory before anyone writes it.
     if (boxed && (tid & 127) == 0) tma::wait_store_reads<0>();
     // The shifted copy is whole, and every thread is done with the other stage (the last step's):
@@ -299,6 +305,9 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
       wgmma::wait<SETS - 1>();
       wgmma::settle(acc[0]);
       if (finishes) store_plane(acc[0], od);
+      // The next step's box (loaded since this step's barrier; no thread reads that stage before
+      // the next barrier), copied while the products run too.
+      if (!last_step || tile + step < n_tiles) shift_box(stage ^ 1, it + 1);
       wgmma::wait<0>();
 #pragma unroll
       for (int u = 1; u < SETS; ++u) wgmma::settle(acc[u]);
