@@ -107,8 +107,14 @@ class K16Family final : public Family {
   }
 
   Plan force(const Problem& prob, const DeviceLimits& limits, const ForcedConfig& forced) const override {
-    const int bn = forced.get("bn").value_or(default_bn(prob)), wgs = forced.get("wgs").value_or(default_wgs(bn));
-    const int planes = forced.get("planes").value_or(walks(prob, limits, wgs, bn) ? walk_planes(prob, limits, wgs, bn) : 1);
+    // Fields left out: the planner's (its walk where its warpgroups and columns stay), else the
+    // defaults for the columns.
+    const std::optional<Plan> chosen = choose(prob, limits);
+    const K16Config base = chosen ? kTable.load(chosen->key.config) : K16Config{0, 0, 0, 0, 0, 0};
+    const int bn = forced.get("bn").value_or(chosen ? base.bn : default_bn(prob));
+    const int wgs = forced.get("wgs").value_or(base.bn == bn ? base.wgs : default_wgs(bn));
+    const int planes = forced.get("planes").value_or(
+        base.bn == bn && base.wgs == wgs ? base.planes : walks(prob, limits, wgs, bn) ? walk_planes(prob, limits, wgs, bn) : 1);
     if (auto p = plan_of(prob, limits, wgs, bn, planes, forced.get("overlap").value_or(0))) return std::move(*p);
     refuse_config(forced,
                   "bf16 / fp16 NCDHW, groups == 1, compute capability 9.0, KW from 5 to 8 with dilation[W] = 1, "
