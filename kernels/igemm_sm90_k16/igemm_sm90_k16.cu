@@ -225,7 +225,6 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   unsigned tile = first_tile;
   if (tile < n_tiles) start(tile);
   int it = 0, j = 0;  // steps of the block, and of the tile
-#pragma unroll 1
   // Waits for stage `stage`'s box (the block's step `at`) and copies it shifted by one element.
   auto shift_box = [&](int stage, int at) {
     tma::wait(bars + stage, (at >> 1) & 1);
@@ -233,6 +232,7 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
     unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
     for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
   };
+#pragma unroll 1
   for (; tile < n_tiles; ++it) {
     const int stage = it & 1;
     const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
