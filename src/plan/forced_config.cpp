@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,10 @@ std::string served_types(const Family& f) {
 
 std::string config_help() {
   std::string text;
+  size_t width = 0;  // the longest field name: the help texts start in one column
+  for (const Family* f : registry()) {
+    for (const FieldInfo& field : f->kernel().fields) width = std::max(width, std::strlen(field.name));
+  }
   for (const Family* f : registry()) {
     const KernelDef& def = f->kernel();
     std::string aliases;
@@ -104,7 +109,7 @@ std::string config_help() {
                         aliases.empty() ? "" : aliases + ")", def.source, f->arch(), served_types(*f), forms_of(*f));
     for (const FieldInfo& field : def.fields) {
       const char* role = field.role == FieldRole::Chosen ? "" : field.role == FieldRole::Optional ? " (optional)" : " (derived)";
-      text += fmt::format("    {:<7}{}{}\n", field.name, field.help, role);
+      text += fmt::format("    {:<{}} {}{}\n", field.name, width, field.help, role);
     }
   }
   return text;
