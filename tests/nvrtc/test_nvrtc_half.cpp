@@ -269,13 +269,24 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       }
     }
   }
-  for (const char* config : {"igemm_sm90_k16:4,64,16", "igemm_sm90_k16:3,64,16,1" /* a residual */,
-                             "igemm_sm90_k16:3,64,1,1" /* one plane */, "igemm_sm90_k16:3,128,16,1" /* 192 sums */}) {
-    const Conv3dDesc& d = std::string(config) == "igemm_sm90_k16:3,64,16,1" ? heavy : cases[0];
-    CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, d)), sm90,
-                                      config),
+  struct Refused {
+    const char* config;
+    const Conv3dDesc& desc;
+    bool fp32_output;
+  };
+  for (const Refused r : {Refused{"igemm_sm90_k16:4,64,16", cases[0], false},
+                          Refused{"igemm_sm90_k16:3,64,16,1", heavy, false},  // a residual
+                          Refused{"igemm_sm90_k16:3,64,1,1", cases[0], false},  // one plane
+                          Refused{"igemm_sm90_k16:3,128,16,1", cases[0], false},  // 192 sums
+                          Refused{"igemm_sm90_k16:3,64,16,1", cases[0], true}}) {  // float32 outputs at 3
+    CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, r.fp32_output,
+                                                                     r.desc)),
+                                      sm90, r.config),
                     Error);
   }
+  // Float32 outputs with overlap in 2 warpgroups: no spills.
+  check_no_spills(ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, true, cases[0]), "sm_90",
+                               "igemm_sm90_k16:2,64,16,1"));
   // The reference walks runs of 21 planes (62 = 21 + 21 + 20: 912 runs, at most 7 a block) with
   // three warpgroups; the slow stem (KD = 1) and a layer of 14 output planes a block of its own
   // keep one-plane tiles.

@@ -122,8 +122,8 @@ class K16Family final : public Family {
                   "the weights and two stages of the box in shared memory, and planes from 1 to 256 (past 1: "
                   "stride[D] = dilation[D] = 1, KD >= 2, KD x BN / 2 accumulators a thread at most 192 with 2 "
                   "warpgroups, 96 with 3, 64 with 4), overlap 0 or 1 (1: walking, with the accumulators and 4 A "
-                  "registers a slice of a step at most 216 a thread with 2 warpgroups, 128 with 3, 88 with 4, and no "
-                  "residual)");
+                  "registers a slice of a step at most 216 a thread with 2 warpgroups, 128 with 3, 88 with 4, no "
+                  "residual, float32 outputs with 2 warpgroups only)");
   }
 
   // The input's map: (W, H, D, C, N) in boxes of the plan's rows, KD planes (every DD-th) and C.
@@ -175,12 +175,14 @@ class K16Family final : public Family {
   // Whether a walking block may hold every slice of a step's A (4 registers a slice) beside its
   // KD accumulator sets (overlap 1): 128 at 3 warpgroups holds the reference's 96 sums and 8
   // slices in 168 registers without spills. Not with a residual (its GELU epilogue spilled 40
-  // bytes there; the planner walks no layer with a residual).
+  // bytes there; the planner walks no layer with a residual), and float32 outputs (stored from
+  // registers) only with 2 warpgroups (at 3 the reference's spilled 8 bytes).
   static bool overlap_fits(const Problem& prob, int wgs, int bn) {
     const Conv3dDesc& d = prob.desc;
     const int most = wgs == 2 ? 216 : wgs == 3 ? 128 : 88;
     const int slices = geo::slices(static_cast<int>(d.c), 1, static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w));
-    return walk_fits(prob, wgs, bn) && !d.epilogue.residual && d.kernel.d * bn / 2 + 4 * slices <= most;
+    return walk_fits(prob, wgs, bn) && !d.epilogue.residual && (wgs == 2 || prob.out_dtype != DataType::Float32) &&
+           d.kernel.d * bn / 2 + 4 * slices <= most;
   }
 
   // The longest block's work (plan_of's grid: blocks walk their column block's items round-robin):
