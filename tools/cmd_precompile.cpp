@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "cli.hpp"
@@ -36,7 +37,34 @@ struct PrecompileOptions {
   bool json = false;
   int repeat = 0;  // > 0: time this many cold compiles of each kernel instead of warming the cache
   std::string config;  // a forced configuration: the kernels a benchmark or a tuned record names
+  int candidates = 0;  // > 0: also the first N configurations `tune` would time for each shape
 };
+
+// The descriptions compiled under one forced configuration ("" : the planner's choice).
+struct ConfigGroup {
+  std::string config;
+  std::vector<NamedDesc> descs;
+};
+
+// --candidates N: each shape under the planner's choice and under each of the first N
+// configurations `tune` would time for it (the planner's first), grouped by configuration, so
+// that an engine that tunes on first use finds every candidate's kernels in the cache.
+std::vector<ConfigGroup> config_groups(const GlobalOptions& global, const std::vector<NamedDesc>& descs,
+                                       const std::string& arch, const std::string& config, int candidates) {
+  std::vector<ConfigGroup> groups{{config, descs}};
+  if (candidates <= 0) return groups;
+  Engine planner(global.engine_options());
+  std::map<std::string, size_t> group_of;
+  for (const NamedDesc& d : descs) {
+    const std::vector<std::string> configs = planner.explain(d.desc, arch, candidates).candidates;
+    for (size_t i = 1; i < configs.size(); ++i) {  // (the first is the planner's: the group above)
+      auto [it, inserted] = group_of.emplace(configs[i], groups.size());
+      if (inserted) groups.push_back({configs[i], {}});
+      groups[it->second].descs.push_back(d);
+    }
+  }
+  return groups;
+}
 
 // What happened to one description.
 struct Attempt {
@@ -193,11 +221,18 @@ int run_precompile(const PrecompileOptions& options, const GlobalOptions& global
   const std::string arch = target_arch(options.arch);
   const auto start = std::chrono::steady_clock::now();
   std::vector<Row> rows;
-  if (options.repeat > 0) {
-    rows = time_compiles(global, descs, arch, options.repeat, options.config);
-  } else {
-    Engine engine(global.engine_options(options.config));
-    rows = merge(descs, compile_all(engine, descs, arch, options.jobs));
+  std::set<std::string> reported;  // a kernel two configurations share is one row
+  for (const ConfigGroup& group : config_groups(global, descs, arch, options.config, options.candidates)) {
+    std::vector<Row> group_rows;
+    if (options.repeat > 0) {
+      group_rows = time_compiles(global, group.descs, arch, options.repeat, group.config);
+    } else {
+      Engine engine(global.engine_options(group.config));
+      group_rows = merge(group.descs, compile_all(engine, group.descs, arch, options.jobs));
+    }
+    for (Row& row : group_rows) {
+      if (row.key.empty() || reported.insert(row.key).second) rows.push_back(std::move(row));
+    }
   }
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -218,7 +253,12 @@ Command add_precompile_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("precompile", "compile kernels into the cache ahead of use");
   add_shape_or_manifest_flags(*cmd, options->shape, options->manifest);
   cmd->add_option("--arch", options->arch, "target like sm_90 or sm_90a; needs no GPU (default: this GPU's)");
-  add_config_flag(*cmd, options->config);
+  CLI::Option* config = add_config_flag(*cmd, options->config);
+  cmd->add_option("--candidates", options->candidates,
+                  "also compile the first N configurations `tune` would time for each shape (the planner's "
+                  "first), as `plan --candidates` lists them: a cache for engines that tune on first use")
+      ->check(CLI::Range(1, 64))
+      ->excludes(config);
   CLI::Option* jobs = cmd->add_option("-j,--jobs", options->jobs, "parallel compiles (default: all cores)")
                           ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", options->json, "print one JSON object on stdout");
