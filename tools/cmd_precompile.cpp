@@ -6,8 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 
 #include "cli.hpp"
@@ -88,25 +88,45 @@ struct Row {
   long long code_bytes = -1;
 };
 
+// One description to compile under one engine (its forced configuration).
+struct Job {
+  Engine* engine;
+  const NamedDesc* desc;
+};
+
+// The jobs of every group, each group under an engine of its own configuration.
+// `cold`: engines that keep kernels in memory only (every compile a compile, the disk cache left
+// alone).
+std::vector<Job> jobs_of(const std::vector<ConfigGroup>& groups, std::vector<std::unique_ptr<Engine>>& engines,
+                         const GlobalOptions& global, bool cold) {
+  std::vector<Job> jobs;
+  for (const ConfigGroup& group : groups) {
+    EngineOptions options = global.engine_options(group.config);
+    if (cold) options.disk_cache = false;
+    engines.push_back(std::make_unique<Engine>(options));
+    for (const NamedDesc& d : group.descs) jobs.push_back({engines.back().get(), &d});
+  }
+  return jobs;
+}
+
 // Engine::precompile is thread-safe and single-flight per key, so workers just take the next
-// description; identical keys compiled at once cost one compile.
-std::vector<Attempt> compile_all(Engine& engine, const std::vector<NamedDesc>& descs,
-                                 const std::string& arch, int jobs) {
-  std::vector<Attempt> attempts(descs.size());
+// job; identical keys compiled at once cost one compile.
+std::vector<Attempt> compile_all(const std::vector<Job>& jobs, const std::string& arch, int threads) {
+  std::vector<Attempt> attempts(jobs.size());
   std::atomic<size_t> next{0};
-  Progress progress(descs.size());
+  Progress progress(jobs.size());
   auto work = [&] {
-    for (size_t i = next++; i < descs.size(); i = next++) {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
       try {
-        attempts[i].result = engine.precompile(descs[i].desc, arch);
+        attempts[i].result = jobs[i].engine->precompile(jobs[i].desc->desc, arch);
       } catch (const std::exception& e) {
         attempts[i].error = e.what();
       }
-      progress.advance(descs[i].name);
+      progress.advance(jobs[i].desc->name);
     }
   };
   std::vector<std::thread> workers;
-  const size_t count = std::min(descs.size(), static_cast<size_t>(jobs));
+  const size_t count = std::min(jobs.size(), static_cast<size_t>(threads));
   for (size_t t = 0; t < count; ++t) workers.emplace_back(work);
   for (std::thread& worker : workers) worker.join();
   return attempts;
@@ -115,19 +135,20 @@ std::vector<Attempt> compile_all(Engine& engine, const std::vector<NamedDesc>& d
 // One row per distinct cache entry (the description's kernel and each helper kernel), in
 // first-use order: an entry counts as compiled if any description compiled it, so a shared kernel
 // is reported once, never as compiled and cached.
-std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<Attempt>& attempts) {
+std::vector<Row> merge(const std::vector<Job>& jobs, const std::vector<Attempt>& attempts) {
   std::vector<Row> rows;
   std::map<std::string, size_t> row_of_key;
-  for (size_t i = 0; i < descs.size(); ++i) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
     const Attempt& a = attempts[i];
+    const std::string& name = jobs[i].desc->name;
     if (!a.error.empty()) {
-      rows.push_back({"", "failed", 0, descs[i].name, "", 1, a.error, "", false, {}});
+      rows.push_back({"", "failed", 0, name, "", 1, a.error, "", false, {}});
       continue;
     }
     for (const PrecompiledKernel& k : a.result.kernels) {
       auto [it, inserted] = row_of_key.emplace(k.key, rows.size());
       if (inserted) {
-        rows.push_back({k.key, "cached", 0, descs[i].name, k.kernel, 0, "", "", k.on_disk, {}, k.registers,
+        rows.push_back({k.key, "cached", 0, name, k.kernel, 0, "", "", k.on_disk, {}, k.registers,
                         k.stack_bytes, k.code_bytes});
       }
       Row& row = rows[it->second];
@@ -142,18 +163,18 @@ std::vector<Row> merge(const std::vector<NamedDesc>& descs, const std::vector<At
   return rows;
 }
 
-// --repeat: each round compiles every kernel once more, one at a time, in a fresh Engine that keeps
-// kernels in memory only, so that every compile is cold and the disk cache is left alone. Rounds
+// --repeat: each round compiles every kernel once more, one at a time, in fresh Engines (one a
+// configuration) that keep kernels in memory only, so that every compile is cold and the disk
+// cache is left alone. Rounds
 // interleave the kernels, so a slow spell of the host spreads over all of them, and each kernel
 // reports the median of its rounds (rows come in the same order every round).
-std::vector<Row> time_compiles(const GlobalOptions& global, const std::vector<NamedDesc>& descs,
-                               const std::string& arch, int repeat, const std::string& config) {
-  EngineOptions options = global.engine_options(config);
-  options.disk_cache = false;
+std::vector<Row> time_compiles(const GlobalOptions& global, const std::vector<ConfigGroup>& groups,
+                               const std::string& arch, int repeat) {
   std::vector<Row> rows;
   for (int round = 0; round < repeat; ++round) {
-    Engine engine(options);
-    const std::vector<Row> sampled = merge(descs, compile_all(engine, descs, arch, 1));
+    std::vector<std::unique_ptr<Engine>> engines;
+    const std::vector<Job> jobs = jobs_of(groups, engines, global, true);
+    const std::vector<Row> sampled = merge(jobs, compile_all(jobs, arch, 1));
     if (round == 0) rows = sampled;
     for (size_t i = 0; i < rows.size(); ++i) rows[i].samples.push_back(sampled[i].compile_ms);
   }
@@ -220,19 +241,14 @@ int run_precompile(const PrecompileOptions& options, const GlobalOptions& global
   const std::vector<NamedDesc> descs = read_shapes(options.shape, options.manifest);
   const std::string arch = target_arch(options.arch);
   const auto start = std::chrono::steady_clock::now();
+  const std::vector<ConfigGroup> groups = config_groups(global, descs, arch, options.config, options.candidates);
   std::vector<Row> rows;
-  std::set<std::string> reported;  // a kernel two configurations share is one row
-  for (const ConfigGroup& group : config_groups(global, descs, arch, options.config, options.candidates)) {
-    std::vector<Row> group_rows;
-    if (options.repeat > 0) {
-      group_rows = time_compiles(global, group.descs, arch, options.repeat, group.config);
-    } else {
-      Engine engine(global.engine_options(group.config));
-      group_rows = merge(group.descs, compile_all(engine, group.descs, arch, options.jobs));
-    }
-    for (Row& row : group_rows) {
-      if (row.key.empty() || reported.insert(row.key).second) rows.push_back(std::move(row));
-    }
+  if (options.repeat > 0) {
+    rows = time_compiles(global, groups, arch, options.repeat);
+  } else {
+    std::vector<std::unique_ptr<Engine>> engines;
+    const std::vector<Job> jobs = jobs_of(groups, engines, global, false);
+    rows = merge(jobs, compile_all(jobs, arch, options.jobs));
   }
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
