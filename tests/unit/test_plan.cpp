@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <map>
 #include <set>
@@ -1039,13 +1040,18 @@ TEST_CASE("forced configurations: positional, named and by alias, from one field
   CHECK(contains(message("grouped:8,64,2,4,4"), "grouped needs groups > 1"));
   CHECK(contains(message("igemm_sm90:4,64,96,3"), "igemm_sm90 needs groups == 1, compute"));
   CHECK(contains(message("direct:3"), "direct needs tw 1, 2, 4 or 8"));
-  // Every family and every field appear in the help text, with what they mean.
+  // Every family and every field appear in the help text, with what they mean, the meanings
+  // starting in one column (one past the longest name).
   const std::string help = detail::config_help();
+  size_t width = 0;
+  for (const detail::Family* f : detail::registry()) {
+    for (const detail::FieldInfo& field : f->kernel().fields) width = std::max(width, std::strlen(field.name));
+  }
   for (const detail::Family* f : detail::registry()) {
     CHECK(help.find(f->kernel().name) != std::string::npos);
     for (const detail::FieldInfo& field : f->kernel().fields) {
       INFO(f->kernel().name << "." << field.name);
-      CHECK(help.find(fmt::format("    {:<7}{}", field.name, field.help)) != std::string::npos);
+      CHECK(help.find(fmt::format("\n    {:<{}} {}", field.name, width, field.help)) != std::string::npos);
     }
   }
 }
