@@ -232,7 +232,7 @@ TEST_CASE("igemm_sm90_half: pointwise NCDHW layers read their input in M-major b
                               ndhwc(DataType::BFloat16, false, test::make(2, 64, {4, 8, 8}, 64, {1, 1, 1})),
                               ncdhw(test::make(2, 64, {4, 8, 8}, 64, {3, 3, 3}, 1, 1))}) {
     DYNAMIC_SECTION(describe(d)) {
-      const detail::Plan p = detail::make_plan(detail::make_problem(d), sm90);
+      const detail::Plan p = detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half");
       CHECK(p.key.field("mmajor") == 0);
       CHECK_THROWS_AS(detail::make_plan(detail::make_problem(d), sm90, "igemm_sm90_half:128,128,3,0,1"), Error);
     }
@@ -842,12 +842,16 @@ TEST_CASE("igemm_sm90_half: output channels as the products' M where a layer has
       CHECK(static_cast<bool>(plan.input_copy) == (layout == Layout::NCDHW));
     }
   }
-  // 128 -> 64 (the decoder's), and 48 or 96 channels: three stages of full chunks. 64 channels,
-  // more than 64 output channels, grouped layers, layers of fewer than 128 such blocks, float32 in
-  // the tf32 class and pointwise NCDHW layers (M-major boxes) keep positions as M.
+  // 128 -> 64 (the decoder's), and 48 or 96 channels: three stages of full chunks (the decoder's
+  // own layer, 128 -> 64, is gemm_sm90's row boxes: NCDHW 64 and 128 channels into 64 with 3-tap
+  // rows). 64 channels, more than 64 output channels, grouped layers, layers of fewer than 128
+  // such blocks, float32 in the tf32 class and pointwise NCDHW layers (M-major boxes) keep
+  // positions as M.
   Conv3dDesc dec = test::make(2, 128, {32, 32, 32}, 64, {3, 3, 3}, 1, 1);
   dec.dtype = DataType::Float16;
-  for (const int c : {48, 96, 128}) {
+  CHECK(plan_family(dec, "sm_90") == "gemm_sm90");
+  CHECK(plan_of(dec).key.field("rowbox") == 1);
+  for (const int c : {48, 96}) {
     Conv3dDesc d = dec;
     d.c = c;
     DYNAMIC_SECTION("C = " << c) {
@@ -894,11 +898,13 @@ TEST_CASE("igemm_sm90_half: output channels as the products' M where a layer has
   epi.epilogue.residual = true;
   Conv3dDesc epi_ncdhw = epi;
   epi_ncdhw.layout = Layout::NCDHW;
+  Conv3dDesc dec96 = dec;  // (the decoder's own 128 channels run gemm_sm90's row boxes)
+  dec96.c = 96;
   const std::pair<Conv3dDesc, const char*> kernels[] = {
       {enc, ""},
       {enc, "igemm_sm90_half:256,64,4,1,0,32,256"},
       {enc, "igemm_sm90_half:256,64,4,0,0,32,128"},
-      {dec, ""},
+      {dec96, ""},
       {blocked, ""},
       {epi, ""},
       {epi_ncdhw, "igemm_sm90_half:256,64,3,1,0,32,256"},

@@ -106,9 +106,19 @@ int shared_bytes(const Problem& prob, const GemmConfig& c, int stages) {
 // rounds of tiles an SM (fewer left SMs idle in the last round: 0.79-0.95x); NCDHW (tiles of an
 // image's positions, output channels as M): few input channels (C <= 64) into 128 or more output
 // channels, from the 3 rounds of tiles measured (wider layers ran 0.83-1.07x).
+// NCDHW layers of 64 output channels from whole 64-channel chunks (64 or 128 input channels) with
+// 3-tap kernel rows: 64-channel split tiles of row boxes (bm=64,bn=192,split=1,rowbox=1) ran
+// 1.23-1.25x igemm_sm90_half (H100: unet3d_decoder, dilated; 32 input channels ran 0.74x).
+bool rowbox_k64_wins(const Problem& prob) {
+  const int64_t c = prob.desc.c;
+  return !is_ndhwc(prob) && !is_gemm(prob) && prob.desc.k == 64 && c % 64 == 0 && c <= 128 &&
+         prob.desc.kernel.w == 3 && im2col_possible(prob) && rowbox_possible(prob);
+}
+
 bool im2col_wins(const Problem& prob) {
   const int64_t k = prob.desc.k;
   if (is_gemm(prob)) return false;  // (NCDHW GEMMs of D·H·W off 8: not measured)
+  if (rowbox_k64_wins(prob)) return true;
   const long long rows = is_ndhwc(prob) ? out_positions(prob) * prob.desc.n : out_positions(prob);
   const long long tiles = ceil_div(k, 128) * ceil_div(rows, 256) * (is_ndhwc(prob) ? 1 : prob.desc.n);
   if (!is_ndhwc(prob)) return prob.desc.c <= 64 && k >= 128 && tiles >= 3 * kWaveBlocks;
@@ -244,7 +254,9 @@ class GemmSm90Family final : public Family {
                    "tuning";
     }
     if (prob.desc.c < 32) return "fewer than 32 input channels: a chunk of 64 would be mostly zeros";
-    if (prob.desc.k <= 64) return "at most 64 output channels: half of a 128-channel tile or more would be padding";
+    if (prob.desc.k <= 64 && !rowbox_k64_wins(prob)) {
+      return "at most 64 output channels: half of a 128-channel tile or more would be padding";
+    }
     // NDHWC 192 -> 96 ran 0.96x igemm_sm90_half; 128 output channels and more ran 1.41-1.58x.
     if (is_ndhwc(prob) && prob.desc.k <= 96) {
       return "NDHWC with at most 96 output channels: a quarter of a 128-channel tile or more would be padding";
@@ -261,18 +273,25 @@ class GemmSm90Family final : public Family {
   std::vector<Plan> candidates(const Problem& prob, const DeviceLimits& limits, int count) const override {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
-    // The heuristic's choice, each shape's best width, then the other widths.
+    // The heuristic's choice, each shape's best width, then the other widths; where a kernel row's
+    // taps can share one input box, each of the first ones with row boxes after it.
     const GemmConfig first = heuristic_config(prob);
     const int bm = first.bm, im2col = first.im2col;
-    auto add = [&](const GemmConfig& c) {
-      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, c), c.split, im2col})) {
-        plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col}));
+    auto add = [&](const GemmConfig& c, int rowbox = 0) {
+      const GemmConfig sized{c.bm, c.bn, 0, c.split, im2col, rowbox};
+      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, sized), c.split, im2col, rowbox})) {
+        plans.push_back(plan(prob, limits, sized));
       }
     };
-    add(first);
+    const bool rows = im2col == 1 && rowbox_possible(prob);
+    auto add_both = [&](const GemmConfig& c) {
+      add(c);
+      if (rows) add(c, 1);
+    };
+    add_both(first);
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1},
                                 GemmConfig{64, 0, 0, 1}}) {
-      add({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
+      add_both({c.bm, best_width(prob, c.bm, c.split), 0, c.split});
     }
     for (const int split : {0, 1}) {
       for (const int bm : {128, 256, 64}) {
@@ -357,6 +376,7 @@ class GemmSm90Family final : public Family {
   // The planner's tile: im2col layers' 128 x 256 where its accumulators fit (the tile measured
   // against igemm_sm90_half: im2col_wins), else the heuristic's BM and its best width.
   static GemmConfig heuristic_config(const Problem& prob) {
+    if (rowbox_k64_wins(prob)) return {64, 192, 0, 1, 1, 1};
     const int bm = heuristic_bm(prob), im2col = default_im2col(prob);
     const int bn = im2col == 1 && registers_fit(prob, {bm, 256, 0, 0}) ? 256 : best_width(prob, bm, 0);
     return {bm, bn, 0, 0, im2col};
