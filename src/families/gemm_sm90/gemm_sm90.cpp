@@ -288,6 +288,7 @@ class GemmSm90Family final : public Family {
       add(c);
       if (rows) add(c, 1);
     };
+    add(first, first.rowbox);  // the heuristic's choice as it is, then its twin
     add_both(first);
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1},
                                 GemmConfig{64, 0, 0, 1}}) {
