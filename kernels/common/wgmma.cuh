@@ -47,14 +47,23 @@ __device__ __forceinline__ unsigned long long descriptor_sw64(unsigned addr) {
   return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(512 >> 4) << 32) | (u64(2) << 62);
 }
 
-// descriptor_sw128 or descriptor_sw64 for rows of ROW bytes.
+// And for rows of 32 bytes, 32-byte swizzled (the 16-byte chunk j of row r at chunk j ^ (r / 4 % 2)):
+// SBO 256 bytes (8 rows), layout type 3; the row group 256-byte aligned.
+__device__ __forceinline__ unsigned long long descriptor_sw32(unsigned addr) {
+  using u64 = unsigned long long;
+  return u64((addr & 0x3FFFF) >> 4) | (u64(1) << 16) | (u64(256 >> 4) << 32) | (u64(3) << 62);
+}
+
+// descriptor_sw128, descriptor_sw64 or descriptor_sw32 for rows of ROW bytes.
 template <int ROW>
 __device__ __forceinline__ unsigned long long descriptor_swizzled(unsigned addr) {
-  static_assert(ROW == 128 || ROW == 64, "rows of 128 or 64 bytes");
+  static_assert(ROW == 128 || ROW == 64 || ROW == 32, "rows of 128, 64 or 32 bytes");
   if constexpr (ROW == 128) {
     return descriptor_sw128(addr);
-  } else {
+  } else if constexpr (ROW == 64) {
     return descriptor_sw64(addr);
+  } else {
+    return descriptor_sw32(addr);
   }
 }
 

@@ -2,8 +2,9 @@
 // they are, on Hopper's warpgroup MMA (wgmma, sm_90a): bf16 / fp16 with the output in the input
 // type or float32 (Spec::out_element), and float32 in the tf32 class; NCDHW and NDHWC. With
 // Spec::im2col, 16-bit layers of any window, stride, dilation and zero padding as implicit GEMMs:
-// a chunk is one tap's 64 channels, its input box the tile's window origins read at the tap's
-// offset by TMA's im2col mode (zeros where a window reaches into the padding) from the NDHWC input,
+// a chunk is one tap's 64 channels (or Spec::chunk: 32 or 16, 64- or 32-byte rows, for 32 or 48
+// input channels), its input box the tile's window origins read at the tap's offset by TMA's
+// im2col mode (zeros where a window reaches into the padding) from the NDHWC input,
 // or from an NCDHW input's channels-last copy; there the box is B, K-major (its rows are
 // positions), and the NCDHW store takes output positions that end mid-run (any OD·OH·OW).
 //
@@ -126,27 +127,31 @@ __device__ __forceinline__ void store_float_rows(float* image, float value, int 
 // A block's walk over the tiles, worked out by each side after its setmaxnreg (values live across
 // it were spilled): tile t = blockIdx.x + n gridDim.x is output channel block t % k_tiles, position
 // block t / k_tiles % p_tiles, image t / (k_tiles p_tiles); a tile is `chunks` chunks of CHUNK
-// input channels, an even count for NCDHW tf32 (its consumers take chunks in pairs; a chunk past C
-// is the boxes' zeros).
+// input channels (Spec::chunk: a 128-byte row, or with im2col boxes a 64- or 32-byte one,
+// ROW_BYTES, 64-, 32-byte swizzled), an even count for NCDHW tf32 (its consumers take chunks in
+// pairs; a chunk past C is the boxes' zeros).
 template <class Spec>
 struct Schedule {
   static constexpr int STAGES = Spec::stages, HALF = STAGES / 2, E = sizeof(typename Spec::element);
-  static constexpr int CHUNK = gemm_sm90_geometry::row_elements(E);
+  static constexpr int CHUNK = Spec::chunk, ROW_BYTES = CHUNK * E;
+  static_assert(ROW_BYTES == 128 || (Spec::im2col != 0 && (ROW_BYTES == 64 || ROW_BYTES == 32)),
+                "chunks of a 128-byte row, or with im2col boxes of a 64- or 32-byte one");
   // Spec::rowbox: a chunk is one kernel row's KW taps (ROW_TAPS weight boxes) on one input box of
   // the tile's window origins and HALO more, tap kw reading it kw·DW rows further; output
   // positions are then counted along rows of OW + HALO, the last HALO of each computed and dropped.
   static constexpr int ROW_TAPS = Spec::rowbox != 0 ? Spec::kw : 1;
   static constexpr int HALO = Spec::rowbox != 0 ? gemm_sm90_geometry::row_reach(Spec::kw, Spec::dw) : 0;
-  static constexpr int STAGE = gemm_sm90_geometry::stage_bytes(Spec::bm, Spec::bn, E, ROW_TAPS, HALO);
-  // The bytes a stage's boxes bring (its last 8-row group may be short of the stage's).
-  static constexpr int LOADED = (ROW_TAPS * Spec::bm + gemm_sm90_geometry::input_rows(Spec::bn, E, HALO)) * 128;
+  static constexpr int STAGE = gemm_sm90_geometry::stage_bytes(Spec::bm, Spec::bn, E, ROW_TAPS, HALO, ROW_BYTES);
+  // The bytes a stage's boxes bring (short of the stage's whole 1024 bytes).
+  static constexpr int LOADED =
+      (ROW_TAPS * Spec::bm + gemm_sm90_geometry::input_rows(Spec::bn, E, HALO)) * ROW_BYTES;
   // Chunks of a step (Spec::im2col: the window's taps, or with row boxes its kernel rows, one after
   // the other, each its channels).
   static constexpr int PER_TAP = (Spec::cg + CHUNK - 1) / CHUNK, STEPS = Spec::kd * Spec::kh * Spec::kw / ROW_TAPS;
   int positions, k_tiles, p_tiles, chunks;
   long long tiles;
   // NDHWC: the images' output positions are one run of N·OD·OH·OW rows (one "image").
-  static constexpr bool ROWS = Spec::ndhwc != 0, PAIRS = !ROWS && CHUNK == 32;
+  static constexpr bool ROWS = Spec::ndhwc != 0, PAIRS = !ROWS && E == 4;
   __device__ explicit Schedule(const ConvParams& p)
       : positions(static_cast<int>(p.od * p.oh * (p.ow + HALO) * (ROWS ? p.n : 1))),
         k_tiles(static_cast<int>((p.k + Spec::bm - 1) / Spec::bm)),
@@ -266,6 +271,7 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
   constexpr int E = sizeof(typename Spec::element), ROW = row_elements(E);
   constexpr int BM = Spec::bm, BN = Spec::bn, NB = boxes(BN, E), STAGE = Schedule<Spec>::STAGE;
   constexpr int KH = Spec::kh, KW = Spec::kw, PER_TAP = Schedule<Spec>::PER_TAP, ROW_TAPS = Schedule<Spec>::ROW_TAPS;
+  constexpr int CHUNK = Schedule<Spec>::CHUNK, RB = Schedule<Spec>::ROW_BYTES;
   const Schedule<Spec> w(p);
   for (long long n = 0, t = blockIdx.x; t < w.tiles; ++n, t += gridDim.x) {
     const int kt = static_cast<int>(t % w.k_tiles);
@@ -295,14 +301,14 @@ __device__ __forceinline__ void produce(const Ring& ring, const ConvParams& p, c
         // Step q / PER_TAP's chunk of channels: for each of its taps the weight's BM rows at (tap,
         // c0) (columns past the tap's channels meet the input box's zeros there), and the window
         // origins read at its first tap's offset.
-        const int tap = q / PER_TAP * ROW_TAPS, c0 = (q - q / PER_TAP * PER_TAP) * ROW;
+        const int tap = q / PER_TAP * ROW_TAPS, c0 = (q - q / PER_TAP * PER_TAP) * CHUNK;
         const int kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
 #pragma unroll
         for (int i = 0; i < ROW_TAPS; ++i) {
-          tma::load_box(stage + i * BM * 128, weight_map, (tap + i) * Spec::cg + c0, kt * BM, ring.full + s);
+          tma::load_box(stage + i * BM * RB, weight_map, (tap + i) * Spec::cg + c0, kt * BM, ring.full + s);
         }
         const int4 o = load_origin(ring.base + Spec::stages * STAGE + 16 * kMaxStages);
-        tma::load_im2col(stage + ROW_TAPS * BM * 128, input_map, c0, o.x, o.y, o.z, o.w,
+        tma::load_im2col(stage + ROW_TAPS * BM * RB, input_map, c0, o.x, o.y, o.z, o.w,
                          static_cast<unsigned short>(kw * Spec::dw),
                          static_cast<unsigned short>(kh * Spec::dh), static_cast<unsigned short>(kd * Spec::dd),
                          ring.full + s);
@@ -330,10 +336,11 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
   using namespace gemm_sm90_geometry;
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
-  constexpr int BM = Spec::bm, BN = Spec::bn, STAGE = Schedule<Spec>::STAGE, CHUNK = row_elements(2);
+  constexpr int BM = Spec::bm, BN = Spec::bn, STAGE = Schedule<Spec>::STAGE;
+  constexpr int CHUNK = Schedule<Spec>::CHUNK, RB = Schedule<Spec>::ROW_BYTES;
   constexpr bool SPLIT = Spec::split != 0;
   constexpr int ROW_TAPS = Schedule<Spec>::ROW_TAPS, HALO = Schedule<Spec>::HALO;
-  constexpr int A_BYTES = ROW_TAPS * BM * 128, R = BN / 2;
+  constexpr int A_BYTES = ROW_TAPS * BM * RB, R = BN / 2;
   constexpr int WG_ROWS = SPLIT ? BM : BM / 2, MB = WG_ROWS / 64;  // a consumer warpgroup's rows, m64 blocks
   static_assert(BN % 16 == 0 && BN >= 64 && BN <= 256, "a tile of 64 to 256 positions, whole 16-position steps");
   static_assert(!SPLIT || BM == 128 || (BM == 64 && Spec::im2col != 0),
@@ -369,7 +376,7 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
       unsigned parity;
       const int s = w.stage_at(use++, SPLIT ? wg : 0, parity);
       tma::wait(ring.full + s, parity);
-      const unsigned a = ring.base + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * 128);
+      const unsigned a = ring.base + static_cast<unsigned>(s * STAGE + (SPLIT ? 0 : wg * WG_ROWS) * RB);
       const unsigned b = ring.base + static_cast<unsigned>(s * STAGE + A_BYTES);
       wgmma::fence();
 #pragma unroll
@@ -380,10 +387,10 @@ __device__ __forceinline__ void consume_half(const Ring& ring, const typename Sp
           for (int mb = 0; mb < MB; ++mb) {
             if constexpr (Spec::im2col != 0) {  // B: window origins' rows of the chunk's channels (K-major)
               // Tap i of a row box: its weight box, and the input box i·DW rows further (a
-              // 128-byte-swizzled operand may start at any row: the swizzle follows the address).
+              // swizzled operand may start at any row: the swizzle follows the address).
               wgmma::mma_half<BN, BF16, false, false>(
-                  acc[mb], wgmma::descriptor_sw128(a + i * BM * 128 + mb * 64 * 128 + 32 * j),
-                  wgmma::descriptor_sw128(b + i * Spec::dw * 128 + 32 * j), q > 0 || i > 0 || j > 0);
+                  acc[mb], wgmma::descriptor_swizzled<RB>(a + i * BM * RB + mb * 64 * RB + 32 * j),
+                  wgmma::descriptor_swizzled<RB>(b + i * Spec::dw * RB + 32 * j), q > 0 || i > 0 || j > 0);
             } else {
               wgmma::mma_half<BN, BF16, false, true>(acc[mb], wgmma::descriptor_sw128(a + mb * 64 * 128 + 32 * j),
                                                      wgmma::descriptor_mn_sw128(b + 2048 * j, CHUNK * 128),
@@ -569,7 +576,7 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
   using T = typename Spec::element;
   using Out = typename Spec::out_element;
   constexpr int E = sizeof(T), BM = Spec::bm, BN = Spec::bn, STAGE = Schedule<Spec>::STAGE;
-  constexpr int ROW_TAPS = Schedule<Spec>::ROW_TAPS, HALO = Schedule<Spec>::HALO;
+  constexpr int ROW_TAPS = Schedule<Spec>::ROW_TAPS, HALO = Schedule<Spec>::HALO, RB = Schedule<Spec>::ROW_BYTES;
   constexpr int MB = BN / 128;  // m64 blocks of rows a warpgroup
   static_assert(BN == 128 || BN == 256, "two warpgroups of one or two m64 blocks of rows");
   static_assert(MB * BM / 2 <= 128, "at most 128 accumulators a thread");
@@ -596,16 +603,16 @@ __device__ __forceinline__ void consume_rows(const Ring& ring, const typename Sp
       const int s = w.stage_at(use++, 0, parity);
       tma::wait(ring.full + s, parity);
       const unsigned b = ring.base + static_cast<unsigned>(s * STAGE);  // the weight's BM rows (a tap's)
-      const unsigned a = b + static_cast<unsigned>((ROW_TAPS * BM + wg * 64 * MB) * 128);  // this warpgroup's rows
+      const unsigned a = b + static_cast<unsigned>((ROW_TAPS * BM + wg * 64 * MB) * RB);  // this warpgroup's rows
       wgmma::fence();
 #pragma unroll
       for (int i = 0; i < ROW_TAPS; ++i) {  // the chunk's taps: tap i's weight box, the rows i·DW further
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {  // k steps of 32 bytes: 16 halves or 8 floats
+        for (int j = 0; j < RB / 32; ++j) {  // k steps of 32 bytes: 16 halves or 8 floats
 #pragma unroll
           for (int mb = 0; mb < MB; ++mb) {
-            const unsigned long long da = wgmma::descriptor_sw128(a + (i * Spec::dw + mb * 64) * 128 + 32 * j);
-            const unsigned long long db = wgmma::descriptor_sw128(b + i * BM * 128 + 32 * j);
+            const unsigned long long da = wgmma::descriptor_swizzled<RB>(a + (i * Spec::dw + mb * 64) * RB + 32 * j);
+            const unsigned long long db = wgmma::descriptor_swizzled<RB>(b + i * BM * RB + 32 * j);
             if constexpr (E == 2) {
               wgmma::mma_half<BM, kIsBf16<T>, false, false>(acc[mb], da, db, q > 0 || i > 0 || j > 0);
             } else {

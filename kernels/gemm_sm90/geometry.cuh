@@ -2,7 +2,8 @@
 #include "common/common.cuh"
 // gemm_sm90's tile arithmetic, shared by the kernel and its family's planner. A chunk of the
 // reduction and a box of the input are one 128-byte row: 64 channels or positions of 16-bit
-// elements, 32 of float32 (the tf32 class).
+// elements, 32 of float32 (the tf32 class); with im2col boxes a chunk may be a 64- or 32-byte row
+// (32 or 16 channels), so that 32 or 48 input channels are not padded to 64.
 
 namespace conv3djit::gemm_sm90_geometry {
 
@@ -39,16 +40,17 @@ CONV3DJIT_HOST_DEVICE constexpr long long row_box_output(int v, int ow, int halo
   return x < ow ? static_cast<long long>(r) * ow + x : -1;
 }
 /// Bytes of a stage: `taps` boxes of BM weight rows (a tile's output channels; KW with row boxes)
-/// and the input's rows (a chunk's channels, one row each), 128 bytes a row, in whole 8-row groups
-/// (each stage on the swizzle's 1024 bytes).
-CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int element_bytes, int taps = 1, int halo = 0) {
-  return (taps * bm + (input_rows(bn, element_bytes, halo) + 7) / 8 * 8) * 128;
+/// and the input's rows (a chunk's channels, one row each), `row_bytes` a row (the chunk's), in
+/// whole 1024 bytes (each stage on the 128-byte swizzle's groups, and so on the narrower ones').
+CONV3DJIT_HOST_DEVICE constexpr int stage_bytes(int bm, int bn, int element_bytes, int taps = 1, int halo = 0,
+                                                int row_bytes = 128) {
+  return ((taps * bm + input_rows(bn, element_bytes, halo)) * row_bytes + 1023) / 1024 * 1024;
 }
 /// Dynamic shared memory: the ring, 1024 bytes to align it to the swizzle's 1024-byte groups, a
 /// full and an empty mbarrier a stage, and the producer's im2col tile origin (4 ints).
 CONV3DJIT_HOST_DEVICE constexpr int shared_bytes(int bm, int bn, int stages, int element_bytes, int taps = 1,
-                                                 int halo = 0) {
-  return stages * stage_bytes(bm, bn, element_bytes, taps, halo) + 1024 + 16 * kMaxStages + 16;
+                                                 int halo = 0, int row_bytes = 128) {
+  return stages * stage_bytes(bm, bn, element_bytes, taps, halo, row_bytes) + 1024 + 16 * kMaxStages + 16;
 }
 
 }  // namespace conv3djit::gemm_sm90_geometry

@@ -193,6 +193,22 @@ std::vector<Case> windowed_cases() {
   out.push_back({"gemm_sm90:bm=128,bn=256,rowbox=1", ncdhw(others[3]), "gemm_sm90"});
   out.push_back({"gemm_sm90:bm=64,bn=128,split=1,rowbox=1", ncdhw(others[1]), "gemm_sm90"});
   out.push_back({"gemm_sm90:bm=64,bn=128,split=1,rowbox=1", ncdhw(others[2]), "gemm_sm90"});
+  // Chunks of 32 and 16 channels (64- and 32-byte rows, as swizzled): C = 72 (a tap's last chunk of
+  // 8, its weight columns reaching into the next tap's), 64, 40 and 32, both layouts, with and
+  // without row boxes, split tiles, stride 2, dilation 2, causal padding, float32 outputs, the
+  // residual.
+  out.push_back({"gemm_sm90:bm=128,bn=256,chunk=32", plain, "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=256,rowbox=1,chunk=16", plain, "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=128,rowbox=1,chunk=16", others[1], "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=128,chunk=16", others[2], "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=128,rowbox=1,chunk=32", others[3], "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=192,split=1,rowbox=1,chunk=32", ncdhw(plain), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=128,split=1,chunk=32", ncdhw(others[0]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=128,bn=256,chunk=16", ncdhw(others[2]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=128,split=1,rowbox=1,chunk=16", ncdhw(others[3]), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=192,split=1,chunk=32", ncdhw(fused), "gemm_sm90"});
+  out.push_back({"gemm_sm90:bm=64,bn=256,split=1,rowbox=1,chunk=32",
+                 typed(make(2, 32, {6, 10, 12}, 64, {3, 3, 3}, 1, 1), DataType::BFloat16, false), "gemm_sm90"});
   return out;
 }
 

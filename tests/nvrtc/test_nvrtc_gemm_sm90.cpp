@@ -342,6 +342,52 @@ TEST_CASE("gemm_sm90: row boxes, a kernel row's taps on one im2col box") {
   }
 }
 
+TEST_CASE("gemm_sm90: chunks of 32 and 16 channels for im2col boxes") {
+  Conv3dDesc d = typed(test::make(1, 48, {16, 128, 192}, 128, {3, 3, 3}, 1, Dims3{0, 1, 1}, 1, 1, true));
+  d.layout = Layout::NDHWC;
+  CHECK(plan_of(d, "gemm_sm90:bm=128,bn=256").key.field("chunk") == 64);  // the default: a 128-byte row
+  // A stage of 64-byte rows: 128 weight rows and 256 input rows; of 32-byte rows with row boxes:
+  // 3 x 128 weight rows and 256 + 2 input rows, in whole 1024 bytes (20 544 -> 21 504).
+  const detail::Plan half = plan_of(d, "gemm_sm90:bm=128,bn=256,chunk=32");
+  CHECK(half.key.field("chunk") == 32);
+  CHECK(half.key.field("stages") == 8);
+  CHECK(half.shared_bytes == 8 * (128 + 256) * 64 + 1024 + 16 * 8 + 16);
+  const detail::Plan rows = plan_of(d, "gemm_sm90:bm=128,bn=256,rowbox=1,chunk=16");
+  CHECK(rows.shared_bytes == static_cast<unsigned>(rows.key.field("stages") * 21504 + 1024 + 16 * 8 + 16));
+  // Tuning offers the snug chunk (16 for 48 channels) beside the 128-byte row's.
+  bool offered = false;
+  for (const detail::Candidate& c :
+       detail::tuning_candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 24)) {
+    INFO(c.config);
+    if (family_of(c.plan) != "gemm_sm90") continue;
+    CHECK((c.plan.key.field("chunk") == 64 || c.plan.key.field("chunk") == 16));
+    offered = offered || c.plan.key.field("chunk") == 16;
+  }
+  CHECK(offered);
+  // Refused: other chunks, narrower chunks of tiled boxes (a GEMM) or of the tf32 class.
+  for (const char* bad : {"gemm_sm90:bm=128,bn=256,chunk=8", "gemm_sm90:bm=128,bn=256,chunk=48",
+                          "gemm_sm90:bm=128,bn=256,chunk=128"}) {
+    DYNAMIC_SECTION(bad) { CHECK_THROWS_AS(plan_of(d, bad), Error); }
+  }
+  Conv3dDesc pointwise = typed(test::make(2, 64, {4, 8, 8}, 128, {1, 1, 1}));
+  CHECK_THROWS_AS(plan_of(pointwise, "gemm_sm90:bm=128,bn=128,chunk=32"), Error);
+  Conv3dDesc tf32 = pointwise;
+  tf32.dtype = DataType::Float32;
+  tf32.precision = Precision::Tf32;
+  CHECK(plan_of(tf32, "gemm_sm90").key.field("chunk") == 32);  // a 128-byte row of floats
+  CHECK_THROWS_AS(plan_of(tf32, "gemm_sm90:bm=128,bn=128,chunk=16"), Error);
+  // Both layouts, both chunks, with and without row boxes, the heaviest epilogue without a residual.
+  for (const char* forced : {"gemm_sm90:bm=128,bn=256,chunk=32", "gemm_sm90:bm=128,bn=256,rowbox=1,chunk=16",
+                             "gemm_sm90:bm=64,bn=256,split=1,rowbox=1,chunk=32", "gemm_sm90:bm=128,bn=256,chunk=16"}) {
+    Conv3dDesc c = typed(test::make(2, 40, {5, 9, 11}, 100, {3, 3, 3}, 1, 1, {1, 1, 2}, 1, true));
+    c.layout = std::string(forced).find("split") != std::string::npos || std::string(forced).find("rowbox") == std::string::npos
+                   ? Layout::NCDHW
+                   : Layout::NDHWC;
+    c.epilogue = test::epilogue_cases()[4];
+    DYNAMIC_SECTION(forced << " " << describe(c)) { check_compiles_clean(c, forced, "gemm_sm90 "); }
+  }
+}
+
 TEST_CASE("gemm_sm90: float32 layers in the tf32 class, forced or tuned") {
   Conv3dDesc d = test::make(8, 512, {4, 14, 14}, 2048, {1, 1, 1});
   d.precision = Precision::Tf32;

@@ -30,10 +30,10 @@ namespace {
 namespace geo = gemm_sm90_geometry;
 
 struct GemmConfig {
-  int bm, bn, stages, split = 0, im2col = 0, rowbox = 0;
+  int bm, bn, stages, split = 0, im2col = 0, rowbox = 0, chunk = 0;
 };
 
-const ConfigTable<GemmConfig, 6> kTable{{{
+const ConfigTable<GemmConfig, 7> kTable{{{
     {{"bm", FieldRole::Chosen, "output channels a tile: 128 or 256 (64 or 128 a consumer warpgroup)"}, &GemmConfig::bm},
     {{"bn", FieldRole::Chosen, "positions a tile: 64, 96, 112, 128, 192 or 256 (tf32: 128)"}, &GemmConfig::bn},
     {{"stages", FieldRole::Optional, "stages of the shared-memory ring, 2 to 8 (default: as many as fit)"},
@@ -51,11 +51,31 @@ const ConfigTable<GemmConfig, 6> kTable{{{
       "1: one im2col box a kernel row, its KW taps reading it 0, DW, 2·DW ... rows further (unit stride along W, "
       "no residual; output rows counted OW + (KW - 1)·DW wide); 0: one box a tap (default 0)"},
      &GemmConfig::rowbox},
+    {{"chunk", FieldRole::Optional,
+      "input channels a chunk of the reduction: a 128-byte row (64 16-bit, 32 float32); with im2col boxes also 32 "
+      "or 16 (64- or 32-byte rows), which pad 32 or 48 input channels less (default: the 128-byte row)"},
+     &GemmConfig::chunk},
 }}};
 
 bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32; }
 bool is_ndhwc(const Problem& prob) { return prob.desc.layout == Layout::NDHWC; }
 int element_bytes(const Problem& prob) { return is_tf32(prob) ? 4 : 2; }
+// A chunk's channels (config field chunk; 0: the 128-byte row) and the bytes of its rows.
+int chunk_of(const Problem& prob, const GemmConfig& c) {
+  return c.chunk != 0 ? c.chunk : geo::row_elements(element_bytes(prob));
+}
+int row_bytes(const Problem& prob, const GemmConfig& c) { return chunk_of(prob, c) * element_bytes(prob); }
+// The chunk of im2col boxes that pads a tap's C channels least, the widest of those (C = 32: 32;
+// 48 or 40: 16; a multiple of 64: 64).
+int snug_chunk(const Problem& prob) {
+  int best = geo::row_elements(element_bytes(prob));
+  if (is_tf32(prob)) return best;
+  const int64_t c = prob.desc.c;
+  for (const int chunk : {32, 16}) {
+    if (ceil_div(c, chunk) * chunk < ceil_div(c, best) * best) best = chunk;
+  }
+  return best;
+}
 
 long long positions_of(const Problem& prob) { return prob.desc.d * prob.desc.h * prob.desc.w; }
 long long out_positions(const Problem& prob) { return prob.out.d * prob.out.h * prob.out.w; }
@@ -97,7 +117,8 @@ bool rowbox_possible(const Problem& prob) {
          im2col::corner_fits(im2col::upper(p.ow + extra, 1, p.pad_w, p.w)) && rows < (int64_t{1} << 31) - 256;
 }
 int shared_bytes(const Problem& prob, const GemmConfig& c, int stages) {
-  return geo::shared_bytes(c.bm, c.bn, stages, element_bytes(prob), row_taps(prob, c), halo(prob, c));
+  return geo::shared_bytes(c.bm, c.bn, stages, element_bytes(prob), row_taps(prob, c), halo(prob, c),
+                           row_bytes(prob, c));
 }
 
 // Windowed layers the planner gives to the im2col form rather than igemm_sm90_half: where its
@@ -185,9 +206,13 @@ bool fits(const Problem& prob, const DeviceLimits& limits, const GemmConfig& c) 
   // im2col 1 wherever its boxes can serve (whole boxes of 64 rows), 0 only for a GEMM.
   const bool boxes = c.im2col == 1 ? im2col_possible(prob) && c.bn % 64 == 0 : c.im2col == 0 && tiled_possible(prob);
   const bool rowbox = c.rowbox == 0 || (c.rowbox == 1 && c.im2col == 1 && rowbox_possible(prob));
+  // Narrower chunks only of im2col boxes (one tap's channels): 32 or 16 16-bit channels.
+  const int chunk = chunk_of(prob, c);
+  const bool chunked = chunk == geo::row_elements(element_bytes(prob)) ||
+                       (c.im2col == 1 && !is_tf32(prob) && (chunk == 32 || chunk == 16));
   // BM 64: a split warpgroup's whole tile of one m64 block, NCDHW 16-bit im2col layers.
   const bool one_block = c.bm == 64 && c.split == 1 && c.im2col == 1;
-  return boxes && rowbox && (c.bm == 128 || c.bm == 256 || one_block) &&
+  return boxes && rowbox && chunked && (c.bm == 128 || c.bm == 256 || one_block) &&
          (c.split == 0 || (c.split == 1 && (c.bm == 128 || one_block))) && width &&
          registers_fit(prob, c) && c.stages >= (c.split == 1 ? 4 : 2) && (c.split == 0 || c.stages % 2 == 0) &&
          c.stages <= geo::kMaxStages && shared_bytes(prob, c, c.stages) <= limits.max_smem_per_block_optin;
@@ -274,21 +299,26 @@ class GemmSm90Family final : public Family {
     std::vector<Plan> plans;
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
     // The heuristic's choice, each shape's best width, then the other widths; where a kernel row's
-    // taps can share one input box, each of the first ones with row boxes after it.
+    // taps can share one input box, each of the first ones with row boxes after it, and where
+    // narrower chunks pad the channels less, each of those with them too.
     const GemmConfig first = heuristic_config(prob);
     const int bm = first.bm, im2col = first.im2col;
-    auto add = [&](const GemmConfig& c, int rowbox = 0) {
-      const GemmConfig sized{c.bm, c.bn, 0, c.split, im2col, rowbox};
-      if (fits(prob, limits, {c.bm, c.bn, most_stages(prob, limits, sized), c.split, im2col, rowbox})) {
-        plans.push_back(plan(prob, limits, sized));
-      }
+    auto add = [&](const GemmConfig& c, int rowbox = 0, int chunk = 0) {
+      GemmConfig sized{c.bm, c.bn, 0, c.split, im2col, rowbox, chunk};
+      sized.stages = most_stages(prob, limits, sized);
+      if (fits(prob, limits, sized)) plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col, rowbox, chunk}));
     };
     const bool rows = im2col == 1 && rowbox_possible(prob);
+    const int snug = im2col == 1 ? snug_chunk(prob) : 0;
+    const bool narrower = snug != geo::row_elements(element_bytes(prob)) && snug != 0;
     auto add_both = [&](const GemmConfig& c) {
-      add(c);
-      if (rows) add(c, 1);
+      for (const int rowbox : {0, 1}) {
+        if (rowbox == 1 && !rows) continue;
+        add(c, rowbox);
+        if (narrower) add(c, rowbox, snug);
+      }
     };
-    add(first, first.rowbox);  // the heuristic's choice as it is, then its twin
+    add(first, first.rowbox, first.chunk);  // the heuristic's choice as it is, then its twins
     add_both(first);
     for (const GemmConfig& c : {GemmConfig{bm, 0, 0, 0}, GemmConfig{384 - bm, 0, 0, 0}, GemmConfig{128, 0, 0, 1},
                                 GemmConfig{64, 0, 0, 1}}) {
@@ -322,27 +352,35 @@ class GemmSm90Family final : public Family {
                     "BM 256 or split 1, 192 with BM 128 for 16-bit outputs of the erf GELU without a residual; NCDHW tf32: "
                     "128; NDHWC: 128 or 256, 128 with BM 256, BM 128 for 16-bit outputs with a residual; neither "
                     "splits), 2 to 8 stages within the block's shared memory (an even "
-                    "number from 4 with split 1), split 0 or 1 (1 with BM 128), im2col 0 for a GEMM or 1 for an "
-                    "NDHWC bf16 / fp16 layer, rowbox 1 with im2col boxes for a kernel row of two taps or more, unit "
-                    "stride along W and no residual");
+                    "number from 4 with split 1), split 0 or 1 (1 with BM 128, or BM 64 with im2col boxes in "
+                    "NCDHW), im2col 0 for a GEMM or 1 for a bf16 / fp16 layer, rowbox 1 with im2col boxes for a "
+                    "kernel row of two taps or more, unit stride along W and no residual, chunk 64 (tf32: 32) or "
+                    "with im2col boxes 32 or 16");
     }
     return plan(prob, limits, c);
   }
 
-  // The weight's map (the first): K rows of C channels in boxes of BM rows x a 128-byte row of
+  // The weight's map (the first): K rows of C channels in boxes of BM rows x a chunk's row of
   // channels; the input's (the second): NCDHW (D·H·W, C, N) in boxes of a 128-byte row of
   // positions x as many channels, NDHWC N·D·H·W rows of C channels in boxes of BN rows x a
-  // 128-byte row; all 128-byte swizzled, as wgmma reads them (float32 rounded to tf32 by the copy).
+  // 128-byte row, im2col boxes of window origins x a chunk's channels; all swizzled by their rows'
+  // bytes, as wgmma reads them (float32 rounded to tf32 by the copy).
   void tensor_maps(const Plan& plan, const void* input, const void* weight, void*, CUtensorMap* weight_map,
                    CUtensorMap* input_map, CUtensorMap*) const override {
     const ConvParams& p = plan.params;
     const CUtensorMapDataType type = operand_map_type(plan.key.dtype, plan.key.precision);
-    const auto row = static_cast<unsigned>(geo::row_elements(plan.key.dtype == DataType::Float32 ? 4 : 2));
     const GemmConfig c = kTable.load(plan.key.config);
+    // A chunk's channels, and the swizzle of its rows (128, or with im2col boxes 64 or 32 bytes).
+    const int element = plan.key.dtype == DataType::Float32 ? 4 : 2;
+    const auto row = static_cast<unsigned>(c.chunk != 0 ? c.chunk : geo::row_elements(element));
+    const int bytes = static_cast<int>(row) * element;
+    const CUtensorMapSwizzle swizzle = bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                       : bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                     : CU_TENSOR_MAP_SWIZZLE_32B;
     const long long terms = p.c * p.kd * p.kh * p.kw;  // a weight row: (kd, kh, kw, c) in NDHWC layers
     thread_local LastTensorMap last_weight, last_input;
     *weight_map = last_weight.get(plan.key, weight, {p.k, terms}, [&] {
-      return encode_matrix_rows(type, weight, p.k, terms, static_cast<unsigned>(c.bm), row, CU_TENSOR_MAP_SWIZZLE_128B);
+      return encode_matrix_rows(type, weight, p.k, terms, static_cast<unsigned>(c.bm), row, swizzle);
     });
     // (The output's extents too: an im2col box's bounding box ends at the last window origin, which
     // the padding after each axis moves.)
@@ -350,8 +388,7 @@ class GemmSm90Family final : public Family {
                                 [&] {
       if (c.im2col == 1) {  // BN window origins a box (and a kernel row's reach more), a chunk's channels each
         const int extra = c.rowbox == 1 ? geo::row_reach(p.kw, p.dw) : 0;
-        return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn + extra), CU_TENSOR_MAP_SWIZZLE_128B,
-                                   extra);
+        return encode_input_im2col(type, input, p, row, static_cast<unsigned>(c.bn + extra), swizzle, extra);
       }
       if (plan.key.layout == Layout::NDHWC) {  // rows of C channels, BN rows a box
         return encode_matrix_rows(type, input, p.n * p.d * p.h * p.w, p.c,
@@ -397,6 +434,7 @@ class GemmSm90Family final : public Family {
   }
 
   Plan plan(const Problem& prob, const DeviceLimits& limits, GemmConfig c) const {
+    c.chunk = chunk_of(prob, c);  // (the key names it)
     if (c.stages == 0) c.stages = most_stages(prob, limits, c);
     Plan plan = new_plan(prob, *this, kTable, c, geo::kThreads, shared_bytes(prob, c, c.stages));
     plan.grid = checked_grid(std::min<long long>(tiles(prob, c), limits.sm_count), *this);
