@@ -300,22 +300,32 @@ class GemmSm90Family final : public Family {
     if (serves_types(prob) || can_implement(prob, limits)) return plans;
     // The heuristic's choice, each shape's best width, then the other widths; where a kernel row's
     // taps can share one input box, each of the first ones with row boxes after it, and where
-    // narrower chunks pad the channels less, each of those with them too.
+    // narrower chunks pad the channels less, each of those with them too (row boxes of 32-channel
+    // chunks where a row's weight boxes of 64 leave too few stages: 7-tap rows).
     const GemmConfig first = heuristic_config(prob);
     const int bm = first.bm, im2col = first.im2col;
+    auto sized = [&](const GemmConfig& c, int rowbox, int chunk) {
+      GemmConfig s{c.bm, c.bn, 0, c.split, im2col, rowbox, chunk};
+      s.stages = most_stages(prob, limits, s);
+      return s;
+    };
     auto add = [&](const GemmConfig& c, int rowbox = 0, int chunk = 0) {
-      GemmConfig sized{c.bm, c.bn, 0, c.split, im2col, rowbox, chunk};
-      sized.stages = most_stages(prob, limits, sized);
-      if (fits(prob, limits, sized)) plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col, rowbox, chunk}));
+      if (fits(prob, limits, sized(c, rowbox, chunk))) {
+        plans.push_back(plan(prob, limits, {c.bm, c.bn, 0, c.split, im2col, rowbox, chunk}));
+      }
     };
     const bool rows = im2col == 1 && rowbox_possible(prob);
     const int snug = im2col == 1 ? snug_chunk(prob) : 0;
     const bool narrower = snug != geo::row_elements(element_bytes(prob)) && snug != 0;
     auto add_both = [&](const GemmConfig& c) {
-      for (const int rowbox : {0, 1}) {
-        if (rowbox == 1 && !rows) continue;
-        add(c, rowbox);
-        if (narrower) add(c, rowbox, snug);
+      add(c);
+      if (narrower) add(c, 0, snug);
+      if (!rows) return;
+      add(c, 1);
+      if (narrower) {
+        add(c, 1, snug);
+      } else if (!fits(prob, limits, sized(c, 1, 0))) {
+        add(c, 1, 32);
       }
     };
     add(first, first.rowbox, first.chunk);  // the heuristic's choice as it is, then its twins
