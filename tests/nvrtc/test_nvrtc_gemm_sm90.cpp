@@ -7,6 +7,7 @@
 // igemm_sm90_half's for NDHWC); NDHWC bf16 / fp16 layers of any window, stride, dilation and zero
 // padding through im2col boxes when forced or tuned; it refuses every other layer; every width, both output types and
 // epilogues with a residual compile for sm_90a without spills.
+#include <set>
 #include <string>
 
 #include "catch.hpp"
@@ -354,16 +355,42 @@ TEST_CASE("gemm_sm90: chunks of 32 and 16 channels for im2col boxes") {
   CHECK(half.shared_bytes == 8 * (128 + 256) * 64 + 1024 + 16 * 8 + 16);
   const detail::Plan rows = plan_of(d, "gemm_sm90:bm=128,bn=256,rowbox=1,chunk=16");
   CHECK(rows.shared_bytes == static_cast<unsigned>(rows.key.field("stages") * 21504 + 1024 + 16 * 8 + 16));
-  // Tuning offers the snug chunk (16 for 48 channels) beside the 128-byte row's.
-  bool offered = false;
+  // Tuning offers chunks of 32 and the snug 16 (48 channels) beside the 128-byte row's.
+  std::set<int> offered;
   for (const detail::Candidate& c :
-       detail::tuning_candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 24)) {
-    INFO(c.config);
-    if (family_of(c.plan) != "gemm_sm90") continue;
-    CHECK((c.plan.key.field("chunk") == 64 || c.plan.key.field("chunk") == 16));
-    offered = offered || c.plan.key.field("chunk") == 16;
+       detail::tuning_candidates(detail::make_problem(d), detail::limits_for_arch("sm_90"), 32)) {
+    if (family_of(c.plan) == "gemm_sm90") offered.insert(c.plan.key.field("chunk"));
   }
-  CHECK(offered);
+  CHECK(offered == std::set<int>{16, 32, 64});
+  // The planner's: NDHWC layers of 32 to 160 channels off whole 64s into 96 to 192, with kernel rows
+  // and 4 rounds of tiles, take 128 x 256 row boxes in 32-channel chunks; the family alone forced
+  // is the planner's choice, named fields the optional ones' defaults.
+  CHECK(detail::canonical_text(plan_of(d).key) == detail::canonical_text(plan_of(d, "gemm_sm90:bm=128,bn=256,rowbox=1,chunk=32").key));
+  CHECK(plan_of(d, "gemm_sm90").key.field("chunk") == 32);
+  CHECK(plan_of(d, "gemm_sm90:bm=128,bn=256").key.field("rowbox") == 0);
+  const Conv3dDesc decoder = typed(test::make(2, 128, {8, 16, 16}, 64, {3, 3, 3}, 1, 1));  // the planner's split row boxes
+  CHECK(plan_of(decoder).key.field("split") == 1);
+  CHECK(plan_of(decoder, "gemm_sm90:bm=128,bn=256").key.field("split") == 0);
+  CHECK(plan_of(decoder, "gemm_sm90:bm=128,bn=256").key.field("rowbox") == 0);
+  Conv3dDesc into96 = d;
+  into96.c = 96;
+  into96.k = 96;  // (NDHWC K <= 96 is declined otherwise)
+  CHECK(plan_of(into96).key.field("chunk") == 32);
+  for (const auto& [c, k] : {std::pair{128, 128}, std::pair{48, 256}, std::pair{48, 64}, std::pair{24, 128}}) {
+    Conv3dDesc other = d;
+    other.c = c;
+    other.k = k;
+    DYNAMIC_SECTION("C = " << c << ", K = " << k) {
+      const detail::Plan p = plan_of(other);
+      CHECK(!(family_of(p) == "gemm_sm90" && p.key.field("chunk") == 32));
+    }
+  }
+  Conv3dDesc ncdhw = d;
+  ncdhw.layout = Layout::NCDHW;  // (measured 0.89x there)
+  CHECK(plan_of(ncdhw).key.field("chunk") == 64);
+  Conv3dDesc few = d;
+  few.d = 4;  // 2 output planes: under 4 rounds of tiles
+  CHECK(!(family_of(plan_of(few)) == "gemm_sm90" && plan_of(few).key.field("chunk") == 32));
   // Refused: other chunks, narrower chunks of tiled boxes (a GEMM) or of the tf32 class.
   for (const char* bad : {"gemm_sm90:bm=128,bn=256,chunk=8", "gemm_sm90:bm=128,bn=256,chunk=48",
                           "gemm_sm90:bm=128,bn=256,chunk=128"}) {

@@ -136,10 +136,27 @@ bool rowbox_k64_wins(const Problem& prob) {
          prob.desc.kernel.w == 3 && im2col_possible(prob) && rowbox_possible(prob);
 }
 
+// NDHWC layers whose input channels are no multiple of 64 (32 to 160, whole 16s) into 96 to 192
+// output channels, with kernel rows of two taps or more and at least 4 rounds of 128 x 256 tiles:
+// 128 x 256 tiles of row boxes in 32-channel chunks (bm=128,bn=256,rowbox=1,chunk=32) ran
+// 1.21-1.96x the planner's kernels then (H100: LTX-Video conv_in, Wan 2.1's 96-channel decoder
+// layer, 5 layers outside the suites; bench/narrow_channels.jsonl), 32-channel chunks at least as
+// fast as 16-channel ones for C = 48. NCDHW ran 0.89-1.32x (not taken); channels in whole 64s
+// 0.81-0.87x (their 64-channel chunks pad nothing).
+bool rowbox_narrow_wins(const Problem& prob) {
+  const int64_t c = prob.desc.c, k = prob.desc.k;
+  if (!is_ndhwc(prob) || is_gemm(prob) || c % 64 == 0 || c % 16 != 0 || c < 32 || c > 160 || k < 96 || k > 192 ||
+      !im2col_possible(prob) || !rowbox_possible(prob)) {
+    return false;
+  }
+  const long long rows = out_positions(prob) / prob.out.w * (prob.out.w + row_reach(prob)) * prob.desc.n;
+  return ceil_div(k, 128) * ceil_div(rows, 256) >= 4 * kWaveBlocks;
+}
+
 bool im2col_wins(const Problem& prob) {
   const int64_t k = prob.desc.k;
   if (is_gemm(prob)) return false;  // (NCDHW GEMMs of D·H·W off 8: not measured)
-  if (rowbox_k64_wins(prob)) return true;
+  if (rowbox_k64_wins(prob) || rowbox_narrow_wins(prob)) return true;
   const long long rows = is_ndhwc(prob) ? out_positions(prob) * prob.desc.n : out_positions(prob);
   const long long tiles = ceil_div(k, 128) * ceil_div(rows, 256) * (is_ndhwc(prob) ? 1 : prob.desc.n);
   if (!is_ndhwc(prob)) return prob.desc.c <= 64 && k >= 128 && tiles >= 3 * kWaveBlocks;
@@ -283,7 +300,7 @@ class GemmSm90Family final : public Family {
       return "at most 64 output channels: half of a 128-channel tile or more would be padding";
     }
     // NDHWC 192 -> 96 ran 0.96x igemm_sm90_half; 128 output channels and more ran 1.41-1.58x.
-    if (is_ndhwc(prob) && prob.desc.k <= 96) {
+    if (is_ndhwc(prob) && prob.desc.k <= 96 && !rowbox_narrow_wins(prob)) {
       return "NDHWC with at most 96 output channels: a quarter of a 128-channel tile or more would be padding";
     }
     // Its epilogue runs after the tile's products with nothing else to overlap it in the block;
@@ -316,17 +333,17 @@ class GemmSm90Family final : public Family {
     };
     const bool rows = im2col == 1 && rowbox_possible(prob);
     const int snug = im2col == 1 ? snug_chunk(prob) : 0;
-    const bool narrower = snug != geo::row_elements(element_bytes(prob)) && snug != 0;
+    // Narrower chunks where 64-channel ones pad the channels: 32 (which ran at least as fast as 16
+    // for C = 48), and 16 where that pads less.
+    std::vector<int> narrower;
+    if (snug != 0 && snug != geo::row_elements(element_bytes(prob))) narrower = snug == 32 ? std::vector<int>{32} : std::vector<int>{32, 16};
     auto add_both = [&](const GemmConfig& c) {
       add(c);
-      if (narrower) add(c, 0, snug);
+      for (const int chunk : narrower) add(c, 0, chunk);
       if (!rows) return;
       add(c, 1);
-      if (narrower) {
-        add(c, 1, snug);
-      } else if (!fits(prob, limits, sized(c, 1, 0))) {
-        add(c, 1, 32);
-      }
+      for (const int chunk : narrower) add(c, 1, chunk);
+      if (narrower.empty() && !fits(prob, limits, sized(c, 1, 0))) add(c, 1, 32);
     };
     add(first, first.rowbox, first.chunk);  // the heuristic's choice as it is, then its twins
     add_both(first);
@@ -346,12 +363,16 @@ class GemmSm90Family final : public Family {
     if (const Refusal r = serves_types(prob) ? serves_types(prob) : can_implement(prob, limits)) {
       refuse_config(forced, *r);
     }
-    const int split = forced.get("split").value_or(0);
-    const int bm = forced.get("bm").value_or(split == 1 ? 128 : heuristic_bm(prob));
-    // Fields left out: the planner's tile, or for another BM or a split the best width there.
-    const GemmConfig base = bm == heuristic_bm(prob) && split == 0
-                                ? heuristic_config(prob)
-                                : GemmConfig{bm, best_width(prob, bm, split), 0, split, default_im2col(prob)};
+    // The family alone: the planner's configuration. Otherwise the fields left out take the
+    // planner's BM and width where the forced tile shape is the planner's (else split 0, BM 128 for
+    // a split, and the best width there), the layer's boxes, and the optional fields' defaults.
+    const GemmConfig h = heuristic_config(prob);
+    const bool any = std::any_of(forced.values.begin(), forced.values.end(), [](const auto& v) { return v.has_value(); });
+    const int split = forced.get("split").value_or(any ? 0 : h.split);
+    const int bm = forced.get("bm").value_or(split == h.split ? h.bm : split == 1 ? 128 : heuristic_bm(prob));
+    const GemmConfig base = !any ? h
+                                 : GemmConfig{bm, bm == h.bm && split == h.split ? h.bn : best_width(prob, bm, split), 0,
+                                              split, default_im2col(prob)};
     GemmConfig c = kTable.apply(base, forced);
     if (!forced.get("stages")) c.stages = 0;
     GemmConfig sized = c;
@@ -425,6 +446,7 @@ class GemmSm90Family final : public Family {
   // against igemm_sm90_half: im2col_wins), else the heuristic's BM and its best width.
   static GemmConfig heuristic_config(const Problem& prob) {
     if (rowbox_k64_wins(prob)) return {64, 192, 0, 1, 1, 1};
+    if (rowbox_narrow_wins(prob)) return {128, 256, 0, 0, 1, 1, 32};
     const int bm = heuristic_bm(prob), im2col = default_im2col(prob);
     const int bn = im2col == 1 && registers_fit(prob, {bm, 256, 0, 0}) ? 256 : best_width(prob, bm, 0);
     return {bm, bn, 0, 0, im2col};
