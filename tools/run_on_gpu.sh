@@ -2,7 +2,7 @@
 # One call on the GPU machine: build there, then (by mode) run every test, the JIT cost probe,
 # verify/run of the reference problem, a --config sweep on it, and the benchmark suite against
 # cuDNN. Logs go to $OUT (or ./device-out); bench JSON to $OUT/bench.json.
-# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|pointwise|windowed|walking|all]
+# Usage: tools/run_on_gpu.sh [tests|sweep|bench|suites|tune|compile|verify|pointwise|windowed|narrow|walking|all]
 # (env: BENCH_MANIFEST, default bench/suite.jsonl; BENCH_CONFIG; SWEEP_CONFIGS; COMPILE_REPEAT;
 # suites: SUITES, default every suite, and FUSION=1 to run the fusion benchmark after them;
 # verify: VERIFY_MANIFESTS, default the edge sweep and the network layers; CONV3DJIT_SOURCE_COMMIT,
@@ -96,14 +96,26 @@ case $what in windowed)
 esac
 case $what in walking)
   # igemm_sm90_k16's GPU tests (test_gpu_half's sm_90 cases), then bench/walking_half.jsonl on the
-  # planner's walks against the same walks with overlap (the finished plane's store and the next
-  # box's copy beside the other sets' products; n/a where refused), in three and two warpgroups,
-  # in alternating rounds of one build.
+  # planner's walks against two warpgroups' walks and one-plane tiles, in alternating rounds of one
+  # build: the baselines of a change to the walk.
   $build/tests/test_gpu_half "half types on sm_90: igemm_sm90 on a float32 copy*" 2>&1 | tee "$out/k16_tests.log" |
     grep -a -E "test cases|FAILED"
   COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_walking" -c planner \
-    -c igemm_sm90_k16:wgs=3,bn=64,overlap=1 -c igemm_sm90_k16:wgs=2,bn=64,overlap=1 bench/walking_half.jsonl . \
+    -c igemm_sm90_k16:wgs=2,bn=64 -c igemm_sm90_k16:wgs=3,bn=64,planes=1 bench/walking_half.jsonl . \
     -- --iters 30 | tee "$out/walking_compare.txt"
+esac
+case $what in narrow)
+  # gemm_sm90's im2col GPU cases (its 32- and 16-channel chunks among them), then
+  # bench/narrow_channels.jsonl (input channels off whole 64s) on the planner's kernels against
+  # gemm_sm90's 128 x 256 tiles in 64-channel chunks, row boxes in 32- and 16-channel chunks, and
+  # igemm_sm90_half, in alternating rounds of one build; then the manifest against cuDNN.
+  $build/tests/test_gpu_gemm_sm90 "*layers of any window through im2col boxes*" 2>&1 | tee "$out/gemm_tests.log" |
+    grep -a -E "test cases|FAILED"
+  COMPARE_BUILD_DIR=$build tools/compare_builds.sh -r 3 -o "$out/compare_narrow" -c planner \
+    -c gemm_sm90:bm=128,bn=256 -c gemm_sm90:bm=128,bn=256,rowbox=1,chunk=32 \
+    -c gemm_sm90:bm=128,bn=256,rowbox=1,chunk=16 -c igemm_sm90_half bench/narrow_channels.jsonl . \
+    -- --iters 30 | tee "$out/narrow_compare.txt"
+  bench_manifest bench/narrow_channels.jsonl narrow_channels
 esac
 case $what in suites)
   # Every suite, one after the other (each JSON beside its log: bench-<suite>.json), then with

@@ -20,8 +20,7 @@
 // A fragment gathered from it serves the KD output planes d - kd, KD wgmmas into KD accumulator
 // sets, so that A's shared-memory loads, the box and its shifted copy come once an input plane
 // instead of KD times. Set i holds output plane d - (KD - 1) + i; after a step set 0 is whole and
-// is stored, and the sets move down one (with Spec::overlap, set 0's products come first and its
-// store runs beside the other sets' products). 16-bit outputs
+// is stored, and the sets move down one. 16-bit outputs
 // of planes whose rows of channels lie on 16 bytes leave by TMA: each warpgroup transposes its 64
 // positions x BN channels into shared memory (stmatrix) and one thread stores them as a box, so
 // that the warpgroup goes on to the next tile at once; a residual arrives in that tile by cp.async
@@ -53,9 +52,6 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   constexpr int SW = Spec::sw, DH = Spec::dh, BN = Spec::bn, WGS = Spec::wgs, RW = Spec::rw, ROWS = Spec::rows;
   constexpr int THREADS = WGS * 128, TP = WGS * 64, NB = BN / 8, R = BN / 2, PLANES = Spec::planes;
   constexpr bool WALK = PLANES > 1;
-  // Spec::overlap: walking, a step's products set by set, the finished plane stored while the
-  // others' run (every slice's A held in registers).
-  constexpr bool OVERLAP = Spec::overlap != 0;
   // Accumulator sets, the box's planes, the kernel rows (c, kd, kh) a step's slices cover, those
   // slices (for each set).
   constexpr int SETS = WALK ? KD : 1, BKD = geo::box_planes(KD, PLANES), KROWS = CG * BKD * KH;
@@ -65,7 +61,6 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   constexpr int TILE_WORDS = L.tile_bytes / 4, BOX_BYTES = CG * BKD * ROWS * RW * 2;
   static_assert(geo::kw_slots(KW) == 8 && KW >= 5, "kernel rows of 8 kw slots: KW 5 to 8");
   static_assert(!WALK || (SD == 1 && Spec::dd == 1), "walking planes: unit stride and dilation along D");
-  static_assert(!OVERLAP || WALK, "stores overlapping products: walking planes");
   static_assert(RW % 8 == 0, "box rows of 16-byte multiples");
   static_assert(BN == 64 || BN == 128, "64 or 128 output channels a block");
 
@@ -225,19 +220,13 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
   unsigned tile = first_tile;
   if (tile < n_tiles) start(tile);
   int it = 0, j = 0;  // steps of the block, and of the tile
-  // Waits for stage `stage`'s box (the block's step `at`) and copies it shifted by one element.
-  auto shift_box = [&](int stage, int at) {
-    tma::wait(bars + stage, (at >> 1) & 1);
-    const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
-    unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
-    for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
-  };
 #pragma unroll 1
   for (; tile < n_tiles; ++it) {
     const int stage = it & 1;
+    tma::wait(bars + stage, (it >> 1) & 1);
     const unsigned* const box = tiles + stage * 2 * TILE_WORDS;
-    // With overlap the previous step copied this step's box beside its products.
-    if (!OVERLAP || it == 0) shift_box(stage, it);
+    unsigned* const shifted = tiles + (stage * 2 + 1) * TILE_WORDS;
+    for (int w = tid; w < TILE_WORDS - 1; w += THREADS) shifted[w] = __funnelshift_r(box[w], box[w + 1], 16);
     // The warpgroup's last output box has left its tile in shared memory before anyone writes it.
     if (boxed && (tid & 127) == 0) tma::wait_store_reads<0>();
     // The shifted copy is whole, and every thread is done with the other stage (the last step's):
@@ -283,55 +272,30 @@ igemm_sm90_k16(const typename Spec::element* __restrict__ /* in: read through `m
       a[2] = r1 < KROWS ? lo[row_words(r1)] & mask : 0u;
       a[3] = r1 < KROWS ? hi[row_words(r1)] & mask : 0u;
     };
-    // kd = u: output plane od0 + j - u, set SETS - 1 - u, which kd = 0 starts. Walking, the sets
-    // of planes before the run and past it take products too, never stored: a branch around a
-    // wgmma makes ptxas fence the accumulators at each.
-    auto weights = [&](int u, int s) { return w_desc + static_cast<unsigned long long>((u * SS + s) * NB * 256 / 16); };
-    if constexpr (OVERLAP) {
-      // Every slice's A first, then the sets one after the other from set 0 (kd = KD - 1), each its
-      // own group: the plane set 0 finishes is stored while the other sets' products run.
-      unsigned a[SS][4];
+    unsigned a[2][4];
+    gather(0, a[0]);
 #pragma unroll
-      for (int s = 0; s < SS; ++s) gather(s, a[s]);
+    for (int s = 0; s < SS; ++s) {
       wgmma::fence();
 #pragma unroll
-      for (int v = 0; v < SETS; ++v) {
-#pragma unroll
-        for (int s = 0; s < SS; ++s) {
-          wgmma::mma_half_regs<BN, BF16>(acc[v], a[s], weights(SETS - 1 - v, s), s > 0 || v < SETS - 1);
-        }
-        wgmma::commit();
+      for (int u = 0; u < SETS; ++u) {
+        // kd = u: output plane od0 + j - u, set SETS - 1 - u, which kd = 0 starts. Walking, the
+        // sets of planes before the run and past it take products too, never stored: a branch
+        // around a wgmma makes ptxas fence the accumulators at each.
+        wgmma::mma_half_regs<BN, BF16>(acc[SETS - 1 - u], a[s & 1],
+                                       w_desc + static_cast<unsigned long long>((u * SS + s) * NB * 256 / 16),
+                                       s > 0 || u > 0);
       }
-      wgmma::wait<SETS - 1>();
-      wgmma::settle(acc[0]);
-      if (finishes) store_plane(acc[0], od);
-      // The next step's box (loaded since this step's barrier; no thread reads that stage before
-      // the next barrier), copied while the products run too.
-      if (!last_step || tile + step < n_tiles) shift_box(stage ^ 1, it + 1);
-      wgmma::wait<0>();
-#pragma unroll
-      for (int u = 1; u < SETS; ++u) wgmma::settle(acc[u]);
-    } else {
-      unsigned a[2][4];
-      gather(0, a[0]);
-#pragma unroll
-      for (int s = 0; s < SS; ++s) {
-        wgmma::fence();
-#pragma unroll
-        for (int u = 0; u < SETS; ++u) {
-          wgmma::mma_half_regs<BN, BF16>(acc[SETS - 1 - u], a[s & 1], weights(u, s), s > 0 || u > 0);
-        }
-        wgmma::commit();
-        if (s + 1 < SS) {
-          wgmma::wait<1>();  // slice s - 1 is done with the registers slice s + 1 fills
-          gather(s + 1, a[(s + 1) & 1]);
-        }
+      wgmma::commit();
+      if (s + 1 < SS) {
+        wgmma::wait<1>();  // slice s - 1 is done with the registers slice s + 1 fills
+        gather(s + 1, a[(s + 1) & 1]);
       }
-      wgmma::wait<0>();
-#pragma unroll
-      for (int u = 0; u < SETS; ++u) wgmma::settle(acc[u]);
-      if (finishes) store_plane(acc[0], od);
     }
+    wgmma::wait<0>();
+#pragma unroll
+    for (int u = 0; u < SETS; ++u) wgmma::settle(acc[u]);
+    if (finishes) store_plane(acc[0], od);
     if constexpr (WALK) {
 #pragma unroll
       for (int u = 0; u + 1 < SETS; ++u) {

@@ -248,20 +248,10 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       check_no_spills(r);
     }
   }
-  // Blocks walking output planes (KD accumulator sets), also with every slice's A held for stores
-  // beside the products (overlap; without a residual, whose GELU epilogue then spilled 40 bytes):
-  // no spills, and wgmmas ptxas leaves in flight (it serializes them where the sets leave too few
-  // registers, as three at 4 warpgroups).
-  Conv3dDesc heavy_plain = heavy;
-  heavy_plain.epilogue.residual = false;
-  struct Walk {
-    const char* config;
-    bool overlap;
-  };
-  for (const Walk w : {Walk{"igemm_sm90_k16:2,64,16", false}, Walk{"igemm_sm90_k16:3,64,16", false},
-                       Walk{"igemm_sm90_k16:3,64,16,1", true}, Walk{"igemm_sm90_k16:2,64,16,1", true}}) {
-    const char* config = w.config;
-    for (const Conv3dDesc& d : {cases[0], w.overlap ? heavy_plain : heavy}) {
+  // Blocks walking output planes (KD accumulator sets): no spills, and wgmmas ptxas leaves in
+  // flight (it serializes them where the sets leave too few registers, as three at 4 warpgroups).
+  for (const char* config : {"igemm_sm90_k16:2,64,16", "igemm_sm90_k16:3,64,16"}) {
+    for (const Conv3dDesc& d : {cases[0], heavy}) {
       DYNAMIC_SECTION(config << " " << describe(d)) {
         const PtxasReport r = ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, false, d), "sm_90", config);
         check_no_spills(r);
@@ -269,24 +259,9 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
       }
     }
   }
-  struct Refused {
-    const char* config;
-    const Conv3dDesc& desc;
-    bool fp32_output;
-  };
-  for (const Refused r : {Refused{"igemm_sm90_k16:4,64,16", cases[0], false},
-                          Refused{"igemm_sm90_k16:3,64,16,1", heavy, false},  // a residual
-                          Refused{"igemm_sm90_k16:3,64,1,1", cases[0], false},  // one plane
-                          Refused{"igemm_sm90_k16:3,128,16,1", cases[0], false},  // 192 sums
-                          Refused{"igemm_sm90_k16:3,64,16,1", cases[0], true}}) {  // float32 outputs at 3
-    CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, r.fp32_output,
-                                                                     r.desc)),
-                                      sm90, r.config),
-                    Error);
-  }
-  // Float32 outputs with overlap in 2 warpgroups: no spills.
-  check_no_spills(ptxas_report(half_desc(DataType::BFloat16, Layout::NCDHW, true, cases[0]), "sm_90",
-                               "igemm_sm90_k16:2,64,16,1"));
+  CHECK_THROWS_AS(detail::make_plan(detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[0])),
+                                    sm90, "igemm_sm90_k16:4,64,16"),
+                  Error);
   // The reference walks runs of 21 planes (62 = 21 + 21 + 20: 912 runs, at most 7 a block) with
   // three warpgroups; the slow stem (KD = 1) and a layer of 14 output planes a block of its own
   // keep one-plane tiles.
@@ -297,6 +272,14 @@ TEST_CASE("half NCDHW layers of C <= 32 and KW 5 to 8 plan to igemm_sm90_k16 and
   CHECK(kernel_of(test::make(8, 3, {8, 224, 224}, 64, {1, 7, 7}, {1, 2, 2}, Dims3{0, 3, 3})).find("wgs=4 bn=64 planes=1 ") !=
         std::string::npos);
   CHECK(kernel_of(test::make(1, 3, {16, 64, 64}, 64, {3, 5, 7})).find("planes=1 ") != std::string::npos);
+  // A forced configuration takes the planner's walk for the fields it leaves out (its warpgroups
+  // and columns unchanged), the defaults for other tiles.
+  const detail::Problem reference = detail::make_problem(half_desc(DataType::BFloat16, Layout::NCDHW, false, cases[0]));
+  for (const char* forced : {"igemm_sm90_k16", "igemm_sm90_k16:3,64"}) {
+    CHECK(detail::canonical_text(detail::make_plan(reference, sm90, forced).key) == kernel_of(cases[0]));
+  }
+  CHECK(detail::canonical_text(detail::make_plan(reference, sm90, "igemm_sm90_k16:2,64").key).find("planes=31 ") !=
+        std::string::npos);
 }
 
 TEST_CASE("half types: grouped layers take grouped in both layouts; direct compiles for every type and layout") {

@@ -20,11 +20,10 @@ namespace geo = igemm_sm90_k16_geometry;
 struct K16Config {
   int wgs, bn;  // warpgroups a block (64 positions each), output channels a block
   int planes;  // output planes a block walks (1: a tile of one plane and its KD input planes)
-  int overlap;  // walking: a step's sets one after the other, set 0's store beside the others' products
   int rw, rows;  // the input box: halves a row, rows
 };
 
-const ConfigTable<K16Config, 6> kTable{{{
+const ConfigTable<K16Config, 5> kTable{{{
     {{"wgs", FieldRole::Chosen, "warpgroups a block, 64 consecutive positions of a plane each: 2, 3 or 4"},
      &K16Config::wgs},
     {{"bn", FieldRole::Chosen, "output channels a block: 64 or 128"}, &K16Config::bn},
@@ -33,10 +32,6 @@ const ConfigTable<K16Config, 6> kTable{{{
       "accumulator sets; unit stride and dilation along D, KD >= 2), or 1: one plane a tile (default: the "
       "planner's choice for these wgs and bn)"},
      &K16Config::planes},
-    {{"overlap", FieldRole::Optional,
-      "1: walking, a step's products set by set from the set it finishes, whose output plane is stored while "
-      "the other sets' products run (every slice's A in registers); 0: slice by slice (default)"},
-     &K16Config::overlap},
     {{"rw", FieldRole::Derived, "halves a row of the input box"}, &K16Config::rw},
     {{"rows", FieldRole::Derived, "input rows of the box"}, &K16Config::rows},
 }}};
@@ -110,20 +105,18 @@ class K16Family final : public Family {
     // Fields left out: the planner's (its walk where its warpgroups and columns stay), else the
     // defaults for the columns.
     const std::optional<Plan> chosen = choose(prob, limits);
-    const K16Config base = chosen ? kTable.load(chosen->key.config) : K16Config{0, 0, 0, 0, 0, 0};
+    const K16Config base = chosen ? kTable.load(chosen->key.config) : K16Config{0, 0, 0, 0, 0};
     const int bn = forced.get("bn").value_or(chosen ? base.bn : default_bn(prob));
     const int wgs = forced.get("wgs").value_or(base.bn == bn ? base.wgs : default_wgs(bn));
     const int planes = forced.get("planes").value_or(
         base.bn == bn && base.wgs == wgs ? base.planes : walks(prob, limits, wgs, bn) ? walk_planes(prob, limits, wgs, bn) : 1);
-    if (auto p = plan_of(prob, limits, wgs, bn, planes, forced.get("overlap").value_or(0))) return std::move(*p);
+    if (auto p = plan_of(prob, limits, wgs, bn, planes)) return std::move(*p);
     refuse_config(forced,
                   "bf16 / fp16 NCDHW, groups == 1, compute capability 9.0, KW from 5 to 8 with dilation[W] = 1, "
                   "zero padding, W % 8 == 0, WGS 2 to 4, BN 64 or 128, a box of at most 256 in each dimension, "
                   "the weights and two stages of the box in shared memory, and planes from 1 to 256 (past 1: "
                   "stride[D] = dilation[D] = 1, KD >= 2, KD x BN / 2 accumulators a thread at most 192 with 2 "
-                  "warpgroups, 96 with 3, 64 with 4), overlap 0 or 1 (1: walking, with the accumulators and 4 A "
-                  "registers a slice of a step at most 216 a thread with 2 warpgroups, 128 with 3, 88 with 4, no "
-                  "residual, float32 outputs with 2 warpgroups only)");
+                  "warpgroups, 96 with 3, 64 with 4)");
   }
 
   // The input's map: (W, H, D, C, N) in boxes of the plan's rows, KD planes (every DD-th) and C.
@@ -172,19 +165,6 @@ class K16Family final : public Family {
     return d.stride.d == 1 && d.dilation.d == 1 && d.kernel.d >= 2 && d.kernel.d * bn / 2 <= most;
   }
 
-  // Whether a walking block may hold every slice of a step's A (4 registers a slice) beside its
-  // KD accumulator sets (overlap 1): 128 at 3 warpgroups holds the reference's 96 sums and 8
-  // slices in 168 registers without spills. Not with a residual (its GELU epilogue spilled 40
-  // bytes there; the planner walks no layer with a residual), and float32 outputs (stored from
-  // registers) only with 2 warpgroups (at 3 the reference's spilled 8 bytes).
-  static bool overlap_fits(const Problem& prob, int wgs, int bn) {
-    const Conv3dDesc& d = prob.desc;
-    const int most = wgs == 2 ? 216 : wgs == 3 ? 128 : 88;
-    const int slices = geo::slices(static_cast<int>(d.c), 1, static_cast<int>(d.kernel.h), static_cast<int>(d.kernel.w));
-    return walk_fits(prob, wgs, bn) && !d.epilogue.residual && (wgs == 2 || prob.out_dtype != DataType::Float32) &&
-           d.kernel.d * bn / 2 + 4 * slices <= most;
-  }
-
   // The longest block's work (plan_of's grid: blocks walk their column block's items round-robin):
   // its items times the steps of each (a tile one, a run of `planes` KD - 1 more, which finish no
   // plane) times a step's positions and slices, each slice a gather and its wgmmas (KD walking).
@@ -222,17 +202,15 @@ class K16Family final : public Family {
                block_cost(prob, limits, default_wgs(bn), bn, 1);
   }
 
-  std::optional<Plan> plan_of(const Problem& prob, const DeviceLimits& limits, int wgs, int bn, int planes,
-                              int overlap = 0) const {
+  std::optional<Plan> plan_of(const Problem& prob, const DeviceLimits& limits, int wgs, int bn, int planes) const {
     if (serves_types(prob) || can_implement(prob, limits) || (wgs < 2 || wgs > 4) || (bn != 64 && bn != 128) ||
-        planes < 1 || planes > 256 || (planes > 1 && !walk_fits(prob, wgs, bn)) || overlap < 0 || overlap > 1 ||
-        (overlap == 1 && (planes == 1 || !overlap_fits(prob, wgs, bn)))) {
+        planes < 1 || planes > 256 || (planes > 1 && !walk_fits(prob, wgs, bn))) {
       return std::nullopt;
     }
     const Conv3dDesc& d = prob.desc;
     auto i = [](int64_t v) { return static_cast<int>(v); };
     const int positions = 64 * wgs;
-    K16Config c{wgs, bn, planes, overlap, geo::box_row(i(prob.out.w), i(d.stride.w), i(d.kernel.w)),
+    K16Config c{wgs, bn, planes, geo::box_row(i(prob.out.w), i(d.stride.w), i(d.kernel.w)),
                 geo::box_rows(positions, i(prob.out.w), i(d.stride.h), i(d.kernel.h), i(d.dilation.h))};
     if (c.rw > 256 || c.rows > 256) return std::nullopt;
     const geo::Layout l = geo::layout(i(d.c), i(d.kernel.d), i(d.kernel.h), i(d.kernel.w), bn, wgs, c.rows, c.rw,
