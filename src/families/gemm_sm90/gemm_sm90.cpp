@@ -53,7 +53,8 @@ const ConfigTable<GemmConfig, 7> kTable{{{
      &GemmConfig::rowbox},
     {{"chunk", FieldRole::Optional,
       "input channels a chunk of the reduction: a 128-byte row (64 16-bit, 32 float32); with im2col boxes also 32 "
-      "or 16 (64- or 32-byte rows), which pad 32 or 48 input channels less (default: the 128-byte row)"},
+      "or 16 (64- or 32-byte rows), so that C = 32, 48, 96 ... is not padded to whole 64s (default: the 128-byte "
+      "row)"},
      &GemmConfig::chunk},
 }}};
 
@@ -61,9 +62,8 @@ bool is_tf32(const Problem& prob) { return prob.desc.dtype == DataType::Float32;
 bool is_ndhwc(const Problem& prob) { return prob.desc.layout == Layout::NDHWC; }
 int element_bytes(const Problem& prob) { return is_tf32(prob) ? 4 : 2; }
 // A chunk's channels (config field chunk; 0: the 128-byte row) and the bytes of its rows.
-int chunk_of(const Problem& prob, const GemmConfig& c) {
-  return c.chunk != 0 ? c.chunk : geo::row_elements(element_bytes(prob));
-}
+int chunk_of(int chunk, int element_bytes) { return chunk != 0 ? chunk : geo::row_elements(element_bytes); }
+int chunk_of(const Problem& prob, const GemmConfig& c) { return chunk_of(c.chunk, element_bytes(prob)); }
 int row_bytes(const Problem& prob, const GemmConfig& c) { return chunk_of(prob, c) * element_bytes(prob); }
 // The chunk of im2col boxes that pads a tap's C channels least, the widest of those (C = 32: 32;
 // 48 or 40: 16; a multiple of 64: 64).
@@ -332,11 +332,12 @@ class GemmSm90Family final : public Family {
       }
     };
     const bool rows = im2col == 1 && rowbox_possible(prob);
-    const int snug = im2col == 1 ? snug_chunk(prob) : 0;
+    const int snug = im2col == 1 && !is_tf32(prob) ? snug_chunk(prob) : 0;  // (the 128-byte row: 64)
     // Narrower chunks where 64-channel ones pad the channels: 32 (which ran at least as fast as 16
     // for C = 48), and 16 where that pads less.
     std::vector<int> narrower;
-    if (snug != 0 && snug != geo::row_elements(element_bytes(prob))) narrower = snug == 32 ? std::vector<int>{32} : std::vector<int>{32, 16};
+    if (snug == 32) narrower = {32};
+    if (snug == 16) narrower = {32, 16};
     auto add_both = [&](const GemmConfig& c) {
       add(c);
       for (const int chunk : narrower) add(c, 0, chunk);
@@ -403,7 +404,7 @@ class GemmSm90Family final : public Family {
     const GemmConfig c = kTable.load(plan.key.config);
     // A chunk's channels, and the swizzle of its rows (128, or with im2col boxes 64 or 32 bytes).
     const int element = plan.key.dtype == DataType::Float32 ? 4 : 2;
-    const auto row = static_cast<unsigned>(c.chunk != 0 ? c.chunk : geo::row_elements(element));
+    const auto row = static_cast<unsigned>(chunk_of(c.chunk, element));
     const int bytes = static_cast<int>(row) * element;
     const CUtensorMapSwizzle swizzle = bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                        : bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
